@@ -1,0 +1,72 @@
+// swift-tools-version: 6.1
+//
+// Benchmarks for AsyncMulticast. This is a separate, nested package on purpose:
+// users of the library resolve nothing from here (the library itself has zero
+// dependencies). Run it from this folder:
+//
+//     swift package benchmark                 # package-benchmark suite
+//     swift run -c release compare            # side-by-side ratio table
+//     swift test                              # overload check (AsyncAlgorithms + AsyncMulticast)
+//
+import PackageDescription
+
+let swift6: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+
+let package = Package(
+    name: "AsyncMulticastBenchmarks",
+    platforms: [.macOS(.v15), .iOS(.v18), .tvOS(.v18), .watchOS(.v11), .visionOS(.v2)],
+    dependencies: [
+        // The library under test, one folder up.
+        .package(name: "AsyncMulticast", path: ".."),
+        // package-benchmark. On Swift 6.3 its default traits also pull in a Swift
+        // runtime interposer that is not needed here; naming only the malloc
+        // interposer trait keeps the malloc metrics and drops that dependency.
+        .package(
+            url: "https://github.com/ordo-one/package-benchmark",
+            exact: "1.38.1",
+            traits: ["MallocInterposer"]
+        ),
+        // The comparison point: swift-async-algorithms' share().
+        .package(url: "https://github.com/apple/swift-async-algorithms", exact: "1.1.4"),
+    ],
+    targets: [
+        // Scenario code shared by the package-benchmark suite and `compare`:
+        // the hand-rolled broadcaster, the sources and the scenario runners.
+        .target(
+            name: "MulticastScenarios",
+            dependencies: [
+                .product(name: "AsyncMulticast", package: "AsyncMulticast"),
+                .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+            ],
+            swiftSettings: swift6
+        ),
+        // package-benchmark suite (discovered under Benchmarks/<Name>/).
+        .executableTarget(
+            name: "MulticastBenchmarks",
+            dependencies: [
+                "MulticastScenarios",
+                .product(name: "Benchmark", package: "package-benchmark"),
+            ],
+            path: "Benchmarks/MulticastBenchmarks",
+            swiftSettings: swift6,
+            plugins: [
+                .plugin(name: "BenchmarkPlugin", package: "package-benchmark")
+            ]
+        ),
+        // Side-by-side comparison in one process: `swift run -c release compare [--smoke|--full]`.
+        .executableTarget(
+            name: "compare",
+            dependencies: ["MulticastScenarios"],
+            swiftSettings: swift6
+        ),
+        // Compile-time overload check with both AsyncAlgorithms and AsyncMulticast imported.
+        .testTarget(
+            name: "OverloadTests",
+            dependencies: [
+                .product(name: "AsyncMulticast", package: "AsyncMulticast"),
+                .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+            ],
+            swiftSettings: swift6
+        ),
+    ]
+)

@@ -1,0 +1,97 @@
+/// A FIFO ring buffer addressed by *absolute* positions.
+///
+/// The shared buffer numbers every element the upstream ever produced (0, 1, 2, …); a
+/// subscriber's cursor is such a number. `IndexedRing` stores the contiguous window
+/// `startIndex..<endIndex` of those positions, grows by doubling, and never moves the
+/// absolute numbering, so cursors stay valid while the window slides.
+///
+/// Invariants: `capacity` is zero or a power of two; `count <= capacity`; the element at
+/// absolute position `startIndex + k` lives in physical slot `(head + k) & (capacity - 1)`.
+struct IndexedRing<Element> {
+    private var slots: [Element?] = []
+    private var head = 0
+    /// Absolute position of the first stored element.
+    private(set) var startIndex: Int
+    /// Number of stored elements.
+    private(set) var count = 0
+
+    init(startIndex: Int = 0) {
+        self.startIndex = startIndex
+    }
+
+    /// One past the absolute position of the last stored element.
+    var endIndex: Int { self.startIndex + self.count }
+    var isEmpty: Bool { self.count == 0 }
+    private var capacity: Int { self.slots.count }
+    private var mask: Int { self.slots.count &- 1 }
+
+    /// The first stored element, if any.
+    var first: Element? {
+        self.count == 0 ? nil : self.slots[self.head]
+    }
+
+    /// The element at absolute position `position`, which must be stored.
+    subscript(position: Int) -> Element {
+        get {
+            precondition(position >= self.startIndex && position < self.endIndex,
+                         "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
+            return self.slots[(self.head &+ (position &- self.startIndex)) & self.mask]!
+        }
+        set {
+            precondition(position >= self.startIndex && position < self.endIndex,
+                         "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
+            self.slots[(self.head &+ (position &- self.startIndex)) & self.mask] = newValue
+        }
+    }
+
+    /// Stores `element` at `endIndex`.
+    mutating func append(_ element: Element) {
+        if self.count == self.capacity { self.grow() }
+        self.slots[(self.head &+ self.count) & self.mask] = element
+        self.count &+= 1
+    }
+
+    /// Stores `element` at `startIndex - 1`.
+    mutating func prepend(_ element: Element) {
+        if self.count == self.capacity { self.grow() }
+        self.head = (self.head &- 1) & self.mask
+        self.slots[self.head] = element
+        self.startIndex &-= 1
+        self.count &+= 1
+    }
+
+    /// Removes and returns the element at `startIndex`; the window then starts one later.
+    @discardableResult
+    mutating func removeFirst() -> Element {
+        precondition(self.count > 0, "IndexedRing: removeFirst on an empty ring")
+        let element = self.slots[self.head].take()!
+        self.head = (self.head &+ 1) & self.mask
+        self.startIndex &+= 1
+        self.count &-= 1
+        return element
+    }
+
+    /// Moves an empty window so that it starts (and ends) at `position`.
+    mutating func rebase(to position: Int) {
+        precondition(self.count == 0, "IndexedRing: rebase of a non-empty ring")
+        self.startIndex = position
+    }
+
+    /// Releases every element and moves the empty window to `position`.
+    mutating func removeAll(rebasingTo position: Int) {
+        while self.count > 0 { self.removeFirst() }
+        self.startIndex = position
+    }
+
+    private mutating func grow() {
+        let newCapacity = Swift.max(8, self.capacity &* 2)
+        var newSlots = [Element?](repeating: nil, count: newCapacity)
+        for k in 0..<self.count {
+            newSlots[k] = self.slots[(self.head &+ k) & self.mask].take()
+        }
+        self.slots = newSlots
+        self.head = 0
+    }
+}
+
+extension IndexedRing: Sendable where Element: Sendable {}

@@ -1,0 +1,815 @@
+/// Identifies one subscriber inside a ``MulticastStateMachine``.
+///
+/// `slot` indexes the machine's subscriber table; `generation` changes every time a slot is
+/// freed, so an id that outlived its subscriber never touches the slot's next occupant.
+struct SubscriberID: Hashable, Sendable {
+    var slot: UInt32
+    var generation: UInt32
+}
+
+/// Who drives the upstream, and when it starts and stops.
+enum UpstreamMode: Sendable, Hashable {
+    /// `share()` / `replay(_:)`: the first demand starts the upstream, the last subscriber
+    /// leaving stops it (after the keep-alive window), a later demand restarts it.
+    case automatic
+    /// `multicast().autoconnect()`: the first demand starts it; leaving never stops it.
+    case autoconnect
+    /// `multicast()`: only `connect()` starts it and only the connection stops it.
+    case manual
+    /// Subjects: there is no upstream task; elements are pushed in with `send`.
+    case push
+}
+
+/// The engine behind every face of the library: `share`, `replay`, `multicast` and subjects.
+///
+/// A pure, synchronous state machine: it owns the shared buffer, every subscriber's cursor,
+/// the suspended subscribers' continuations and the upstream's lifecycle, and each transition
+/// returns what must happen next (resume these continuations, start or cancel the upstream).
+/// It never resumes a continuation itself, never creates a task and holds no lock; the
+/// ``MulticastStorage`` that owns it does those things, outside its lock.
+///
+/// ## The shared buffer
+/// Every element the upstream produces gets an absolute position (0, 1, 2, …). Elements are
+/// stored once, in `elements`, which keeps the window from the oldest position some
+/// subscriber still has to read (or the replay window, if that starts earlier) to `tail`.
+/// A subscriber is a cursor: the position it reads next.
+///
+/// ## Why taking an element is O(1)
+/// Subscribers are grouped in *lanes*, one per buffering policy in use (normally just one).
+/// A lane keeps a histogram `counts[p]` = number of its subscribers whose cursor is `p`, for
+/// `p` in `minCursor..<tail`, plus `atTail` for the caught-up ones. Reading moves one unit of
+/// the histogram one step; the window's start moves past positions whose count reached zero.
+/// Nobody is scanned when the slowest subscriber advances (unlike a min-over-all-cursors
+/// rescan), and every trimmed position was appended once, so trimming is amortized O(1).
+///
+/// The dropping policies act on whole histogram cells too:
+/// - `.bufferingNewest(n)`: when an append gives the cell at `tail - n - 1` an `n + 1`-th
+///   pending element, the whole cell moves one step forward (those subscribers drop their
+///   oldest). Their stored cursors are fixed lazily: a cursor below the lane's window start
+///   reads from the window start.
+/// - `.bufferingOldest(n)`: that cell instead *freezes*: its `n` pending elements are copied
+///   once into a `FrozenGroup` and its subscribers stop holding the shared buffer (so a
+///   sleeping subscriber cannot pin memory). Each member, on its next read, continues from
+///   a private queue that receives new elements only while it has room, and rejoins the
+///   shared buffer when that queue is empty.
+///
+/// Waiting subscribers (suspended in `next()`) are always caught up; an appended element is
+/// handed to them directly and never occupies their histogram.
+struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
+    typealias SubscriberContinuation = UnsafeContinuation<Result<Element?, Failure>, Never>
+    /// Resumed with `true` when the producer may go on, `false` when it must stop.
+    typealias ProducerContinuation = UnsafeContinuation<Bool, Never>
+
+    enum Terminal: Sendable {
+        case finished
+        case failed(Failure)
+
+        var result: Result<Element?, Failure> {
+            switch self {
+            case .finished: return .success(nil)
+            case .failed(let error): return .failure(error)
+            }
+        }
+    }
+
+    enum Upstream: Sendable, Equatable {
+        /// Not running; the next demand (or `connect()`) starts epoch `nextEpoch`.
+        case idle
+        /// An upstream iteration identified by `epoch` is running.
+        case running(epoch: UInt64)
+        /// No subscriber is left but the keep-alive window, identified by `timer`, is open.
+        case lingering(epoch: UInt64, timer: UInt64)
+        /// The upstream finished or failed; `terminal` is set and nothing starts again.
+        case terminated
+    }
+
+    /// What the caller of a transition must do, outside the lock.
+    struct Effects: Sendable {
+        /// Resume each of these with `subscriberResult`.
+        var subscribers: [SubscriberContinuation] = []
+        var subscriberResult: Result<Element?, Failure> = .success(nil)
+        /// Resume each of these with `producerResult`.
+        var producers: [ProducerContinuation] = []
+        var producerResult = true
+        /// Start a new upstream iteration for this epoch.
+        var startUpstream: UInt64?
+        /// Cancel the upstream iteration of this epoch.
+        var cancelUpstream: UInt64?
+        /// Start the keep-alive timer with this id.
+        var startTimer: UInt64?
+        /// The keep-alive timer with this id is no longer needed.
+        var cancelTimer: UInt64?
+
+        var isEmpty: Bool {
+            self.subscribers.isEmpty && self.producers.isEmpty && self.startUpstream == nil
+                && self.cancelUpstream == nil && self.startTimer == nil && self.cancelTimer == nil
+        }
+    }
+
+    /// The outcome of `next(_:)`, the non-suspending fast path of a subscriber's `next()`.
+    enum NextAction: Sendable {
+        /// Return this element; resume `producers` with `true` (room was made).
+        case element(Element, producers: [ProducerContinuation])
+        /// Return this terminal value (`nil` or an error). The subscriber has left.
+        case terminal(Result<Element?, Failure>)
+        /// Nothing is available: suspend and call `suspend(_:continuation:)`. Start the
+        /// upstream of this epoch first if it is not `nil`.
+        case suspend(startUpstream: UInt64?)
+    }
+
+    /// The outcome of a producer offering an element.
+    enum ProduceAction: Sendable {
+        /// The element is in; go on producing.
+        case proceed(Effects)
+        /// The element is in; park (see `parkProducer`) before producing the next one.
+        case park(Effects)
+        /// The element was not taken: this producer is stale (cancelled epoch) or the
+        /// sequence has terminated. Stop producing.
+        case stop
+    }
+
+    // MARK: Types used by the bookkeeping
+
+    private struct Slot: Sendable {
+        var cursor = 0
+        var generation: UInt32 = 0
+        var lane: UInt16 = 0
+        var isLive = false
+        /// The subscriber reads from `detached[slot]` (a `.bufferingOldest` overflow).
+        var isDetached = false
+        /// Index into `waiters` while suspended in `next()`, otherwise -1.
+        var waiterIndex: Int32 = -1
+    }
+
+    private struct Waiter: Sendable {
+        var slot: UInt32
+        var continuation: SubscriberContinuation
+    }
+
+    /// The pending elements of subscribers of a `.bufferingOldest(n)` cell that overflowed.
+    private struct FrozenGroup: Sendable {
+        var elements: [Element]
+        var members: Int
+    }
+
+    /// A `.bufferingOldest` subscriber reading from its own queue after an overflow.
+    private struct Detached: Sendable {
+        var queue: [Element]
+        var head = 0
+        /// Index in its lane's `roomList`, or -1 while the queue is full.
+        var roomIndex = -1
+        var pending: Int { self.queue.count - self.head }
+
+        mutating func pop() -> Element {
+            let element = self.queue[self.head]
+            self.head += 1
+            if self.head >= 32, self.head * 2 >= self.queue.count {
+                self.queue.removeFirst(self.head)
+                self.head = 0
+            }
+            return element
+        }
+    }
+
+    private struct Lane: Sendable {
+        let policy: SharedBufferingPolicy
+        var members = 0
+        /// `counts[p]`: members whose cursor is `p`, for `p` in `minCursor..<tail`.
+        /// Invariants: `counts.endIndex == tail`; `counts.first` is nil or positive.
+        var counts: IndexedRing<Int>
+        /// Attached members whose cursor is `tail`, waiting ones included.
+        var atTail = 0
+        /// Members suspended in `next()` (all of them have cursor `tail`).
+        var waiting = 0
+        /// `.bufferingOldest`: frozen cells by the cursor their members still hold.
+        var frozen: [Int: FrozenGroup] = [:]
+        /// `.bufferingOldest`: detached members whose queue has room.
+        var roomList: [UInt32] = []
+
+        init(policy: SharedBufferingPolicy, tail: Int) {
+            self.policy = policy
+            self.counts = IndexedRing(startIndex: tail)
+        }
+
+        /// The oldest position a member of this lane still reads (`tail` if none).
+        var minCursor: Int { self.counts.startIndex }
+
+        mutating func dropLeadingZeros() {
+            while let first = self.counts.first, first == 0 {
+                self.counts.removeFirst()
+            }
+        }
+
+        /// Records that `count` members now have the element at `position` (== old tail) pending.
+        mutating func appendCount(_ count: Int, at position: Int) {
+            assert(self.counts.endIndex == position, "lane histogram must end at the tail")
+            if self.counts.isEmpty && count == 0 {
+                self.counts.rebase(to: position + 1)
+            } else {
+                self.counts.append(count)
+            }
+        }
+
+        /// Moves the oldest histogram cell one position forward (its members drop one element).
+        mutating func advanceOldestCell(tail: Int) {
+            let moved = self.counts.removeFirst()
+            if self.counts.startIndex == tail {
+                self.atTail += moved
+            } else {
+                self.counts[self.counts.startIndex] += moved
+            }
+            self.dropLeadingZeros()
+        }
+    }
+
+    // MARK: State
+
+    /// Elements a new subscriber receives first: the latest `replayCount` already produced.
+    let replayCount: Int
+    let mode: UpstreamMode
+    /// Whether the last subscriber leaving opens a keep-alive window instead of cancelling.
+    let hasKeepAlive: Bool
+    private let defaultPolicy: SharedBufferingPolicy
+
+    private var elements = IndexedRing<Element>()
+    private var lanes: [Lane] = []
+    private var slots: [Slot] = []
+    private var freeSlots: [UInt32] = []
+    private var waiters: [Waiter] = []
+    private var detached: [UInt32: Detached] = [:]
+    /// Subscribers that end (receive `nil`) when their cursor reaches the position: set for
+    /// the subscribers present when a multicast connection is cancelled.
+    private var endPositions: [UInt32: Int] = [:]
+    private var parkedProducers: [(token: UInt64, continuation: ProducerContinuation)] = []
+
+    private(set) var subscriberCount = 0
+    private(set) var upstream: Upstream = .idle
+    private(set) var terminal: Terminal?
+    private var nextEpoch: UInt64 = 0
+    private var nextTimer: UInt64 = 0
+
+    init(policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: Bool = false) {
+        policy.validate()
+        precondition(replay >= 0, "replay: the count must be at least 0, got \(replay)")
+        self.defaultPolicy = policy
+        self.replayCount = replay
+        self.mode = mode
+        self.hasKeepAlive = keepAlive
+        if mode == .push { self.upstream = .running(epoch: 0) }
+    }
+
+    /// Absolute position of the next element to be produced.
+    var tail: Int { self.elements.endIndex }
+
+    /// Number of elements currently stored in the shared buffer (for tests and diagnostics).
+    var bufferedCount: Int { self.elements.count }
+
+    /// Whether every bounded subscriber has room for one more element, i.e. whether a
+    /// producer may append without waiting.
+    var hasRoom: Bool {
+        for lane in self.lanes where lane.members > 0 {
+            if case .bounded(let limit) = lane.policy, self.tail - lane.minCursor >= limit {
+                return false
+            }
+        }
+        return true
+    }
+
+    // MARK: Subscribing
+
+    /// Registers a subscriber; it receives the replay window, then every element appended
+    /// from now on, subject to `policy` (the machine's policy if `nil`).
+    mutating func subscribe(policy: SharedBufferingPolicy? = nil) -> (SubscriberID, Effects) {
+        let policy = policy ?? self.defaultPolicy
+        policy.validate()
+        let laneIndex = self.laneIndex(for: policy)
+        var effects = Effects()
+
+        var replay = Swift.min(self.replayCount, self.elements.count)
+        switch policy {
+        case .bufferingNewest(let limit), .bufferingOldest(let limit):
+            // A dropping subscriber never holds more than `limit`; it gets the newest ones.
+            replay = Swift.min(replay, limit)
+        case .bounded, .unbounded:
+            break
+        }
+        let cursor = self.tail - replay
+
+        let slotIndex: UInt32
+        if let free = self.freeSlots.popLast() {
+            slotIndex = free
+        } else {
+            precondition(self.slots.count < Int(UInt32.max), "too many subscribers")
+            slotIndex = UInt32(self.slots.count)
+            self.slots.append(Slot())
+        }
+        let generation = self.slots[Int(slotIndex)].generation
+        self.slots[Int(slotIndex)] = Slot(
+            cursor: cursor, generation: generation, lane: UInt16(laneIndex), isLive: true)
+
+        self.lanes[laneIndex].members += 1
+        if cursor == self.tail {
+            self.lanes[laneIndex].atTail += 1
+        } else {
+            while self.lanes[laneIndex].counts.startIndex > cursor {
+                self.lanes[laneIndex].counts.prepend(0)
+            }
+            self.lanes[laneIndex].counts[cursor] += 1
+        }
+        self.subscriberCount += 1
+
+        if case .lingering(let epoch, let timer) = self.upstream {
+            // Back inside the keep-alive window: continue the same iteration.
+            self.upstream = .running(epoch: epoch)
+            effects.cancelTimer = timer
+        }
+        return (SubscriberID(slot: slotIndex, generation: generation), effects)
+    }
+
+    private mutating func laneIndex(for policy: SharedBufferingPolicy) -> Int {
+        if let index = self.lanes.firstIndex(where: { $0.policy == policy }) {
+            return index
+        }
+        precondition(self.lanes.count < Int(UInt16.max), "too many distinct buffering policies")
+        self.lanes.append(Lane(policy: policy, tail: self.tail))
+        return self.lanes.count - 1
+    }
+
+    private func liveSlot(_ id: SubscriberID) -> Int? {
+        let index = Int(id.slot)
+        guard index < self.slots.count else { return nil }
+        let slot = self.slots[index]
+        guard slot.isLive, slot.generation == id.generation else { return nil }
+        return index
+    }
+
+    /// Whether `id` still names a registered subscriber.
+    func isSubscribed(_ id: SubscriberID) -> Bool {
+        self.liveSlot(id) != nil
+    }
+
+    // MARK: Reading
+
+    private enum ReadResult {
+        case element(Element)
+        case terminal(Result<Element?, Failure>)
+        case empty(slot: Int)
+    }
+
+    /// Takes the subscriber's next element if one is ready. Never suspends.
+    private mutating func read(_ id: SubscriberID) -> ReadResult {
+        guard let s = self.liveSlot(id) else { return .terminal(.success(nil)) }
+        assert(self.slots[s].waiterIndex < 0, "a subscriber reads while it is suspended")
+        let l = Int(self.slots[s].lane)
+
+        if self.slots[s].isDetached {
+            return self.readDetached(s, lane: l)
+        }
+        let cursor = self.slots[s].cursor
+        if cursor < self.lanes[l].minCursor {
+            // The subscriber's cell was moved while it was not looking (see the type's docs).
+            switch self.lanes[l].policy {
+            case .bufferingNewest:
+                self.slots[s].cursor = self.lanes[l].minCursor
+            case .bufferingOldest:
+                guard var group = self.lanes[l].frozen.removeValue(forKey: cursor) else {
+                    preconditionFailure("bufferingOldest subscriber behind the window without a frozen group")
+                }
+                self.detached[UInt32(s)] = Detached(queue: group.elements)
+                self.slots[s].isDetached = true
+                group.members -= 1
+                if group.members > 0 { self.lanes[l].frozen[cursor] = group }
+                return self.readDetached(s, lane: l)
+            case .bounded, .unbounded:
+                preconditionFailure("lossless subscriber behind the shared window")
+            }
+        }
+
+        let position = self.slots[s].cursor
+        if !self.endPositions.isEmpty, let end = self.endPositions[UInt32(s)], position >= end {
+            self.removeSubscriber(s)
+            return .terminal(.success(nil))
+        }
+        if position < self.tail {
+            let element = self.elements[position]
+            self.slots[s].cursor = position + 1
+            self.lanes[l].counts[position] -= 1
+            if position + 1 == self.tail {
+                self.lanes[l].atTail += 1
+            } else {
+                self.lanes[l].counts[position + 1] += 1
+            }
+            if position == self.lanes[l].minCursor {
+                self.lanes[l].dropLeadingZeros()
+                self.trimElements()
+            }
+            return .element(element)
+        }
+        if let terminal = self.terminal {
+            self.removeSubscriber(s)
+            return .terminal(terminal.result)
+        }
+        return .empty(slot: s)
+    }
+
+    private mutating func readDetached(_ s: Int, lane l: Int) -> ReadResult {
+        let key = UInt32(s)
+        let element = self.detached[key]!.pop()
+        if self.detached[key]!.pending == 0 {
+            // Nothing private is left: rejoin the shared buffer at the tail.
+            self.removeFromRoomList(key, lane: l)
+            self.detached[key] = nil
+            self.slots[s].isDetached = false
+            self.slots[s].cursor = self.tail
+            self.lanes[l].atTail += 1
+        } else if self.detached[key]!.roomIndex < 0 {
+            self.detached[key]!.roomIndex = self.lanes[l].roomList.count
+            self.lanes[l].roomList.append(key)
+        }
+        return .element(element)
+    }
+
+    private mutating func removeFromRoomList(_ key: UInt32, lane l: Int) {
+        guard let index = self.detached[key]?.roomIndex, index >= 0 else { return }
+        let last = self.lanes[l].roomList.removeLast()
+        if last != key {
+            self.lanes[l].roomList[index] = last
+            self.detached[last]!.roomIndex = index
+        }
+        self.detached[key]!.roomIndex = -1
+    }
+
+    /// Drops stored elements nobody will read again (outside the replay window).
+    private mutating func trimElements() {
+        var keepFrom = self.tail - self.replayCount
+        for lane in self.lanes where lane.minCursor < keepFrom {
+            keepFrom = lane.minCursor
+        }
+        while self.elements.startIndex < keepFrom {
+            self.elements.removeFirst()
+        }
+    }
+
+    /// The fast path of a subscriber's `next()`: takes a ready element or terminal event
+    /// without suspending; otherwise says to suspend (and whether to start the upstream).
+    mutating func next(_ id: SubscriberID) -> NextAction {
+        switch self.read(id) {
+        case .element(let element):
+            return .element(element, producers: self.takeProducersIfRoom())
+        case .terminal(let result):
+            return .terminal(result)
+        case .empty:
+            return .suspend(startUpstream: self.startUpstreamOnDemand())
+        }
+    }
+
+    /// The slow path: the subscriber suspended with `continuation`. Either it is resumed at
+    /// once (an element arrived, it was cancelled, or the sequence ended in the meantime) or
+    /// the continuation is stored until an element or terminal event arrives.
+    mutating func suspend(_ id: SubscriberID, continuation: SubscriberContinuation) -> Effects {
+        var effects = Effects()
+        switch self.read(id) {
+        case .element(let element):
+            effects.subscribers = [continuation]
+            effects.subscriberResult = .success(element)
+            effects.producers = self.takeProducersIfRoom()
+        case .terminal(let result):
+            effects.subscribers = [continuation]
+            effects.subscriberResult = result
+        case .empty(let s):
+            self.slots[s].waiterIndex = Int32(self.waiters.count)
+            self.waiters.append(Waiter(slot: UInt32(s), continuation: continuation))
+            self.lanes[Int(self.slots[s].lane)].waiting += 1
+            effects.startUpstream = self.startUpstreamOnDemand()
+        }
+        return effects
+    }
+
+    private mutating func startUpstreamOnDemand() -> UInt64? {
+        guard self.upstream == .idle, self.terminal == nil else { return nil }
+        switch self.mode {
+        case .automatic, .autoconnect:
+            let epoch = self.nextEpoch
+            self.nextEpoch += 1
+            self.upstream = .running(epoch: epoch)
+            return epoch
+        case .manual, .push:
+            return nil
+        }
+    }
+
+    // MARK: Leaving
+
+    /// The subscriber leaves: its task was cancelled or its iterator was released.
+    /// A suspended `next()` is resumed with `nil`. Leaving twice is harmless.
+    mutating func unsubscribe(_ id: SubscriberID) -> Effects {
+        var effects = Effects()
+        guard let s = self.liveSlot(id) else { return effects }
+        if let continuation = self.removeSubscriber(s) {
+            effects.subscribers = [continuation]
+            effects.subscriberResult = .success(nil)
+        }
+        if self.subscriberCount == 0, self.mode == .automatic {
+            switch self.upstream {
+            case .running(let epoch):
+                if self.hasKeepAlive {
+                    let timer = self.nextTimer
+                    self.nextTimer += 1
+                    self.upstream = .lingering(epoch: epoch, timer: timer)
+                    effects.startTimer = timer
+                } else {
+                    self.stopUpstream(epoch: epoch, into: &effects)
+                }
+            case .idle, .lingering, .terminated:
+                break
+            }
+        }
+        if effects.producers.isEmpty {
+            effects.producers = self.takeProducersIfRoom()
+        }
+        return effects
+    }
+
+    /// Frees the subscriber's slot and its share of the bookkeeping. Returns its stored
+    /// continuation if it was suspended (the caller decides what to resume it with).
+    @discardableResult
+    private mutating func removeSubscriber(_ s: Int) -> SubscriberContinuation? {
+        let slot = self.slots[s]
+        let l = Int(slot.lane)
+        var continuation: SubscriberContinuation?
+        if slot.waiterIndex >= 0 {
+            let index = Int(slot.waiterIndex)
+            continuation = self.waiters[index].continuation
+            let last = self.waiters.removeLast()
+            if index < self.waiters.count {
+                self.waiters[index] = last
+                self.slots[Int(last.slot)].waiterIndex = Int32(index)
+            }
+            self.lanes[l].waiting -= 1
+        }
+        if slot.isDetached {
+            self.removeFromRoomList(UInt32(s), lane: l)
+            self.detached[UInt32(s)] = nil
+        } else if slot.cursor < self.lanes[l].minCursor {
+            switch self.lanes[l].policy {
+            case .bufferingNewest:
+                self.decrementCount(at: self.lanes[l].minCursor, lane: l)
+            case .bufferingOldest:
+                let group = self.lanes[l].frozen[slot.cursor]!
+                if group.members == 1 {
+                    self.lanes[l].frozen[slot.cursor] = nil
+                } else {
+                    self.lanes[l].frozen[slot.cursor]!.members -= 1
+                }
+            case .bounded, .unbounded:
+                preconditionFailure("lossless subscriber behind the shared window")
+            }
+        } else {
+            self.decrementCount(at: slot.cursor, lane: l)
+        }
+        if !self.endPositions.isEmpty { self.endPositions[UInt32(s)] = nil }
+        self.lanes[l].members -= 1
+        self.slots[s].isLive = false
+        self.slots[s].isDetached = false
+        self.slots[s].waiterIndex = -1
+        self.slots[s].generation &+= 1
+        self.freeSlots.append(UInt32(s))
+        self.subscriberCount -= 1
+        return continuation
+    }
+
+    private mutating func decrementCount(at position: Int, lane l: Int) {
+        if position == self.tail {
+            self.lanes[l].atTail -= 1
+        } else {
+            self.lanes[l].counts[position] -= 1
+            if position == self.lanes[l].minCursor {
+                self.lanes[l].dropLeadingZeros()
+                self.trimElements()
+            }
+        }
+    }
+
+    private mutating func stopUpstream(epoch: UInt64, into effects: inout Effects) {
+        self.upstream = .idle
+        effects.cancelUpstream = epoch
+        effects.producers = self.parkedProducers.map(\.continuation)
+        effects.producerResult = false
+        self.parkedProducers.removeAll()
+    }
+
+    // MARK: Producing
+
+    /// Whether `epoch` is the upstream iteration currently allowed to produce.
+    func isCurrent(epoch: UInt64) -> Bool {
+        switch self.upstream {
+        case .running(let current), .lingering(let current, _):
+            return current == epoch
+        case .idle, .terminated:
+            return false
+        }
+    }
+
+    /// The upstream iteration `epoch` produced `element`.
+    ///
+    /// With `respectingBounds` false (a subject's synchronous `send`) the element is taken
+    /// even when a bounded subscriber is full.
+    mutating func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) -> ProduceAction {
+        guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return .stop }
+        var effects = Effects()
+        self.append(element, into: &effects)
+        if respectingBounds && !self.hasRoom {
+            return .park(effects)
+        }
+        return .proceed(effects)
+    }
+
+    private mutating func append(_ element: Element, into effects: inout Effects) {
+        let position = self.tail
+        var needed = self.replayCount > 0
+
+        for l in self.lanes.indices where self.lanes[l].members > 0 {
+            if case .bufferingOldest(let limit) = self.lanes[l].policy, limit > 0 {
+                self.freezeFullCell(lane: l, limit: limit, appending: position)
+                self.deliverToRoomList(element, lane: l, limit: limit)
+            }
+            let nonWaiting = self.lanes[l].atTail - self.lanes[l].waiting
+            self.lanes[l].appendCount(nonWaiting, at: position)
+            // Waiting members take the element right away (below): they stay caught up.
+            self.lanes[l].atTail = self.lanes[l].waiting
+            self.lanes[l].waiting = 0
+            // Members now holding `limit + 1` drop their oldest: the whole cell moves on.
+            // `.bufferingOldest(0)` is the same thing (the new element is the only one held).
+            let dropLimit: Int?
+            switch self.lanes[l].policy {
+            case .bufferingNewest(let limit): dropLimit = limit
+            case .bufferingOldest(0): dropLimit = 0
+            case .bufferingOldest, .bounded, .unbounded: dropLimit = nil
+            }
+            if let limit = dropLimit {
+                let floor = position + 1 - limit
+                while !self.lanes[l].counts.isEmpty && self.lanes[l].minCursor < floor {
+                    self.lanes[l].advanceOldestCell(tail: position + 1)
+                }
+            }
+            if !self.lanes[l].counts.isEmpty { needed = true }
+        }
+        for l in self.lanes.indices where self.lanes[l].members == 0 && self.lanes[l].counts.isEmpty {
+            self.lanes[l].counts.rebase(to: position + 1)
+        }
+
+        if needed || !self.elements.isEmpty {
+            self.elements.append(element)
+        } else {
+            self.elements.rebase(to: position + 1)
+        }
+
+        if !self.waiters.isEmpty {
+            effects.subscribers.reserveCapacity(self.waiters.count)
+            for waiter in self.waiters {
+                self.slots[Int(waiter.slot)].cursor = position + 1
+                self.slots[Int(waiter.slot)].waiterIndex = -1
+                effects.subscribers.append(waiter.continuation)
+            }
+            self.waiters.removeAll(keepingCapacity: true)
+            effects.subscriberResult = .success(element)
+        }
+        self.trimElements()
+    }
+
+    /// `.bufferingOldest(limit)`: the members holding `limit` elements cannot take the one
+    /// being appended at `position`. Copy their `limit` pending elements once and let the
+    /// cell stop pinning the shared buffer.
+    private mutating func freezeFullCell(lane l: Int, limit: Int, appending position: Int) {
+        let full = position - limit
+        guard !self.lanes[l].counts.isEmpty, self.lanes[l].minCursor == full else { return }
+        let members = self.lanes[l].counts[full]
+        assert(members > 0, "histogram cells at the window start are positive")
+        assert(self.lanes[l].frozen[full] == nil, "a cell freezes once")
+        var copy: [Element] = []
+        copy.reserveCapacity(limit)
+        for p in full..<position { copy.append(self.elements[p]) }
+        self.lanes[l].frozen[full] = FrozenGroup(elements: copy, members: members)
+        self.lanes[l].counts[full] = 0
+        self.lanes[l].dropLeadingZeros()
+    }
+
+    private mutating func deliverToRoomList(_ element: Element, lane l: Int, limit: Int) {
+        var index = 0
+        while index < self.lanes[l].roomList.count {
+            let key = self.lanes[l].roomList[index]
+            self.detached[key]!.queue.append(element)
+            if self.detached[key]!.pending >= limit {
+                self.removeFromRoomList(key, lane: l)  // swaps the last one into `index`
+            } else {
+                index += 1
+            }
+        }
+    }
+
+    /// Parks a producer that was told to `.park` until there is room (resumed with `true`)
+    /// or it must stop (`false`). Resumed at once if that is already decided.
+    mutating func parkProducer(
+        epoch: UInt64, token: UInt64, continuation: ProducerContinuation
+    ) -> Effects {
+        var effects = Effects()
+        if self.terminal != nil || !self.isCurrent(epoch: epoch) {
+            effects.producers = [continuation]
+            effects.producerResult = false
+        } else if self.hasRoom {
+            effects.producers = [continuation]
+            effects.producerResult = true
+        } else {
+            self.parkedProducers.append((token, continuation))
+        }
+        return effects
+    }
+
+    /// Removes a parked producer (its task was cancelled) and returns its continuation.
+    mutating func unparkProducer(token: UInt64) -> ProducerContinuation? {
+        guard let index = self.parkedProducers.firstIndex(where: { $0.token == token }) else { return nil }
+        return self.parkedProducers.remove(at: index).continuation
+    }
+
+    private mutating func takeProducersIfRoom() -> [ProducerContinuation] {
+        guard !self.parkedProducers.isEmpty, self.hasRoom else { return [] }
+        defer { self.parkedProducers.removeAll() }
+        return self.parkedProducers.map(\.continuation)
+    }
+
+    /// The upstream iteration `epoch` ended: `nil` when it finished, else its error.
+    /// Subscribers receive what is buffered, then the terminal event.
+    mutating func finish(epoch: UInt64, failure: Failure?) -> Effects {
+        var effects = Effects()
+        guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return effects }
+        let terminal: Terminal = failure.map { .failed($0) } ?? .finished
+        self.terminal = terminal
+        self.upstream = .terminated
+        if !self.waiters.isEmpty {
+            // Waiting subscribers are caught up: they get the terminal event now and leave.
+            let waiting = self.waiters.map(\.slot)
+            for slot in waiting {
+                effects.subscribers.append(self.removeSubscriber(Int(slot))!)
+            }
+            effects.subscriberResult = terminal.result
+        }
+        effects.producers = self.parkedProducers.map(\.continuation)
+        effects.producerResult = false
+        self.parkedProducers.removeAll()
+        return effects
+    }
+
+    // MARK: Explicit connection (multicast) and keep-alive
+
+    /// Starts the upstream if it is idle. Returns the running epoch (`nil` once terminated).
+    mutating func connect() -> (epoch: UInt64?, effects: Effects) {
+        var effects = Effects()
+        switch self.upstream {
+        case .running(let epoch), .lingering(let epoch, _):
+            return (epoch, effects)
+        case .terminated:
+            return (nil, effects)
+        case .idle:
+            let epoch = self.nextEpoch
+            self.nextEpoch += 1
+            self.upstream = .running(epoch: epoch)
+            effects.startUpstream = epoch
+            return (epoch, effects)
+        }
+    }
+
+    /// Cancels the upstream iteration `epoch`. The subscribers present now receive what is
+    /// buffered for them, then `nil`; later subscribers wait for the next connection.
+    mutating func disconnect(epoch: UInt64) -> Effects {
+        var effects = Effects()
+        guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return effects }
+        self.stopUpstream(epoch: epoch, into: &effects)
+        let waiting = self.waiters.map(\.slot)
+        for slot in waiting {
+            effects.subscribers.append(self.removeSubscriber(Int(slot))!)
+        }
+        effects.subscriberResult = .success(nil)
+        let end = self.tail
+        for index in self.slots.indices where self.slots[index].isLive {
+            self.endPositions[UInt32(index)] = end
+        }
+        return effects
+    }
+
+    /// The keep-alive timer `timer` expired: cancel the upstream if nobody came back.
+    mutating func keepAliveExpired(timer: UInt64) -> Effects {
+        var effects = Effects()
+        if case .lingering(let epoch, let current) = self.upstream, current == timer {
+            self.stopUpstream(epoch: epoch, into: &effects)
+        }
+        return effects
+    }
+
+    // MARK: Push (subjects)
+
+    /// Completes a push-fed machine (a subject). Ignored once completed.
+    mutating func complete(failure: Failure?) -> Effects {
+        guard case .running(let epoch) = self.upstream else { return Effects() }
+        return self.finish(epoch: epoch, failure: failure)
+    }
+}

@@ -1,0 +1,247 @@
+/// Owns a ``MulticastStateMachine`` behind a lock and carries out the effects of its
+/// transitions — resuming continuations, starting and cancelling the upstream task, the
+/// keep-alive timer — always *after* the lock is released.
+///
+/// Every face of the library (`share`, `replay`, `multicast`, the subjects) is a thin
+/// wrapper around one storage.
+final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
+    typealias Machine = MulticastStateMachine<Element, Failure>
+    /// Runs one upstream iteration, feeding the storage through the sink.
+    typealias UpstreamBody = @Sendable (UpstreamSink) async -> Void
+
+    struct State: Sendable {
+        var machine: Machine
+        var upstreamTask: (epoch: UInt64, task: Task<Void, Never>)?
+        var timerTask: (timer: UInt64, task: Task<Void, Never>)?
+        var nextProducerToken: UInt64 = 0
+    }
+
+    let state: Lock<State>
+    private let upstreamBody: UpstreamBody?
+    private let keepAlive: Duration
+
+    init(
+        policy: SharedBufferingPolicy,
+        replay: Int,
+        mode: UpstreamMode,
+        keepAlive: Duration = .zero,
+        upstream: UpstreamBody?
+    ) {
+        precondition(keepAlive >= .zero, "keepAlive: the duration must not be negative, got \(keepAlive)")
+        assert((upstream == nil) == (mode == .push), "only push-fed storages have no upstream")
+        self.state = Lock(State(machine: Machine(
+            policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero)))
+        self.upstreamBody = upstream
+        self.keepAlive = keepAlive
+    }
+
+    var subscriberCount: Int {
+        self.state.withLock { $0.machine.subscriberCount }
+    }
+
+    // MARK: Running transitions
+
+    /// Applies `transition` under the lock, then performs its effects outside it.
+    @inline(__always)
+    func transition(_ transition: (inout Machine) -> Machine.Effects) {
+        let (effects, upstreamTask, timerTask) = self.state.withLock { state in
+            let effects = transition(&state.machine)
+            return (effects, Self.takeUpstreamTask(&state, for: effects),
+                    Self.takeTimerTask(&state, for: effects))
+        }
+        self.perform(effects, cancelling: upstreamTask, timerTask)
+    }
+
+    private static func takeUpstreamTask(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
+        guard let epoch = effects.cancelUpstream, let running = state.upstreamTask,
+              running.epoch == epoch else { return nil }
+        state.upstreamTask = nil
+        return running.task
+    }
+
+    private static func takeTimerTask(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
+        guard let timer = effects.cancelTimer ?? effects.cancelUpstream.flatMap({ _ in state.timerTask?.timer }),
+              let pending = state.timerTask, pending.timer == timer else { return nil }
+        state.timerTask = nil
+        return pending.task
+    }
+
+    private func perform(
+        _ effects: Machine.Effects,
+        cancelling upstreamTask: Task<Void, Never>? = nil,
+        _ timerTask: Task<Void, Never>? = nil
+    ) {
+        for continuation in effects.subscribers {
+            continuation.resume(returning: effects.subscriberResult)
+        }
+        for continuation in effects.producers {
+            continuation.resume(returning: effects.producerResult)
+        }
+        upstreamTask?.cancel()
+        timerTask?.cancel()
+        if let epoch = effects.startUpstream { self.startUpstream(epoch: epoch) }
+        if let timer = effects.startTimer { self.startTimer(timer) }
+    }
+
+    private func startUpstream(epoch: UInt64) {
+        guard let body = self.upstreamBody else {
+            preconditionFailure("a push-fed storage was asked to start an upstream")
+        }
+        let sink = UpstreamSink(storage: self, epoch: epoch)
+        // Detached: the upstream must not inherit the priority or task-locals of whichever
+        // subscriber happened to ask first.
+        let task = Task.detached { await body(sink) }
+        let isStale = self.state.withLock { state -> Bool in
+            guard state.machine.isCurrent(epoch: epoch) else { return true }
+            state.upstreamTask = (epoch, task)
+            return false
+        }
+        // Everyone left between the decision to start and now: stop it right away.
+        if isStale { task.cancel() }
+    }
+
+    private func startTimer(_ timer: UInt64) {
+        let keepAlive = self.keepAlive
+        let task = Task.detached {
+            try? await Task.sleep(for: keepAlive)
+            self.transition { $0.keepAliveExpired(timer: timer) }
+        }
+        let isStale = self.state.withLock { state -> Bool in
+            guard case .lingering(_, let current) = state.machine.upstream, current == timer else { return true }
+            state.timerTask = (timer, task)
+            return false
+        }
+        if isStale { task.cancel() }
+    }
+
+    // MARK: Subscribers
+
+    func subscribe(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
+        var id: SubscriberID?
+        self.transition { machine in
+            let (newID, effects) = machine.subscribe(policy: policy)
+            id = newID
+            return effects
+        }
+        return id!
+    }
+
+    func unsubscribe(_ id: SubscriberID) {
+        self.transition { $0.unsubscribe(id) }
+    }
+
+    /// One subscriber's `next()`. Takes a ready element without suspending; otherwise
+    /// suspends until an element or terminal event arrives or the task is cancelled.
+    func next(_ id: SubscriberID, isolation actor: isolated (any Actor)?) async throws(Failure) -> Element? {
+        if Task.isCancelled {
+            self.unsubscribe(id)
+            return nil
+        }
+        let action = self.state.withLock { $0.machine.next(id) }
+        switch action {
+        case .element(let element, let producers):
+            for producer in producers { producer.resume(returning: true) }
+            return element
+        case .terminal(let result):
+            return try result.get()
+        case .suspend(let startUpstream):
+            if let epoch = startUpstream { self.startUpstream(epoch: epoch) }
+        }
+        let result = await withTaskCancellationHandler {
+            await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in
+                self.transition { $0.suspend(id, continuation: continuation) }
+            }
+        } onCancel: {
+            self.unsubscribe(id)
+        }
+        return try result.get()
+    }
+
+    // MARK: Producers
+
+    /// Offers an element from the upstream iteration `epoch`. Returns `false` when the
+    /// producer must stop (cancelled, or the sequence ended). Waits while a bounded
+    /// subscriber is full and `respectingBounds` is true.
+    func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) async -> Bool {
+        let action = self.state.withLock { $0.machine.produce(element, epoch: epoch, respectingBounds: respectingBounds) }
+        switch action {
+        case .stop:
+            return false
+        case .proceed(let effects):
+            self.perform(effects)
+            return true
+        case .park(let effects):
+            self.perform(effects)
+            return await self.waitForRoom(epoch: epoch)
+        }
+    }
+
+    /// Offers an element without ever waiting (a subject's synchronous `send`).
+    func produceNow(_ element: Element, epoch: UInt64) {
+        let action = self.state.withLock { $0.machine.produce(element, epoch: epoch, respectingBounds: false) }
+        if case .proceed(let effects) = action { self.perform(effects) }
+    }
+
+    /// Suspends until a bounded subscriber made room (`true`) or producing must stop (`false`).
+    /// A cancelled waiting task stops waiting and gets `false`.
+    func waitForRoom(epoch: UInt64) async -> Bool {
+        let token = self.state.withLock { state -> UInt64 in
+            defer { state.nextProducerToken += 1 }
+            return state.nextProducerToken
+        }
+        return await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: Machine.ProducerContinuation) in
+                self.transition { $0.parkProducer(epoch: epoch, token: token, continuation: continuation) }
+            }
+        } onCancel: {
+            let continuation = self.state.withLock { $0.machine.unparkProducer(token: token) }
+            continuation?.resume(returning: false)
+        }
+    }
+
+    /// The upstream iteration `epoch` ended.
+    func finish(epoch: UInt64, failure: Failure?) {
+        self.transition { machine in
+            let effects = machine.finish(epoch: epoch, failure: failure)
+            return effects
+        }
+        self.state.withLock { state in
+            if state.upstreamTask?.epoch == epoch { state.upstreamTask = nil }
+        }
+    }
+}
+
+extension MulticastStorage {
+    /// Where one upstream iteration (identified by `epoch`) delivers what it produces.
+    struct UpstreamSink: Sendable {
+        let storage: MulticastStorage
+        let epoch: UInt64
+
+        /// Delivers an element. Returns `false` when the iteration must stop.
+        func yield(_ element: Element) async -> Bool {
+            await self.storage.produce(element, epoch: self.epoch)
+        }
+
+        /// Ends the iteration: `nil` when the upstream finished, else its error.
+        func finish(failure: Failure?) {
+            self.storage.finish(epoch: self.epoch, failure: failure)
+        }
+    }
+
+    /// The upstream body that iterates `base`: one `makeAsyncIterator()` per iteration,
+    /// pulled for as long as the policies allow, stopped by cancellation.
+    static func pulling<Base: AsyncSequence & Sendable>(_ base: Base) -> UpstreamBody
+    where Base.Element == Element, Base.Failure == Failure {
+        { sink in
+            var iterator = base.makeAsyncIterator()
+            do throws(Failure) {
+                while let element = try await iterator.next(isolation: nil) {
+                    guard await sink.yield(element) else { return }
+                }
+                sink.finish(failure: nil)
+            } catch {
+                sink.finish(failure: error)
+            }
+        }
+    }
+}

@@ -1,0 +1,50 @@
+/// How a shared sequence buffers elements for a subscriber that has not consumed them yet.
+///
+/// The policy applies **per subscriber**: each subscriber behaves as if it iterated its own
+/// `AsyncStream` with the same policy, fed with every element from the moment it joined.
+/// The elements themselves live once, in one buffer shared by all subscribers.
+///
+/// ```swift
+/// let ticks = clockTicks.share(buffering: .bufferingNewest(1))  // a slow screen sees the latest
+/// let log   = events.share(buffering: .unbounded)                // a logger that must see all
+/// let feed  = prices.share()                                     // .bounded(64): lossless, paced
+/// ```
+public enum SharedBufferingPolicy: Sendable, Hashable {
+    /// Lossless back-pressure: the upstream is not pulled while any subscriber has `n`
+    /// unconsumed elements, so the upstream runs at the pace of the slowest subscriber.
+    /// `n` must be at least 1.
+    ///
+    /// A push source that cannot wait (a subject's synchronous `send`) buffers past `n` as if
+    /// the policy were ``unbounded``.
+    case bounded(Int)
+
+    /// A subscriber holding `n` unconsumed elements drops its oldest one to make room for a
+    /// new one: a slow subscriber sees the newest elements. Others lose nothing.
+    /// `n` must be at least 0; with 0 a subscriber only receives elements that arrive while
+    /// it is waiting in `next()`.
+    case bufferingNewest(Int)
+
+    /// A subscriber holding `n` unconsumed elements drops new ones until it consumes one:
+    /// a slow subscriber sees the oldest elements. Others lose nothing.
+    /// `n` must be at least 0; with 0 a subscriber only receives elements that arrive while
+    /// it is waiting in `next()`.
+    case bufferingOldest(Int)
+
+    /// Every element is kept until every subscriber consumed it, and the upstream is pulled
+    /// as fast as it produces. Memory grows with the slowest subscriber's backlog.
+    case unbounded
+
+    /// Stops with a message naming `parameter` and the value when the policy is invalid.
+    func validate(parameter: String = "buffering") {
+        switch self {
+        case .bounded(let n):
+            precondition(n >= 1, "\(parameter): .bounded(\(n)) needs a limit of at least 1")
+        case .bufferingNewest(let n):
+            precondition(n >= 0, "\(parameter): .bufferingNewest(\(n)) needs a limit of at least 0")
+        case .bufferingOldest(let n):
+            precondition(n >= 0, "\(parameter): .bufferingOldest(\(n)) needs a limit of at least 0")
+        case .unbounded:
+            break
+        }
+    }
+}
