@@ -10,7 +10,12 @@
 //
 import PackageDescription
 
-let swift6: [SwiftSetting] = [.swiftLanguageMode(.v6)]
+let swift6: [SwiftSetting] = [
+    .swiftLanguageMode(.v6),
+    // Files see only the members of modules they import themselves: keeps
+    // AsyncAlgorithms' and AsyncMulticast's `share` apart in MulticastScenarios.
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
 
 let package = Package(
     name: "AsyncMulticastBenchmarks",
@@ -30,11 +35,14 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", exact: "1.1.4"),
     ],
     targets: [
+        // glibc mallinfo2() for the idle-subscriber memory scenario (malloc.h is not in the Glibc module).
+        .target(name: "CHeapStats"),
         // Scenario code shared by the package-benchmark suite and `compare`:
         // the hand-rolled broadcaster, the sources and the scenario runners.
         .target(
             name: "MulticastScenarios",
             dependencies: [
+                "CHeapStats",
                 .product(name: "AsyncMulticast", package: "AsyncMulticast"),
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
             ],

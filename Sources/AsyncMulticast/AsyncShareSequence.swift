@@ -40,6 +40,21 @@ where Base.Element: Sendable {
         SharedIterator(storage: self.storage)
     }
 
+    /// This sequence seen with a buffering policy of its own: each iterator of the result is
+    /// a subscriber of this same shared iteration that buffers according to `policy`.
+    ///
+    /// ```swift
+    /// let events = source.share(buffering: .bounded(64))
+    /// Task { for await e in events { ui.render(e) } }                             // lossless
+    /// Task { for await e in events.buffering(.bufferingNewest(10)) { log(e) } }   // may drop
+    /// ```
+    ///
+    /// Note that a `.bounded` subscriber still paces the upstream for everyone.
+    public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
+        policy.validate(parameter: "buffering(_:)")
+        return AsyncSharedView(storage: self.storage, policy: policy)
+    }
+
     /// The number of subscribers currently registered: iterators that exist and have not
     /// left (by cancellation, by reaching the end, or by being released).
     public var subscriberCount: Int {
@@ -74,5 +89,52 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///   `.bounded(n)` needs `n >= 1`; the dropping policies need `n >= 0`.
     public func share(buffering: SharedBufferingPolicy) -> AsyncShareSequence<Self> {
         AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: .zero)
+    }
+}
+
+extension AsyncSequence where Self: Sendable, Element: Sendable {
+    /// Shares one iteration of this sequence, and keeps it running for `keepAlive` after the
+    /// last subscriber left: a subscriber that arrives within the window continues the same
+    /// iteration instead of restarting it.
+    ///
+    /// ```swift
+    /// // Leaving a screen and coming back within 5 s does not restart location updates.
+    /// let locations = locationSource.share(keepAlive: .seconds(5))
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - buffering: how unconsumed elements are kept for each subscriber.
+    ///   - keepAlive: how long the upstream outlives its last subscriber; not negative.
+    public func share(
+        buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration
+    ) -> AsyncShareSequence<Self> {
+        AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: keepAlive)
+    }
+
+    /// Shares one iteration of this sequence, and gives each new subscriber the latest
+    /// `count` elements already produced (oldest first) before the live ones.
+    ///
+    /// The lifecycle is that of ``share()``; the replayed elements survive the upstream
+    /// being stopped and restarted, and its end: after the upstream ended, a new subscriber
+    /// gets the replayed elements, then the terminal event. `replay(0)` is `share()`.
+    ///
+    /// ```swift
+    /// let state = stateUpdates.replay(1)
+    /// // A subscriber arriving late gets the current state at once.
+    /// for await current in state { render(current) }
+    /// ```
+    ///
+    /// A subscriber with a dropping policy (`.bufferingNewest(n)`, `.bufferingOldest(n)`)
+    /// receives at most `max(n, 1)` replayed elements, the newest ones.
+    ///
+    /// - Parameters:
+    ///   - count: how many of the latest elements a new subscriber receives first; `>= 0`.
+    ///   - buffering: how unconsumed elements are kept for each subscriber.
+    ///   - keepAlive: how long the upstream outlives its last subscriber; not negative.
+    public func replay(
+        _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero
+    ) -> AsyncShareSequence<Self> {
+        precondition(count >= 0, "replay(_:): count must be at least 0, got \(count)")
+        return AsyncShareSequence(base: self, buffering: buffering, replay: count, keepAlive: keepAlive)
     }
 }

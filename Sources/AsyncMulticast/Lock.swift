@@ -57,8 +57,12 @@ final class Lock<State>: @unchecked Sendable {  // @unchecked: `state` is only t
 #else
 
 /// A mutual-exclusion lock that owns the state it protects.
+///
+/// `State: Sendable` here (not in the pthread branch): `Mutex.withLock` hands out
+/// `inout sending State`, and region-based isolation rejects passing it to a caller's
+/// non-`sending` closure unless the state is `Sendable`. Every state we lock is.
 @usableFromInline
-final class Lock<State>: @unchecked Sendable {  // @unchecked: `State` is only reachable through `mutex`.
+final class Lock<State: Sendable>: @unchecked Sendable {  // @unchecked: `State` is only reachable through `mutex`.
     @usableFromInline let mutex: Mutex<State>
 
     @usableFromInline

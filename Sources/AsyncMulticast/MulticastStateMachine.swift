@@ -288,8 +288,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         var replay = Swift.min(self.replayCount, self.elements.count)
         switch policy {
         case .bufferingNewest(let limit), .bufferingOldest(let limit):
-            // A dropping subscriber never holds more than `limit`; it gets the newest ones.
-            replay = Swift.min(replay, limit)
+            // A dropping subscriber never holds more than `limit`; it gets the newest ones,
+            // but always at least the latest one (a current-value subject's current value).
+            replay = Swift.min(replay, Swift.max(limit, 1))
         case .bounded, .unbounded:
             break
         }
@@ -452,21 +453,26 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// The fast path of a subscriber's `next()`: takes a ready element or terminal event
     /// without suspending; otherwise says to suspend (and whether to start the upstream).
-    mutating func next(_ id: SubscriberID) -> NextAction {
+    ///
+    /// `connectOnDemand`: the subscriber belongs to an autoconnecting multicast, so its
+    /// demand starts an idle upstream even in `.manual` mode.
+    mutating func next(_ id: SubscriberID, connectOnDemand: Bool = false) -> NextAction {
         switch self.read(id) {
         case .element(let element):
             return .element(element, producers: self.takeProducersIfRoom())
         case .terminal(let result):
             return .terminal(result)
         case .empty:
-            return .suspend(startUpstream: self.startUpstreamOnDemand())
+            return .suspend(startUpstream: self.startUpstreamOnDemand(connectOnDemand))
         }
     }
 
     /// The slow path: the subscriber suspended with `continuation`. Either it is resumed at
     /// once (an element arrived, it was cancelled, or the sequence ended in the meantime) or
     /// the continuation is stored until an element or terminal event arrives.
-    mutating func suspend(_ id: SubscriberID, continuation: SubscriberContinuation) -> Effects {
+    mutating func suspend(
+        _ id: SubscriberID, continuation: SubscriberContinuation, connectOnDemand: Bool = false
+    ) -> Effects {
         var effects = Effects()
         switch self.read(id) {
         case .element(let element):
@@ -480,14 +486,16 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
             self.slots[s].waiterIndex = Int32(self.waiters.count)
             self.waiters.append(Waiter(slot: UInt32(s), continuation: continuation))
             self.lanes[Int(self.slots[s].lane)].waiting += 1
-            effects.startUpstream = self.startUpstreamOnDemand()
+            effects.startUpstream = self.startUpstreamOnDemand(connectOnDemand)
         }
         return effects
     }
 
-    private mutating func startUpstreamOnDemand() -> UInt64? {
+    private mutating func startUpstreamOnDemand(_ connectOnDemand: Bool) -> UInt64? {
         guard self.upstream == .idle, self.terminal == nil else { return nil }
         switch self.mode {
+        case .manual where connectOnDemand:
+            fallthrough
         case .automatic, .autoconnect:
             let epoch = self.nextEpoch
             self.nextEpoch += 1
@@ -705,6 +713,22 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
                 index += 1
             }
         }
+    }
+
+    /// Appends `element` only if every bounded subscriber has room (a subject's suspending
+    /// `send`); otherwise returns `nil` and the producer should wait with `parkProducer`.
+    mutating func produceIfRoom(_ element: Element, epoch: UInt64) -> ProduceAction? {
+        guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return .stop }
+        guard self.hasRoom else { return nil }
+        var effects = Effects()
+        self.append(element, into: &effects)
+        return .proceed(effects)
+    }
+
+    /// The most recently produced element, if the shared buffer still holds it (it always
+    /// does with a replay window).
+    var latestElement: Element? {
+        self.elements.isEmpty ? nil : self.elements[self.tail - 1]
     }
 
     /// Parks a producer that was told to `.park` until there is room (resumed with `true`)

@@ -12,6 +12,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     struct State: Sendable {
         var machine: Machine
         var upstreamTask: (epoch: UInt64, task: Task<Void, Never>)?
+        /// The last cancelled upstream task. The next one waits for it to end, so that two
+        /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
+        var retiringTask: Task<Void, Never>?
         var timerTask: (timer: UInt64, task: Task<Void, Never>)?
         var nextProducerToken: UInt64 = 0
     }
@@ -56,6 +59,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         guard let epoch = effects.cancelUpstream, let running = state.upstreamTask,
               running.epoch == epoch else { return nil }
         state.upstreamTask = nil
+        state.retiringTask = running.task
         return running.task
     }
 
@@ -88,11 +92,20 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             preconditionFailure("a push-fed storage was asked to start an upstream")
         }
         let sink = UpstreamSink(storage: self, epoch: epoch)
+        let previous = self.state.withLock { $0.retiringTask }
         // Detached: the upstream must not inherit the priority or task-locals of whichever
         // subscriber happened to ask first.
-        let task = Task.detached { await body(sink) }
+        let task = Task.detached {
+            // A base that reacts slowly to cancellation may still be inside `next()`.
+            await previous?.value
+            guard !Task.isCancelled else { return }
+            await body(sink)
+        }
         let isStale = self.state.withLock { state -> Bool in
-            guard state.machine.isCurrent(epoch: epoch) else { return true }
+            guard state.machine.isCurrent(epoch: epoch) else {
+                state.retiringTask = task
+                return true
+            }
             state.upstreamTask = (epoch, task)
             return false
         }
@@ -132,12 +145,16 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     /// One subscriber's `next()`. Takes a ready element without suspending; otherwise
     /// suspends until an element or terminal event arrives or the task is cancelled.
-    func next(_ id: SubscriberID, isolation actor: isolated (any Actor)?) async throws(Failure) -> Element? {
+    ///
+    /// `connectOnDemand`: see `MulticastStateMachine.next(_:connectOnDemand:)`.
+    func next(
+        _ id: SubscriberID, connectOnDemand: Bool = false, isolation actor: isolated (any Actor)?
+    ) async throws(Failure) -> Element? {
         if Task.isCancelled {
             self.unsubscribe(id)
             return nil
         }
-        let action = self.state.withLock { $0.machine.next(id) }
+        let action = self.state.withLock { $0.machine.next(id, connectOnDemand: connectOnDemand) }
         switch action {
         case .element(let element, let producers):
             for producer in producers { producer.resume(returning: true) }
@@ -149,7 +166,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in
-                self.transition { $0.suspend(id, continuation: continuation) }
+                self.transition { $0.suspend(id, continuation: continuation, connectOnDemand: connectOnDemand) }
             }
         } onCancel: {
             self.unsubscribe(id)
@@ -191,12 +208,78 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: Machine.ProducerContinuation) in
-                self.transition { $0.parkProducer(epoch: epoch, token: token, continuation: continuation) }
+                self.transition { machine in
+                    // Checked under the lock: if `onCancel` already ran, it found nothing to
+                    // unpark, so parking now would never be undone.
+                    if Task.isCancelled {
+                        var effects = Machine.Effects()
+                        effects.producers = [continuation]
+                        effects.producerResult = false
+                        return effects
+                    }
+                    return machine.parkProducer(epoch: epoch, token: token, continuation: continuation)
+                }
             }
         } onCancel: {
             let continuation = self.state.withLock { $0.machine.unparkProducer(token: token) }
             continuation?.resume(returning: false)
         }
+    }
+
+    /// The epoch of a push-fed storage (subjects): there is only one.
+    static var pushEpoch: UInt64 { 0 }
+
+    /// A subject's synchronous `send`: never waits; ignored after completion.
+    func send(_ element: Element) {
+        self.produceNow(element, epoch: Self.pushEpoch)
+    }
+
+    /// A subject's suspending send: waits while a bounded subscriber is full. A cancelled
+    /// task stops waiting and sends at once, past the bound, so nothing is lost.
+    func sendWhenReady(_ element: Element) async {
+        while true {
+            let action = self.state.withLock { $0.machine.produceIfRoom(element, epoch: Self.pushEpoch) }
+            switch action {
+            case .proceed(let effects), .park(let effects):
+                self.perform(effects)
+                return
+            case .stop:
+                return
+            case nil:
+                let mayRetry = Task.isCancelled ? false : await self.waitForRoom(epoch: Self.pushEpoch)
+                if !mayRetry {
+                    // Cancelled, or the subject completed meanwhile (then this is ignored).
+                    self.produceNow(element, epoch: Self.pushEpoch)
+                    return
+                }
+            }
+        }
+    }
+
+    /// Completes a push-fed storage. Ignored once completed.
+    func complete(failure: Failure?) {
+        self.transition { $0.complete(failure: failure) }
+    }
+
+    /// The most recently produced element still in the buffer.
+    var latestElement: Element? {
+        self.state.withLock { $0.machine.latestElement }
+    }
+
+    /// Starts the upstream if idle; returns the running epoch (`nil` once terminated).
+    func connect() -> UInt64? {
+        var epoch: UInt64?
+        self.transition { machine in
+            let (running, effects) = machine.connect()
+            epoch = running
+            return effects
+        }
+        return epoch
+    }
+
+    /// Cancels the upstream iteration `epoch` (a multicast connection).
+    func disconnect(epoch: UInt64) {
+        self.transition { $0.disconnect(epoch: epoch) }
     }
 
     /// The upstream iteration `epoch` ended.

@@ -14,9 +14,16 @@
 /// ```
 public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorProtocol {
     @usableFromInline let subscription: Subscription
+    /// Set for iterators of an autoconnecting multicast: waiting connects it.
+    let connectsOnDemand: Bool
 
-    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy? = nil) {
+    init(
+        storage: MulticastStorage<Element, Failure>,
+        policy: SharedBufferingPolicy? = nil,
+        connectsOnDemand: Bool = false
+    ) {
         self.subscription = Subscription(storage: storage, id: storage.subscribe(policy: policy))
+        self.connectsOnDemand = connectsOnDemand
     }
 
     /// The next element, `nil` once the sequence finished or this subscriber's task was
@@ -25,12 +32,14 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     /// Cancelling the calling task while it waits makes this return `nil` at once and
     /// removes only this subscriber.
     public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(Failure) -> Element? {
-        try await self.subscription.storage.next(self.subscription.id, isolation: actor)
+        try await self.subscription.storage.next(
+            self.subscription.id, connectOnDemand: self.connectsOnDemand, isolation: actor)
     }
 
     /// The next element; see ``next(isolation:)``.
     public mutating func next() async throws(Failure) -> Element? {
-        try await self.subscription.storage.next(self.subscription.id, isolation: nil)
+        try await self.subscription.storage.next(
+            self.subscription.id, connectOnDemand: self.connectsOnDemand, isolation: nil)
     }
 
     /// Ties the subscriber's lifetime to the iterator: releasing the last copy leaves.

@@ -1,15 +1,8 @@
 // Shared building blocks for the scenarios: sources, a start barrier, a
 // stop flag, a monotonic clock and the per-subscriber checks.
 
+import CHeapStats
 import Synchronization
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
 
 // MARK: - Buffering policies
 
@@ -288,11 +281,8 @@ public func measureSeconds<T>(_ body: () async throws -> T) async rethrows -> (T
 /// Bytes currently allocated from the C heap (glibc `mallinfo2().uordblks`);
 /// nil where that call does not exist.
 public func heapBytesInUse() -> Int? {
-    #if canImport(Glibc)
-    return Int(mallinfo2().uordblks)
-    #else
-    return nil
-    #endif
+    let bytes = cheapstats_heap_bytes_in_use()
+    return bytes < 0 ? nil : Int(bytes)
 }
 
 // MARK: - Per-subscriber checks
@@ -322,25 +312,27 @@ public struct FanOutTally: Sendable {
     public var ok: Bool { failures.isEmpty }
 }
 
-/// Drains `iterator`. Lossless: must see exactly `0..<expected` in order.
-/// Lossy: must see a strictly increasing subset of `0..<expected`.
+/// Drains `iterator`. Lossless: must see exactly `0..<expected` in order
+/// (any count when `expected` is nil). Lossy: must see a strictly increasing
+/// subset of `0..<expected`.
 public func consume<I: AsyncIteratorProtocol>(
     _ iterator: inout I,
-    expected: Int,
+    expected: Int?,
     lossless: Bool
 ) async -> SubscriberTally where I.Element == Int, I.Failure == Never {
     var tally = SubscriberTally()
     var last = -1
+    let bound = expected ?? .max
     while let value = await iterator.next(isolation: nil) {
         if tally.failure == nil {
-            if lossless ? (value != last + 1) : (value <= last || value >= expected) {
+            if lossless ? (value != last + 1) : (value <= last || value >= bound) {
                 tally.failure = "got \(value) after \(last)"
             }
         }
         last = value
         tally.received += 1
     }
-    if tally.failure == nil, lossless, tally.received != expected {
+    if tally.failure == nil, lossless, let expected, tally.received != expected {
         tally.failure = "received \(tally.received) of \(expected)"
     }
     return tally

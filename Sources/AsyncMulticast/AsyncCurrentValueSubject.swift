@@ -1,0 +1,84 @@
+/// A subject that holds a current value and broadcasts every change, like Combine's
+/// `CurrentValueSubject`, for Swift Concurrency.
+///
+/// Each iterator is a subscriber that first receives the current value, then every value
+/// sent after it was created. Setting ``value`` sends it.
+///
+/// ```swift
+/// let count = AsyncCurrentValueSubject<Int, Never>(0)
+/// let screen = Task { for await n in count { print("count:", n) } }   // prints 0 first
+/// count.value += 1                                                       // prints 1
+/// count.finish()
+/// ```
+///
+/// The default policy, `.bufferingNewest(1)`, makes a slow subscriber skip to the latest
+/// value, which is what a state holder wants. After ``finish()`` or ``fail(_:)`` further
+/// sends are ignored and ``value`` keeps the last value; a subscriber created after
+/// completion receives the last value, then the terminal event.
+public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
+    public typealias AsyncIterator = SharedIterator<Element, Failure>
+
+    let storage: MulticastStorage<Element, Failure>
+
+    /// Creates a subject holding `value`.
+    ///
+    /// - Parameter buffering: how each subscriber keeps values it has not consumed yet.
+    ///   Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait).
+    public init(_ value: Element, buffering: SharedBufferingPolicy = .bufferingNewest(1)) {
+        buffering.validate(parameter: "buffering")
+        self.storage = MulticastStorage(policy: buffering, replay: 1, mode: .push, upstream: nil)
+        self.storage.send(value)
+    }
+
+    /// The current value: the last one sent. Setting it sends the new value (ignored after
+    /// completion).
+    public var value: Element {
+        get {
+            guard let value = self.storage.latestElement else {
+                preconditionFailure("a current-value subject always holds a value")
+            }
+            return value
+        }
+        set {
+            self.storage.send(newValue)
+        }
+    }
+
+    /// Registers a new subscriber; it receives the current value first.
+    public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
+        SharedIterator(storage: self.storage)
+    }
+
+    /// Makes `element` the current value and delivers it to every subscriber. Never
+    /// suspends; ignored after completion.
+    public func send(_ element: Element) {
+        self.storage.send(element)
+    }
+
+    /// Like ``send(_:)``, but first waits while a `.bounded(n)` subscriber holds `n`
+    /// unconsumed values. A cancelled task stops waiting and sends at once.
+    public func send(waitingForRoom element: Element) async {
+        await self.storage.sendWhenReady(element)
+    }
+
+    /// Ends the subject: subscribers receive what is buffered for them, then `nil`.
+    public func finish() {
+        self.storage.complete(failure: nil)
+    }
+
+    /// Ends the subject with an error: subscribers receive what is buffered, then `error`.
+    public func fail(_ error: Failure) {
+        self.storage.complete(failure: error)
+    }
+
+    /// This subject seen with a buffering policy of its own; see ``AsyncSharedView``.
+    public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
+        policy.validate(parameter: "buffering(_:)")
+        return AsyncSharedView(storage: self.storage, policy: policy)
+    }
+
+    /// The number of subscribers currently registered.
+    public var subscriberCount: Int {
+        self.storage.subscriberCount
+    }
+}

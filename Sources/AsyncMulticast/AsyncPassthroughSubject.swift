@@ -1,0 +1,76 @@
+/// A subject that broadcasts the elements you send to every current subscriber, like
+/// Combine's `PassthroughSubject`, for Swift Concurrency.
+///
+/// Each iterator is a subscriber that receives what is sent after it was created. Sending
+/// never suspends and can be done from any context; use ``send(waitingForRoom:)`` to wait
+/// while a `.bounded` subscriber is full instead.
+///
+/// ```swift
+/// let events = AsyncPassthroughSubject<String, Never>()
+/// let listener = Task { for await e in events { print("got", e) } }
+/// events.send("hello")
+/// events.send("world")
+/// events.finish()   // the listener prints both, then its loop ends
+/// ```
+///
+/// After ``finish()`` or ``fail(_:)`` further sends and completions are ignored; a subscriber
+/// created after completion receives the terminal event at once.
+public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
+    public typealias AsyncIterator = SharedIterator<Element, Failure>
+
+    let storage: MulticastStorage<Element, Failure>
+
+    /// Creates a subject.
+    ///
+    /// - Parameter buffering: how each subscriber keeps elements it has not consumed yet.
+    ///   Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait);
+    ///   ``send(waitingForRoom:)`` waits instead.
+    public init(buffering: SharedBufferingPolicy = .unbounded) {
+        buffering.validate(parameter: "buffering")
+        self.storage = MulticastStorage(policy: buffering, replay: 0, mode: .push, upstream: nil)
+    }
+
+    /// Registers a new subscriber.
+    public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
+        SharedIterator(storage: self.storage)
+    }
+
+    /// Delivers `element` to every current subscriber. Never suspends; ignored after completion.
+    public func send(_ element: Element) {
+        self.storage.send(element)
+    }
+
+    /// Delivers `element` to every current subscriber, first waiting while a `.bounded(n)`
+    /// subscriber holds `n` unconsumed elements. If the calling task is cancelled while
+    /// waiting, it stops waiting and sends at once, so the element is not lost.
+    /// Ignored after completion.
+    ///
+    /// ```swift
+    /// let lines = AsyncPassthroughSubject<String, Never>(buffering: .bounded(16))
+    /// for line in file { await lines.send(waitingForRoom: line) }   // paced by the slowest reader
+    /// ```
+    public func send(waitingForRoom element: Element) async {
+        await self.storage.sendWhenReady(element)
+    }
+
+    /// Ends the subject: subscribers receive what is buffered for them, then `nil`.
+    public func finish() {
+        self.storage.complete(failure: nil)
+    }
+
+    /// Ends the subject with an error: subscribers receive what is buffered, then `error`.
+    public func fail(_ error: Failure) {
+        self.storage.complete(failure: error)
+    }
+
+    /// This subject seen with a buffering policy of its own; see ``AsyncSharedView``.
+    public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
+        policy.validate(parameter: "buffering(_:)")
+        return AsyncSharedView(storage: self.storage, policy: policy)
+    }
+
+    /// The number of subscribers currently registered.
+    public var subscriberCount: Int {
+        self.storage.subscriberCount
+    }
+}

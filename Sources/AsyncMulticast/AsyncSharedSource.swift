@@ -1,0 +1,98 @@
+/// A shared sequence fed by a callback-based producer (a location manager, a network path
+/// monitor, a timer) that is **started when the first subscriber arrives and stopped when
+/// the last one leaves**, and started again for the next subscriber.
+///
+/// The `start` closure receives an ``Emitter`` to send values through, starts the producer,
+/// and returns the closure that stops it:
+///
+/// ```swift
+/// let paths = AsyncSharedSource<NetworkPath, Never> { emitter in
+///     let monitor = PathMonitor()
+///     monitor.onUpdate = { path in emitter.send(path) }
+///     monitor.start()
+///     return { monitor.stop() }   // called when the last subscriber leaves
+/// }
+/// Task { for await path in paths { statusBar.show(path) } }
+/// Task { for await path in paths { sync.adapt(to: path) } }
+/// ```
+///
+/// Lifecycle: the first subscriber's first `next()` calls `start` (once, never
+/// concurrently with a previous session's `stop`); when the subscriber count drops to zero,
+/// or after `keepAlive` without a new subscriber, `stop` is called; a later subscriber calls
+/// `start` again. If the producer calls ``Emitter/finish()`` or ``Emitter/fail(_:)``, every
+/// subscriber ends after its buffered values, `stop` is called, and the source stays ended.
+public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
+    public typealias AsyncIterator = SharedIterator<Element, Failure>
+
+    /// Sends values from the producer to the subscribers of one session (from `start` until
+    /// `stop`). Calls after the session ended are ignored, so a late callback is harmless.
+    public struct Emitter: Sendable {
+        let storage: MulticastStorage<Element, Failure>
+        let epoch: UInt64
+        let ended: AsyncStream<Never>.Continuation
+
+        /// Delivers `element` to every subscriber. Never suspends.
+        public func send(_ element: Element) {
+            self.storage.produceNow(element, epoch: self.epoch)
+        }
+
+        /// Ends the source: subscribers receive what is buffered, then `nil`.
+        public func finish() {
+            self.storage.finish(epoch: self.epoch, failure: nil)
+            self.ended.finish()
+        }
+
+        /// Ends the source with an error: subscribers receive what is buffered, then `error`.
+        public func fail(_ error: Failure) {
+            self.storage.finish(epoch: self.epoch, failure: error)
+            self.ended.finish()
+        }
+    }
+
+    let storage: MulticastStorage<Element, Failure>
+
+    /// Creates a shared source.
+    ///
+    /// - Parameters:
+    ///   - buffering: how each subscriber keeps values it has not consumed yet. A callback
+    ///     cannot wait, so `.bounded(n)` buffers past `n` like `.unbounded` (the default).
+    ///   - replay: how many of the latest values a new subscriber receives first; `>= 0`.
+    ///   - keepAlive: how long the producer keeps running after the last subscriber left;
+    ///     a subscriber arriving within the window continues the same session.
+    ///   - start: starts the producer for a new session and returns the closure that stops it.
+    public init(
+        buffering: SharedBufferingPolicy = .unbounded,
+        replay: Int = 0,
+        keepAlive: Duration = .zero,
+        start: @escaping @Sendable (Emitter) -> @Sendable () -> Void
+    ) {
+        buffering.validate(parameter: "buffering")
+        precondition(replay >= 0, "AsyncSharedSource: replay must be at least 0, got \(replay)")
+        self.storage = MulticastStorage(
+            policy: buffering, replay: replay, mode: .automatic, keepAlive: keepAlive,
+            upstream: { sink in
+                let (ended, endedContinuation) = AsyncStream.makeStream(of: Never.self)
+                let stop = start(Emitter(storage: sink.storage, epoch: sink.epoch, ended: endedContinuation))
+                // Ends when the session's task is cancelled (the last subscriber left) or
+                // the producer finished.
+                for await _ in ended {}
+                stop()
+            })
+    }
+
+    /// Registers a new subscriber.
+    public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
+        SharedIterator(storage: self.storage)
+    }
+
+    /// This source seen with a buffering policy of its own; see ``AsyncSharedView``.
+    public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
+        policy.validate(parameter: "buffering(_:)")
+        return AsyncSharedView(storage: self.storage, policy: policy)
+    }
+
+    /// The number of subscribers currently registered.
+    public var subscriberCount: Int {
+        self.storage.subscriberCount
+    }
+}

@@ -1,0 +1,31 @@
+/// A shared sequence or subject seen with a buffering policy of its own.
+///
+/// Each iterator is a subscriber of the same underlying shared iteration (or subject) whose
+/// unconsumed elements are kept according to the view's policy instead of the default one.
+/// Create it with `buffering(_:)` on ``AsyncShareSequence``, ``AsyncMulticastSequence``,
+/// ``AsyncPassthroughSubject`` or ``AsyncCurrentValueSubject``.
+///
+/// ```swift
+/// let events = AsyncPassthroughSubject<Event, Never>()          // .unbounded by default
+/// Task { for await e in events { ui.apply(e) } }                  // the UI may not drop
+/// Task { for await e in events.buffering(.bufferingNewest(100)) { logger.log(e) } }
+/// ```
+public struct AsyncSharedView<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
+    public typealias AsyncIterator = SharedIterator<Element, Failure>
+
+    let storage: MulticastStorage<Element, Failure>
+    /// The buffering policy of this view's subscribers.
+    public let policy: SharedBufferingPolicy
+    let connectsOnDemand: Bool
+
+    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy, connectsOnDemand: Bool = false) {
+        self.storage = storage
+        self.policy = policy
+        self.connectsOnDemand = connectsOnDemand
+    }
+
+    /// Registers a new subscriber with this view's policy.
+    public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
+        SharedIterator(storage: self.storage, policy: self.policy, connectsOnDemand: self.connectsOnDemand)
+    }
+}
