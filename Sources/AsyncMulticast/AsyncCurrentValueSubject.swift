@@ -24,6 +24,8 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
     ///
     /// - Parameter buffering: how each subscriber keeps values it has not consumed yet.
     ///   Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait).
+    ///   With `.bufferingNewest(0)` or `.bufferingOldest(0)` a subscriber only receives
+    ///   values sent while it waits in `next()`, so it does not receive the current value.
     public init(_ value: Element, buffering: SharedBufferingPolicy = .bufferingNewest(1)) {
         buffering.validate(parameter: "buffering")
         self.storage = MulticastStorage(policy: buffering, replay: 1, mode: .push, upstream: nil)

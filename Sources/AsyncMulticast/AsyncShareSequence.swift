@@ -125,7 +125,8 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// ```
     ///
     /// A subscriber with a dropping policy (`.bufferingNewest(n)`, `.bufferingOldest(n)`)
-    /// receives at most `max(n, 1)` replayed elements, the newest ones.
+    /// receives at most `n` replayed elements, the newest ones, as if they had been fed to
+    /// its own buffer the moment it joined.
     ///
     /// - Parameters:
     ///   - count: how many of the latest elements a new subscriber receives first; `>= 0`.

@@ -288,9 +288,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         var replay = Swift.min(self.replayCount, self.elements.count)
         switch policy {
         case .bufferingNewest(let limit), .bufferingOldest(let limit):
-            // A dropping subscriber never holds more than `limit`; it gets the newest ones,
-            // but always at least the latest one (a current-value subject's current value).
-            replay = Swift.min(replay, Swift.max(limit, 1))
+            // As if the replayed elements were fed to its own stream at once: a dropping
+            // subscriber keeps at most `limit` of them, the newest. This also keeps the
+            // lane invariant that no member holds more than `limit` (see `append`).
+            replay = Swift.min(replay, limit)
         case .bounded, .unbounded:
             break
         }
@@ -768,6 +769,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return effects }
         let terminal: Terminal = failure.map { .failed($0) } ?? .finished
         self.terminal = terminal
+        if case .lingering(_, let timer) = self.upstream {
+            effects.cancelTimer = timer
+        }
         self.upstream = .terminated
         if !self.waiters.isEmpty {
             // Waiting subscribers are caught up: they get the terminal event now and leave.
