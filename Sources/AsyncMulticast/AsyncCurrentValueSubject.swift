@@ -18,6 +18,7 @@
 public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
+    @usableFromInline
     let storage: MulticastStorage<Element, Failure>
 
     /// Creates a subject holding `value`.
@@ -26,6 +27,7 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
     ///   Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait).
     ///   With `.bufferingNewest(0)` or `.bufferingOldest(0)` a subscriber only receives
     ///   values sent while it waits in `next()`, so it does not receive the current value.
+    @inlinable
     public init(_ value: Element, buffering: SharedBufferingPolicy = .bufferingNewest(1)) {
         buffering.validate(parameter: "buffering")
         self.storage = MulticastStorage(policy: buffering, replay: 1, mode: .push, upstream: nil)
@@ -34,6 +36,7 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
 
     /// The current value: the last one sent. Setting it sends the new value (ignored after
     /// completion).
+    @inlinable
     public var value: Element {
         get {
             guard let value = self.storage.latestElement else {
@@ -47,39 +50,46 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
     }
 
     /// Registers a new subscriber; it receives the current value first.
+    @inlinable
     public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
         SharedIterator(storage: self.storage)
     }
 
     /// Makes `element` the current value and delivers it to every subscriber. Never
     /// suspends; ignored after completion.
+    @inlinable
     public func send(_ element: Element) {
         self.storage.send(element)
     }
 
     /// Like ``send(_:)``, but first waits while a `.bounded(n)` subscriber holds `n`
     /// unconsumed values. A cancelled task stops waiting and sends at once.
+    @inlinable
     public func send(waitingForRoom element: Element) async {
         await self.storage.sendWhenReady(element)
     }
 
     /// Ends the subject: subscribers receive what is buffered for them, then `nil`.
+    @inlinable
     public func finish() {
         self.storage.complete(failure: nil)
     }
 
     /// Ends the subject with an error: subscribers receive what is buffered, then `error`.
+    @inlinable
     public func fail(_ error: Failure) {
         self.storage.complete(failure: error)
     }
 
     /// This subject seen with a buffering policy of its own; see ``AsyncSharedView``.
+    @inlinable
     public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
         policy.validate(parameter: "buffering(_:)")
         return AsyncSharedView(storage: self.storage, policy: policy)
     }
 
     /// The number of subscribers currently registered.
+    @inlinable
     public var subscriberCount: Int {
         self.storage.subscriberCount
     }

@@ -21,9 +21,12 @@ where Base.Element: Sendable {
     public typealias Failure = Base.Failure
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
+    @usableFromInline
     let storage: MulticastStorage<Element, Failure>
+    @usableFromInline
     let connectsOnDemand: Bool
 
+    @inlinable
     init(base: Base, replay: Int, buffering policy: SharedBufferingPolicy) {
         policy.validate(parameter: "buffering")
         precondition(replay >= 0, "multicast(replay:buffering:): replay must be at least 0, got \(replay)")
@@ -32,13 +35,15 @@ where Base.Element: Sendable {
         self.connectsOnDemand = false
     }
 
-    private init(storage: MulticastStorage<Element, Failure>, connectsOnDemand: Bool) {
+    @inlinable
+    init(storage: MulticastStorage<Element, Failure>, connectsOnDemand: Bool) {
         self.storage = storage
         self.connectsOnDemand = connectsOnDemand
     }
 
     /// Registers a new subscriber. It receives the replay window, then what the upstream
     /// produces once connected.
+    @inlinable
     public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
         SharedIterator(storage: self.storage, connectsOnDemand: self.connectsOnDemand)
     }
@@ -70,17 +75,20 @@ where Base.Element: Sendable {
     ///
     /// Leaving still does not disconnect: to stop the upstream when the last subscriber
     /// leaves, use ``_Concurrency/AsyncSequence/share()`` instead.
+    @inlinable
     public func autoconnect() -> AsyncMulticastSequence<Base> {
         AsyncMulticastSequence(storage: self.storage, connectsOnDemand: true)
     }
 
     /// This multicast seen with a buffering policy of its own; see ``AsyncSharedView``.
+    @inlinable
     public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
         policy.validate(parameter: "buffering(_:)")
         return AsyncSharedView(storage: self.storage, policy: policy, connectsOnDemand: self.connectsOnDemand)
     }
 
     /// The number of subscribers currently registered.
+    @inlinable
     public var subscriberCount: Int {
         self.storage.subscriberCount
     }
@@ -97,16 +105,21 @@ where Base.Element: Sendable {
 /// Connections are equal when they denote the same iteration of the same multicast.
 /// Dropping a connection does not cancel it.
 public struct MulticastConnection: Sendable, Hashable {
-    private let owner: ObjectIdentifier
-    private let epoch: UInt64?
-    private let cancelAction: (@Sendable () -> Void)?
+    @usableFromInline
+    let owner: ObjectIdentifier
+    @usableFromInline
+    let epoch: UInt64?
+    @usableFromInline
+    let cancelAction: (@Sendable () -> Void)?
 
+    @inlinable
     init<Element, Failure>(storage: MulticastStorage<Element, Failure>, epoch: UInt64, cancel: @escaping @Sendable () -> Void) {
         self.owner = ObjectIdentifier(storage)
         self.epoch = epoch
         self.cancelAction = cancel
     }
 
+    @inlinable
     init<Element, Failure>(inertFor storage: MulticastStorage<Element, Failure>) {
         self.owner = ObjectIdentifier(storage)
         self.epoch = nil
@@ -116,14 +129,17 @@ public struct MulticastConnection: Sendable, Hashable {
     /// Cancels the upstream iteration. Subscribers present now receive what is buffered for
     /// them, then `nil`; subscribers that join later wait for the next `connect()`.
     /// Cancelling twice, or after the upstream ended, does nothing.
+    @inlinable
     public func cancel() {
         self.cancelAction?()
     }
 
+    @inlinable
     public static func == (lhs: MulticastConnection, rhs: MulticastConnection) -> Bool {
         lhs.owner == rhs.owner && lhs.epoch == rhs.epoch
     }
 
+    @inlinable
     public func hash(into hasher: inout Hasher) {
         hasher.combine(self.owner)
         hasher.combine(self.epoch)
@@ -145,6 +161,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// - Parameters:
     ///   - replay: how many of the latest elements a new subscriber receives first; `>= 0`.
     ///   - buffering: how unconsumed elements are kept for each subscriber.
+    @inlinable
     public func multicast(
         replay: Int = 0, buffering: SharedBufferingPolicy = .bounded(64)
     ) -> AsyncMulticastSequence<Self> {

@@ -18,6 +18,7 @@
 public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
+    @usableFromInline
     let storage: MulticastStorage<Element, Failure>
 
     /// Creates a subject.
@@ -25,17 +26,20 @@ public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: A
     /// - Parameter buffering: how each subscriber keeps elements it has not consumed yet.
     ///   Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait);
     ///   ``send(waitingForRoom:)`` waits instead.
+    @inlinable
     public init(buffering: SharedBufferingPolicy = .unbounded) {
         buffering.validate(parameter: "buffering")
         self.storage = MulticastStorage(policy: buffering, replay: 0, mode: .push, upstream: nil)
     }
 
     /// Registers a new subscriber.
+    @inlinable
     public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
         SharedIterator(storage: self.storage)
     }
 
     /// Delivers `element` to every current subscriber. Never suspends; ignored after completion.
+    @inlinable
     public func send(_ element: Element) {
         self.storage.send(element)
     }
@@ -49,27 +53,32 @@ public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: A
     /// let lines = AsyncPassthroughSubject<String, Never>(buffering: .bounded(16))
     /// for line in file { await lines.send(waitingForRoom: line) }   // paced by the slowest reader
     /// ```
+    @inlinable
     public func send(waitingForRoom element: Element) async {
         await self.storage.sendWhenReady(element)
     }
 
     /// Ends the subject: subscribers receive what is buffered for them, then `nil`.
+    @inlinable
     public func finish() {
         self.storage.complete(failure: nil)
     }
 
     /// Ends the subject with an error: subscribers receive what is buffered, then `error`.
+    @inlinable
     public func fail(_ error: Failure) {
         self.storage.complete(failure: error)
     }
 
     /// This subject seen with a buffering policy of its own; see ``AsyncSharedView``.
+    @inlinable
     public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
         policy.validate(parameter: "buffering(_:)")
         return AsyncSharedView(storage: self.storage, policy: policy)
     }
 
     /// The number of subscribers currently registered.
+    @inlinable
     public var subscriberCount: Int {
         self.storage.subscriberCount
     }

@@ -25,8 +25,10 @@ where Base.Element: Sendable {
     /// Each iterator is one subscriber; see ``SharedIterator``.
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
+    @usableFromInline
     let storage: MulticastStorage<Element, Failure>
 
+    @inlinable
     init(base: Base, buffering policy: SharedBufferingPolicy, replay: Int, keepAlive: Duration) {
         policy.validate(parameter: "buffering")
         precondition(replay >= 0, "replay: the count must be at least 0, got \(replay)")
@@ -36,6 +38,7 @@ where Base.Element: Sendable {
     }
 
     /// Registers a new subscriber.
+    @inlinable
     public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
         SharedIterator(storage: self.storage)
     }
@@ -50,6 +53,7 @@ where Base.Element: Sendable {
     /// ```
     ///
     /// Note that a `.bounded` subscriber still paces the upstream for everyone.
+    @inlinable
     public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
         policy.validate(parameter: "buffering(_:)")
         return AsyncSharedView(storage: self.storage, policy: policy)
@@ -57,6 +61,7 @@ where Base.Element: Sendable {
 
     /// The number of subscribers currently registered: iterators that exist and have not
     /// left (by cancellation, by reaching the end, or by being released).
+    @inlinable
     public var subscriberCount: Int {
         self.storage.subscriberCount
     }
@@ -74,6 +79,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///
     /// This is a separate overload (rather than a defaulted parameter) so that a plain
     /// `share()` stays unambiguous when swift-async-algorithms is imported too.
+    @inlinable
     public func share() -> AsyncShareSequence<Self> {
         AsyncShareSequence(base: self, buffering: .bounded(64), replay: 0, keepAlive: .zero)
     }
@@ -87,6 +93,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///
     /// - Parameter buffering: how unconsumed elements are kept for each subscriber.
     ///   `.bounded(n)` needs `n >= 1`; the dropping policies need `n >= 0`.
+    @inlinable
     public func share(buffering: SharedBufferingPolicy) -> AsyncShareSequence<Self> {
         AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: .zero)
     }
@@ -105,6 +112,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// - Parameters:
     ///   - buffering: how unconsumed elements are kept for each subscriber.
     ///   - keepAlive: how long the upstream outlives its last subscriber; not negative.
+    @inlinable
     public func share(
         buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration
     ) -> AsyncShareSequence<Self> {
@@ -132,6 +140,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///   - count: how many of the latest elements a new subscriber receives first; `>= 0`.
     ///   - buffering: how unconsumed elements are kept for each subscriber.
     ///   - keepAlive: how long the upstream outlives its last subscriber; not negative.
+    @inlinable
     public func replay(
         _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero
     ) -> AsyncShareSequence<Self> {

@@ -27,28 +27,42 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
     /// Sends values from the producer to the subscribers of one session (from `start` until
     /// `stop`). Calls after the session ended are ignored, so a late callback is harmless.
     public struct Emitter: Sendable {
+        @usableFromInline
         let storage: MulticastStorage<Element, Failure>
+        @usableFromInline
         let epoch: UInt64
+        @usableFromInline
         let ended: AsyncStream<Never>.Continuation
 
+        @inlinable
+        init(storage: MulticastStorage<Element, Failure>, epoch: UInt64, ended: AsyncStream<Never>.Continuation) {
+            self.storage = storage
+            self.epoch = epoch
+            self.ended = ended
+        }
+
         /// Delivers `element` to every subscriber. Never suspends.
+        @inlinable
         public func send(_ element: Element) {
             self.storage.produceNow(element, epoch: self.epoch)
         }
 
         /// Ends the source: subscribers receive what is buffered, then `nil`.
+        @inlinable
         public func finish() {
             self.storage.finish(epoch: self.epoch, failure: nil)
             self.ended.finish()
         }
 
         /// Ends the source with an error: subscribers receive what is buffered, then `error`.
+        @inlinable
         public func fail(_ error: Failure) {
             self.storage.finish(epoch: self.epoch, failure: error)
             self.ended.finish()
         }
     }
 
+    @usableFromInline
     let storage: MulticastStorage<Element, Failure>
 
     /// Creates a shared source.
@@ -60,6 +74,7 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
     ///   - keepAlive: how long the producer keeps running after the last subscriber left;
     ///     a subscriber arriving within the window continues the same session.
     ///   - start: starts the producer for a new session and returns the closure that stops it.
+    @inlinable
     public init(
         buffering: SharedBufferingPolicy = .unbounded,
         replay: Int = 0,
@@ -81,17 +96,20 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
     }
 
     /// Registers a new subscriber.
+    @inlinable
     public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
         SharedIterator(storage: self.storage)
     }
 
     /// This source seen with a buffering policy of its own; see ``AsyncSharedView``.
+    @inlinable
     public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
         policy.validate(parameter: "buffering(_:)")
         return AsyncSharedView(storage: self.storage, policy: policy)
     }
 
     /// The number of subscribers currently registered.
+    @inlinable
     public var subscriberCount: Int {
         self.storage.subscriberCount
     }

@@ -13,11 +13,14 @@
 public struct AsyncSharedView<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
+    @usableFromInline
     let storage: MulticastStorage<Element, Failure>
     /// The buffering policy of this view's subscribers.
     public let policy: SharedBufferingPolicy
+    @usableFromInline
     let connectsOnDemand: Bool
 
+    @inlinable
     init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy, connectsOnDemand: Bool = false) {
         self.storage = storage
         self.policy = policy
@@ -25,6 +28,7 @@ public struct AsyncSharedView<Element: Sendable, Failure: Error>: AsyncSequence,
     }
 
     /// Registers a new subscriber with this view's policy.
+    @inlinable
     public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
         SharedIterator(storage: self.storage, policy: self.policy, connectsOnDemand: self.connectsOnDemand)
     }

@@ -7,30 +7,42 @@
 ///
 /// Invariants: `capacity` is zero or a power of two; `count <= capacity`; the element at
 /// absolute position `startIndex + k` lives in physical slot `(head + k) & (capacity - 1)`.
+@usableFromInline
 struct IndexedRing<Element> {
-    private var slots: [Element?] = []
-    private var head = 0
+    @usableFromInline
+    var slots: [Element?] = []
+    @usableFromInline
+    var head = 0
     /// Absolute position of the first stored element.
-    private(set) var startIndex: Int
+    @usableFromInline
+    var startIndex: Int
     /// Number of stored elements.
-    private(set) var count = 0
+    @usableFromInline
+    var count = 0
 
+    @inlinable
     init(startIndex: Int = 0) {
         self.startIndex = startIndex
     }
 
     /// One past the absolute position of the last stored element.
+    @inlinable
     var endIndex: Int { self.startIndex + self.count }
+    @inlinable
     var isEmpty: Bool { self.count == 0 }
-    private var capacity: Int { self.slots.count }
-    private var mask: Int { self.slots.count &- 1 }
+    @inlinable
+    var capacity: Int { self.slots.count }
+    @inlinable
+    var mask: Int { self.slots.count &- 1 }
 
     /// The first stored element, if any.
+    @inlinable
     var first: Element? {
         self.count == 0 ? nil : self.slots[self.head]
     }
 
     /// The element at absolute position `position`, which must be stored.
+    @inlinable
     subscript(position: Int) -> Element {
         get {
             precondition(position >= self.startIndex && position < self.endIndex,
@@ -45,6 +57,7 @@ struct IndexedRing<Element> {
     }
 
     /// Stores `element` at `endIndex`.
+    @inlinable
     mutating func append(_ element: Element) {
         if self.count == self.capacity { self.grow() }
         self.slots[(self.head &+ self.count) & self.mask] = element
@@ -52,6 +65,7 @@ struct IndexedRing<Element> {
     }
 
     /// Stores `element` at `startIndex - 1`.
+    @inlinable
     mutating func prepend(_ element: Element) {
         if self.count == self.capacity { self.grow() }
         self.head = (self.head &- 1) & self.mask
@@ -62,6 +76,7 @@ struct IndexedRing<Element> {
 
     /// Removes and returns the element at `startIndex`; the window then starts one later.
     @discardableResult
+    @inlinable
     mutating func removeFirst() -> Element {
         precondition(self.count > 0, "IndexedRing: removeFirst on an empty ring")
         let element = self.slots[self.head].take()!
@@ -72,18 +87,21 @@ struct IndexedRing<Element> {
     }
 
     /// Moves an empty window so that it starts (and ends) at `position`.
+    @inlinable
     mutating func rebase(to position: Int) {
         precondition(self.count == 0, "IndexedRing: rebase of a non-empty ring")
         self.startIndex = position
     }
 
     /// Releases every element and moves the empty window to `position`.
+    @inlinable
     mutating func removeAll(rebasingTo position: Int) {
         while self.count > 0 { self.removeFirst() }
         self.startIndex = position
     }
 
-    private mutating func grow() {
+    @inlinable
+    mutating func grow() {
         let newCapacity = Swift.max(8, self.capacity &* 2)
         var newSlots = [Element?](repeating: nil, count: newCapacity)
         for k in 0..<self.count {

@@ -29,7 +29,15 @@ final class Lock<State>: @unchecked Sendable {  // @unchecked: `state` is only t
         self.state = initialState
         self.mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         self.mutex.initialize(to: pthread_mutex_t())
-        let result = pthread_mutex_init(self.mutex, nil)
+        var attributes = pthread_mutexattr_t()
+        pthread_mutexattr_init(&attributes)
+        #if canImport(Glibc)
+        // Critical sections here are a few dozen instructions: spinning briefly before
+        // sleeping in the kernel avoids a futex round trip per element under contention.
+        pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ADAPTIVE_NP))
+        #endif
+        let result = pthread_mutex_init(self.mutex, &attributes)
+        pthread_mutexattr_destroy(&attributes)
         precondition(result == 0, "pthread_mutex_init failed with \(result)")
     }
 

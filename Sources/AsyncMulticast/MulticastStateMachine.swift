@@ -2,12 +2,22 @@
 ///
 /// `slot` indexes the machine's subscriber table; `generation` changes every time a slot is
 /// freed, so an id that outlived its subscriber never touches the slot's next occupant.
+@usableFromInline
 struct SubscriberID: Hashable, Sendable {
+    @usableFromInline
     var slot: UInt32
+    @usableFromInline
     var generation: UInt32
+
+    @inlinable
+    init(slot: UInt32, generation: UInt32) {
+        self.slot = slot
+        self.generation = generation
+    }
 }
 
 /// Who drives the upstream, and when it starts and stops.
+@usableFromInline
 enum UpstreamMode: Sendable, Hashable {
     /// `share()` / `replay(_:)`: the first demand starts the upstream, the last subscriber
     /// leaving stops it (after the keep-alive window), a later demand restarts it.
@@ -55,15 +65,20 @@ enum UpstreamMode: Sendable, Hashable {
 ///
 /// Waiting subscribers (suspended in `next()`) are always caught up; an appended element is
 /// handed to them directly and never occupies their histogram.
+@usableFromInline
 struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
+    @usableFromInline
     typealias SubscriberContinuation = UnsafeContinuation<Result<Element?, Failure>, Never>
     /// Resumed with `true` when the producer may go on, `false` when it must stop.
+    @usableFromInline
     typealias ProducerContinuation = UnsafeContinuation<Bool, Never>
 
+    @usableFromInline
     enum Terminal: Sendable {
         case finished
         case failed(Failure)
 
+        @inlinable
         var result: Result<Element?, Failure> {
             switch self {
             case .finished: return .success(nil)
@@ -72,6 +87,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
+    @usableFromInline
     enum Upstream: Sendable, Equatable {
         /// Not running; the next demand (or `connect()`) starts epoch `nextEpoch`.
         case idle
@@ -84,22 +100,35 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// What the caller of a transition must do, outside the lock.
+    @usableFromInline
     struct Effects: Sendable {
         /// Resume each of these with `subscriberResult`.
+        @usableFromInline
         var subscribers: [SubscriberContinuation] = []
+        @usableFromInline
         var subscriberResult: Result<Element?, Failure> = .success(nil)
         /// Resume each of these with `producerResult`.
+        @usableFromInline
         var producers: [ProducerContinuation] = []
+        @usableFromInline
         var producerResult = true
         /// Start a new upstream iteration for this epoch.
+        @usableFromInline
         var startUpstream: UInt64?
         /// Cancel the upstream iteration of this epoch.
+        @usableFromInline
         var cancelUpstream: UInt64?
         /// Start the keep-alive timer with this id.
+        @usableFromInline
         var startTimer: UInt64?
         /// The keep-alive timer with this id is no longer needed.
+        @usableFromInline
         var cancelTimer: UInt64?
 
+        @inlinable
+        init() {}
+
+        @inlinable
         var isEmpty: Bool {
             self.subscribers.isEmpty && self.producers.isEmpty && self.startUpstream == nil
                 && self.cancelUpstream == nil && self.startTimer == nil && self.cancelTimer == nil
@@ -107,6 +136,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// The outcome of `next(_:)`, the non-suspending fast path of a subscriber's `next()`.
+    @usableFromInline
     enum NextAction: Sendable {
         /// Return this element; resume `producers` with `true` (room was made).
         case element(Element, producers: [ProducerContinuation])
@@ -118,6 +148,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// The outcome of a producer offering an element.
+    @usableFromInline
     enum ProduceAction: Sendable {
         /// The element is in; go on producing.
         case proceed(Effects)
@@ -130,36 +161,83 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     // MARK: Types used by the bookkeeping
 
-    private struct Slot: Sendable {
+    @usableFromInline
+    struct Slot: Sendable {
+        @usableFromInline
         var cursor = 0
+        @usableFromInline
         var generation: UInt32 = 0
+        @usableFromInline
         var lane: UInt16 = 0
+        @usableFromInline
         var isLive = false
         /// The subscriber reads from `detached[slot]` (a `.bufferingOldest` overflow).
+        @usableFromInline
         var isDetached = false
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
+        @usableFromInline
         var waiterIndex: Int32 = -1
+
+        @inlinable
+        init() {}
+
+        @inlinable
+        init(cursor: Int, generation: UInt32, lane: UInt16, isLive: Bool) {
+            self.cursor = cursor
+            self.generation = generation
+            self.lane = lane
+            self.isLive = isLive
+        }
     }
 
-    private struct Waiter: Sendable {
+    @usableFromInline
+    struct Waiter: Sendable {
+        @usableFromInline
         var slot: UInt32
+        @usableFromInline
         var continuation: SubscriberContinuation
+
+        @inlinable
+        init(slot: UInt32, continuation: SubscriberContinuation) {
+            self.slot = slot
+            self.continuation = continuation
+        }
     }
 
     /// The pending elements of subscribers of a `.bufferingOldest(n)` cell that overflowed.
-    private struct FrozenGroup: Sendable {
+    @usableFromInline
+    struct FrozenGroup: Sendable {
+        @usableFromInline
         var elements: [Element]
+        @usableFromInline
         var members: Int
+
+        @inlinable
+        init(elements: [Element], members: Int) {
+            self.elements = elements
+            self.members = members
+        }
     }
 
     /// A `.bufferingOldest` subscriber reading from its own queue after an overflow.
-    private struct Detached: Sendable {
+    @usableFromInline
+    struct Detached: Sendable {
+        @usableFromInline
         var queue: [Element]
+        @usableFromInline
         var head = 0
         /// Index in its lane's `roomList`, or -1 while the queue is full.
+        @usableFromInline
         var roomIndex = -1
+@inlinable
+        init(queue: [Element]) {
+            self.queue = queue
+        }
+
+                @inlinable
         var pending: Int { self.queue.count - self.head }
 
+        @inlinable
         mutating func pop() -> Element {
             let element = self.queue[self.head]
             self.head += 1
@@ -171,29 +249,52 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    private struct Lane: Sendable {
+    @usableFromInline
+    struct Lane: Sendable {
+        @usableFromInline
         let policy: SharedBufferingPolicy
+        @usableFromInline
         var members = 0
         /// `counts[p]`: members whose cursor is `p`, for `p` in `minCursor..<tail`.
         /// Invariants: `counts.endIndex == tail`; `counts.first` is nil or positive.
+        @usableFromInline
         var counts: IndexedRing<Int>
         /// Attached members whose cursor is `tail`, waiting ones included.
+        @usableFromInline
         var atTail = 0
         /// Members suspended in `next()` (all of them have cursor `tail`).
+        @usableFromInline
         var waiting = 0
         /// `.bufferingOldest`: frozen cells by the cursor their members still hold.
+        @usableFromInline
         var frozen: [Int: FrozenGroup] = [:]
         /// `.bufferingOldest`: detached members whose queue has room.
+        @usableFromInline
         var roomList: [UInt32] = []
 
+        @inlinable
         init(policy: SharedBufferingPolicy, tail: Int) {
             self.policy = policy
             self.counts = IndexedRing(startIndex: tail)
+            switch policy {
+            case .bounded(let limit): self.batchLimit = limit / 2
+            case .unbounded: self.batchLimit = 64
+            case .bufferingNewest, .bufferingOldest: self.batchLimit = 0
+            }
         }
 
+        /// How many ready elements beyond the one returned a member may take per lock
+        /// acquisition (see `read`). Lossless lanes only: a dropping policy must be able to
+        /// drop what a subscriber has not consumed. Half the bound, so the upstream can
+        /// refill the other half while a subscriber works through its batch.
+        @usableFromInline
+        let batchLimit: Int
+
         /// The oldest position a member of this lane still reads (`tail` if none).
+        @inlinable
         var minCursor: Int { self.counts.startIndex }
 
+        @inlinable
         mutating func dropLeadingZeros() {
             while let first = self.counts.first, first == 0 {
                 self.counts.removeFirst()
@@ -201,6 +302,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
 
         /// Records that `count` members now have the element at `position` (== old tail) pending.
+        @inlinable
         mutating func appendCount(_ count: Int, at position: Int) {
             assert(self.counts.endIndex == position, "lane histogram must end at the tail")
             if self.counts.isEmpty && count == 0 {
@@ -211,6 +313,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
 
         /// Moves the oldest histogram cell one position forward (its members drop one element).
+        @inlinable
         mutating func advanceOldestCell(tail: Int) {
             let moved = self.counts.removeFirst()
             if self.counts.startIndex == tail {
@@ -225,29 +328,47 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     // MARK: State
 
     /// Elements a new subscriber receives first: the latest `replayCount` already produced.
+    @usableFromInline
     let replayCount: Int
+    @usableFromInline
     let mode: UpstreamMode
     /// Whether the last subscriber leaving opens a keep-alive window instead of cancelling.
+    @usableFromInline
     let hasKeepAlive: Bool
-    private let defaultPolicy: SharedBufferingPolicy
+    @usableFromInline
+    let defaultPolicy: SharedBufferingPolicy
 
-    private var elements = IndexedRing<Element>()
-    private var lanes: [Lane] = []
-    private var slots: [Slot] = []
-    private var freeSlots: [UInt32] = []
-    private var waiters: [Waiter] = []
-    private var detached: [UInt32: Detached] = [:]
+    @usableFromInline
+    var elements = IndexedRing<Element>()
+    @usableFromInline
+    var lanes: [Lane] = []
+    @usableFromInline
+    var slots: [Slot] = []
+    @usableFromInline
+    var freeSlots: [UInt32] = []
+    @usableFromInline
+    var waiters: [Waiter] = []
+    @usableFromInline
+    var detached: [UInt32: Detached] = [:]
     /// Subscribers that end (receive `nil`) when their cursor reaches the position: set for
     /// the subscribers present when a multicast connection is cancelled.
-    private var endPositions: [UInt32: Int] = [:]
-    private var parkedProducers: [(token: UInt64, continuation: ProducerContinuation)] = []
+    @usableFromInline
+    var endPositions: [UInt32: Int] = [:]
+    @usableFromInline
+    var parkedProducers: [(token: UInt64, continuation: ProducerContinuation)] = []
 
-    private(set) var subscriberCount = 0
-    private(set) var upstream: Upstream = .idle
-    private(set) var terminal: Terminal?
-    private var nextEpoch: UInt64 = 0
-    private var nextTimer: UInt64 = 0
+    @usableFromInline
+    var subscriberCount = 0
+    @usableFromInline
+    var upstream: Upstream = .idle
+    @usableFromInline
+    var terminal: Terminal?
+    @usableFromInline
+    var nextEpoch: UInt64 = 0
+    @usableFromInline
+    var nextTimer: UInt64 = 0
 
+    @inlinable
     init(policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: Bool = false) {
         policy.validate()
         precondition(replay >= 0, "replay: the count must be at least 0, got \(replay)")
@@ -259,13 +380,16 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// Absolute position of the next element to be produced.
+    @inlinable
     var tail: Int { self.elements.endIndex }
 
     /// Number of elements currently stored in the shared buffer (for tests and diagnostics).
+    @inlinable
     var bufferedCount: Int { self.elements.count }
 
     /// Whether every bounded subscriber has room for one more element, i.e. whether a
     /// producer may append without waiting.
+    @inlinable
     var hasRoom: Bool {
         for lane in self.lanes where lane.members > 0 {
             if case .bounded(let limit) = lane.policy, self.tail - lane.minCursor >= limit {
@@ -279,6 +403,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// Registers a subscriber; it receives the replay window, then every element appended
     /// from now on, subject to `policy` (the machine's policy if `nil`).
+    @inlinable
     mutating func subscribe(policy: SharedBufferingPolicy? = nil) -> (SubscriberID, Effects) {
         let policy = policy ?? self.defaultPolicy
         policy.validate()
@@ -328,7 +453,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         return (SubscriberID(slot: slotIndex, generation: generation), effects)
     }
 
-    private mutating func laneIndex(for policy: SharedBufferingPolicy) -> Int {
+    @inlinable
+    mutating func laneIndex(for policy: SharedBufferingPolicy) -> Int {
         if let index = self.lanes.firstIndex(where: { $0.policy == policy }) {
             return index
         }
@@ -337,7 +463,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         return self.lanes.count - 1
     }
 
-    private func liveSlot(_ id: SubscriberID) -> Int? {
+    @inlinable
+    func liveSlot(_ id: SubscriberID) -> Int? {
         let index = Int(id.slot)
         guard index < self.slots.count else { return nil }
         let slot = self.slots[index]
@@ -346,23 +473,36 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// Whether `id` still names a registered subscriber.
+    @inlinable
     func isSubscribed(_ id: SubscriberID) -> Bool {
         self.liveSlot(id) != nil
     }
 
     // MARK: Reading
 
-    private enum ReadResult {
+    @usableFromInline
+    enum ReadResult {
         case element(Element)
         case terminal(Result<Element?, Failure>)
         case empty(slot: Int)
     }
 
     /// Takes the subscriber's next element if one is ready. Never suspends.
-    private mutating func read(_ id: SubscriberID) -> ReadResult {
+    ///
+    /// Batching (lossless lanes only): `consumed` elements the subscriber received in its
+    /// previous `batch` are committed first (its cursor moves past them); then, besides the
+    /// returned element, up to `batchLimit` further ready elements are copied into `batch`
+    /// *without* moving the cursor. Until committed they still count as pending for this
+    /// subscriber, so `.bounded` pacing stays exact (if anything, conservative) while a
+    /// subscriber takes many elements per lock acquisition.
+    @inlinable
+    mutating func read(_ id: SubscriberID, committing consumed: Int, batch: inout [Element]) -> ReadResult {
         guard let s = self.liveSlot(id) else { return .terminal(.success(nil)) }
         assert(self.slots[s].waiterIndex < 0, "a subscriber reads while it is suspended")
         let l = Int(self.slots[s].lane)
+        if consumed > 0 {
+            self.commit(consumed, slot: s, lane: l)
+        }
 
         if self.slots[s].isDetached {
             return self.readDetached(s, lane: l)
@@ -394,16 +534,16 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
         if position < self.tail {
             let element = self.elements[position]
-            self.slots[s].cursor = position + 1
-            self.lanes[l].counts[position] -= 1
-            if position + 1 == self.tail {
-                self.lanes[l].atTail += 1
-            } else {
-                self.lanes[l].counts[position + 1] += 1
-            }
-            if position == self.lanes[l].minCursor {
-                self.lanes[l].dropLeadingZeros()
-                self.trimElements()
+            self.commit(1, slot: s, lane: l)
+            let limit = self.lanes[l].batchLimit
+            if limit > 0 {
+                var end = self.tail
+                if !self.endPositions.isEmpty, let stop = self.endPositions[UInt32(s)] { end = Swift.min(end, stop) }
+                let extra = Swift.min(limit, end - position - 1)
+                if extra > 0 {
+                    batch.reserveCapacity(limit)
+                    for p in (position + 1)..<(position + 1 + extra) { batch.append(self.elements[p]) }
+                }
             }
             return .element(element)
         }
@@ -414,7 +554,28 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         return .empty(slot: s)
     }
 
-    private mutating func readDetached(_ s: Int, lane l: Int) -> ReadResult {
+    /// Moves an attached subscriber's cursor `count` positions forward (it has received the
+    /// elements there), keeping the lane histogram and the shared window in step.
+    @inlinable
+    mutating func commit(_ count: Int, slot s: Int, lane l: Int) {
+        let position = self.slots[s].cursor
+        let next = position + count
+        precondition(next <= self.tail, "committed past the tail")
+        self.slots[s].cursor = next
+        self.lanes[l].counts[position] -= 1
+        if next == self.tail {
+            self.lanes[l].atTail += 1
+        } else {
+            self.lanes[l].counts[next] += 1
+        }
+        if position == self.lanes[l].minCursor {
+            self.lanes[l].dropLeadingZeros()
+            self.trimElements()
+        }
+    }
+
+    @inlinable
+    mutating func readDetached(_ s: Int, lane l: Int) -> ReadResult {
         let key = UInt32(s)
         let element = self.detached[key]!.pop()
         if self.detached[key]!.pending == 0 {
@@ -431,7 +592,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         return .element(element)
     }
 
-    private mutating func removeFromRoomList(_ key: UInt32, lane l: Int) {
+    @inlinable
+    mutating func removeFromRoomList(_ key: UInt32, lane l: Int) {
         guard let index = self.detached[key]?.roomIndex, index >= 0 else { return }
         let last = self.lanes[l].roomList.removeLast()
         if last != key {
@@ -442,7 +604,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// Drops stored elements nobody will read again (outside the replay window).
-    private mutating func trimElements() {
+    @inlinable
+    mutating func trimElements() {
         var keepFrom = self.tail - self.replayCount
         for lane in self.lanes where lane.minCursor < keepFrom {
             keepFrom = lane.minCursor
@@ -457,8 +620,18 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     ///
     /// `connectOnDemand`: the subscriber belongs to an autoconnecting multicast, so its
     /// demand starts an idle upstream even in `.manual` mode.
+    @inlinable
     mutating func next(_ id: SubscriberID, connectOnDemand: Bool = false) -> NextAction {
-        switch self.read(id) {
+        var batch: [Element] = []
+        return self.next(id, committing: 0, batch: &batch, connectOnDemand: connectOnDemand)
+    }
+
+    /// `next(_:connectOnDemand:)` with batching; see `read(_:committing:batch:)`.
+    @inlinable
+    mutating func next(
+        _ id: SubscriberID, committing consumed: Int, batch: inout [Element], connectOnDemand: Bool
+    ) -> NextAction {
+        switch self.read(id, committing: consumed, batch: &batch) {
         case .element(let element):
             return .element(element, producers: self.takeProducersIfRoom())
         case .terminal(let result):
@@ -471,11 +644,13 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// The slow path: the subscriber suspended with `continuation`. Either it is resumed at
     /// once (an element arrived, it was cancelled, or the sequence ended in the meantime) or
     /// the continuation is stored until an element or terminal event arrives.
+    @inlinable
     mutating func suspend(
         _ id: SubscriberID, continuation: SubscriberContinuation, connectOnDemand: Bool = false
     ) -> Effects {
         var effects = Effects()
-        switch self.read(id) {
+        var noBatch: [Element] = []
+        switch self.read(id, committing: 0, batch: &noBatch) {
         case .element(let element):
             effects.subscribers = [continuation]
             effects.subscriberResult = .success(element)
@@ -492,7 +667,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         return effects
     }
 
-    private mutating func startUpstreamOnDemand(_ connectOnDemand: Bool) -> UInt64? {
+    @inlinable
+    mutating func startUpstreamOnDemand(_ connectOnDemand: Bool) -> UInt64? {
         guard self.upstream == .idle, self.terminal == nil else { return nil }
         switch self.mode {
         case .manual where connectOnDemand:
@@ -511,6 +687,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// The subscriber leaves: its task was cancelled or its iterator was released.
     /// A suspended `next()` is resumed with `nil`. Leaving twice is harmless.
+    @inlinable
     mutating func unsubscribe(_ id: SubscriberID) -> Effects {
         var effects = Effects()
         guard let s = self.liveSlot(id) else { return effects }
@@ -542,7 +719,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// Frees the subscriber's slot and its share of the bookkeeping. Returns its stored
     /// continuation if it was suspended (the caller decides what to resume it with).
     @discardableResult
-    private mutating func removeSubscriber(_ s: Int) -> SubscriberContinuation? {
+    @inlinable
+    mutating func removeSubscriber(_ s: Int) -> SubscriberContinuation? {
         let slot = self.slots[s]
         let l = Int(slot.lane)
         var continuation: SubscriberContinuation?
@@ -587,7 +765,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         return continuation
     }
 
-    private mutating func decrementCount(at position: Int, lane l: Int) {
+    @inlinable
+    mutating func decrementCount(at position: Int, lane l: Int) {
         if position == self.tail {
             self.lanes[l].atTail -= 1
         } else {
@@ -599,7 +778,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    private mutating func stopUpstream(epoch: UInt64, into effects: inout Effects) {
+    @inlinable
+    mutating func stopUpstream(epoch: UInt64, into effects: inout Effects) {
         self.upstream = .idle
         effects.cancelUpstream = epoch
         effects.producers = self.parkedProducers.map(\.continuation)
@@ -610,6 +790,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     // MARK: Producing
 
     /// Whether `epoch` is the upstream iteration currently allowed to produce.
+    @inlinable
     func isCurrent(epoch: UInt64) -> Bool {
         switch self.upstream {
         case .running(let current), .lingering(let current, _):
@@ -623,6 +804,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     ///
     /// With `respectingBounds` false (a subject's synchronous `send`) the element is taken
     /// even when a bounded subscriber is full.
+    @inlinable
     mutating func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) -> ProduceAction {
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return .stop }
         var effects = Effects()
@@ -633,7 +815,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         return .proceed(effects)
     }
 
-    private mutating func append(_ element: Element, into effects: inout Effects) {
+    @inlinable
+    mutating func append(_ element: Element, into effects: inout Effects) {
         let position = self.tail
         var needed = self.replayCount > 0
 
@@ -689,7 +872,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// `.bufferingOldest(limit)`: the members holding `limit` elements cannot take the one
     /// being appended at `position`. Copy their `limit` pending elements once and let the
     /// cell stop pinning the shared buffer.
-    private mutating func freezeFullCell(lane l: Int, limit: Int, appending position: Int) {
+    @inlinable
+    mutating func freezeFullCell(lane l: Int, limit: Int, appending position: Int) {
         let full = position - limit
         guard !self.lanes[l].counts.isEmpty, self.lanes[l].minCursor == full else { return }
         let members = self.lanes[l].counts[full]
@@ -703,7 +887,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.lanes[l].dropLeadingZeros()
     }
 
-    private mutating func deliverToRoomList(_ element: Element, lane l: Int, limit: Int) {
+    @inlinable
+    mutating func deliverToRoomList(_ element: Element, lane l: Int, limit: Int) {
         var index = 0
         while index < self.lanes[l].roomList.count {
             let key = self.lanes[l].roomList[index]
@@ -718,6 +903,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// Appends `element` only if every bounded subscriber has room (a subject's suspending
     /// `send`); otherwise returns `nil` and the producer should wait with `parkProducer`.
+    @inlinable
     mutating func produceIfRoom(_ element: Element, epoch: UInt64) -> ProduceAction? {
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return .stop }
         guard self.hasRoom else { return nil }
@@ -728,12 +914,14 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// The most recently produced element, if the shared buffer still holds it (it always
     /// does with a replay window).
+    @inlinable
     var latestElement: Element? {
         self.elements.isEmpty ? nil : self.elements[self.tail - 1]
     }
 
     /// Parks a producer that was told to `.park` until there is room (resumed with `true`)
     /// or it must stop (`false`). Resumed at once if that is already decided.
+    @inlinable
     mutating func parkProducer(
         epoch: UInt64, token: UInt64, continuation: ProducerContinuation
     ) -> Effects {
@@ -751,12 +939,14 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// Removes a parked producer (its task was cancelled) and returns its continuation.
+    @inlinable
     mutating func unparkProducer(token: UInt64) -> ProducerContinuation? {
         guard let index = self.parkedProducers.firstIndex(where: { $0.token == token }) else { return nil }
         return self.parkedProducers.remove(at: index).continuation
     }
 
-    private mutating func takeProducersIfRoom() -> [ProducerContinuation] {
+    @inlinable
+    mutating func takeProducersIfRoom() -> [ProducerContinuation] {
         guard !self.parkedProducers.isEmpty, self.hasRoom else { return [] }
         defer { self.parkedProducers.removeAll() }
         return self.parkedProducers.map(\.continuation)
@@ -764,6 +954,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// The upstream iteration `epoch` ended: `nil` when it finished, else its error.
     /// Subscribers receive what is buffered, then the terminal event.
+    @inlinable
     mutating func finish(epoch: UInt64, failure: Failure?) -> Effects {
         var effects = Effects()
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return effects }
@@ -790,6 +981,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     // MARK: Explicit connection (multicast) and keep-alive
 
     /// Starts the upstream if it is idle. Returns the running epoch (`nil` once terminated).
+    @inlinable
     mutating func connect() -> (epoch: UInt64?, effects: Effects) {
         var effects = Effects()
         switch self.upstream {
@@ -808,6 +1000,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// Cancels the upstream iteration `epoch`. The subscribers present now receive what is
     /// buffered for them, then `nil`; later subscribers wait for the next connection.
+    @inlinable
     mutating func disconnect(epoch: UInt64) -> Effects {
         var effects = Effects()
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return effects }
@@ -825,6 +1018,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// The keep-alive timer `timer` expired: cancel the upstream if nobody came back.
+    @inlinable
     mutating func keepAliveExpired(timer: UInt64) -> Effects {
         var effects = Effects()
         if case .lingering(let epoch, let current) = self.upstream, current == timer {
@@ -836,6 +1030,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     // MARK: Push (subjects)
 
     /// Completes a push-fed machine (a subject). Ignored once completed.
+    @inlinable
     mutating func complete(failure: Failure?) -> Effects {
         guard case .running(let epoch) = self.upstream else { return Effects() }
         return self.finish(epoch: epoch, failure: failure)

@@ -4,25 +4,43 @@
 ///
 /// Every face of the library (`share`, `replay`, `multicast`, the subjects) is a thin
 /// wrapper around one storage.
+@usableFromInline
 final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
+    @usableFromInline
     typealias Machine = MulticastStateMachine<Element, Failure>
     /// Runs one upstream iteration, feeding the storage through the sink.
+    @usableFromInline
     typealias UpstreamBody = @Sendable (UpstreamSink) async -> Void
 
+    @usableFromInline
     struct State: Sendable {
+        @usableFromInline
         var machine: Machine
+        @usableFromInline
         var upstreamTask: (epoch: UInt64, task: Task<Void, Never>)?
         /// The last cancelled upstream task. The next one waits for it to end, so that two
         /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
+        @usableFromInline
         var retiringTask: Task<Void, Never>?
+        @usableFromInline
         var timerTask: (timer: UInt64, task: Task<Void, Never>)?
+        @usableFromInline
         var nextProducerToken: UInt64 = 0
+
+        @inlinable
+        init(machine: Machine) {
+            self.machine = machine
+        }
     }
 
+    @usableFromInline
     let state: Lock<State>
-    private let upstreamBody: UpstreamBody?
-    private let keepAlive: Duration
+    @usableFromInline
+    let upstreamBody: UpstreamBody?
+    @usableFromInline
+    let keepAlive: Duration
 
+    @inlinable
     init(
         policy: SharedBufferingPolicy,
         replay: Int,
@@ -38,6 +56,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         self.keepAlive = keepAlive
     }
 
+    @inlinable
     var subscriberCount: Int {
         self.state.withLock { $0.machine.subscriberCount }
     }
@@ -46,6 +65,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     /// Applies `transition` under the lock, then performs its effects outside it.
     @inline(__always)
+    @inlinable
     func transition(_ transition: (inout Machine) -> Machine.Effects) {
         let (effects, upstreamTask, timerTask) = self.state.withLock { state in
             let effects = transition(&state.machine)
@@ -55,7 +75,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         self.perform(effects, cancelling: upstreamTask, timerTask)
     }
 
-    private static func takeUpstreamTask(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
+    @inlinable
+    static func takeUpstreamTask(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
         guard let epoch = effects.cancelUpstream, let running = state.upstreamTask,
               running.epoch == epoch else { return nil }
         state.upstreamTask = nil
@@ -63,14 +84,16 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         return running.task
     }
 
-    private static func takeTimerTask(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
+    @inlinable
+    static func takeTimerTask(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
         guard let timer = effects.cancelTimer ?? effects.cancelUpstream.flatMap({ _ in state.timerTask?.timer }),
               let pending = state.timerTask, pending.timer == timer else { return nil }
         state.timerTask = nil
         return pending.task
     }
 
-    private func perform(
+    @inlinable
+    func perform(
         _ effects: Machine.Effects,
         cancelling upstreamTask: Task<Void, Never>? = nil,
         _ timerTask: Task<Void, Never>? = nil
@@ -87,7 +110,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         if let timer = effects.startTimer { self.startTimer(timer) }
     }
 
-    private func startUpstream(epoch: UInt64) {
+    @inlinable
+    func startUpstream(epoch: UInt64) {
         guard let body = self.upstreamBody else {
             preconditionFailure("a push-fed storage was asked to start an upstream")
         }
@@ -113,7 +137,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         if isStale { task.cancel() }
     }
 
-    private func startTimer(_ timer: UInt64) {
+    @inlinable
+    func startTimer(_ timer: UInt64) {
         let keepAlive = self.keepAlive
         let task = Task.detached {
             try? await Task.sleep(for: keepAlive)
@@ -129,6 +154,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     // MARK: Subscribers
 
+    @inlinable
     func subscribe(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
         var id: SubscriberID?
         self.transition { machine in
@@ -139,6 +165,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         return id!
     }
 
+    @inlinable
     func unsubscribe(_ id: SubscriberID) {
         self.transition { $0.unsubscribe(id) }
     }
@@ -147,14 +174,24 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// suspends until an element or terminal event arrives or the task is cancelled.
     ///
     /// `connectOnDemand`: see `MulticastStateMachine.next(_:connectOnDemand:)`.
+    ///
+    /// `consumed` and `batch`: the iterator's batch of extra elements, see
+    /// `MulticastStateMachine.read(_:committing:batch:)`. `batch` must arrive empty.
+    @inlinable
     func next(
-        _ id: SubscriberID, connectOnDemand: Bool = false, isolation actor: isolated (any Actor)?
+        _ id: SubscriberID,
+        committing consumed: Int = 0,
+        batch: inout [Element],
+        connectOnDemand: Bool = false,
+        isolation actor: isolated (any Actor)?
     ) async throws(Failure) -> Element? {
         if Task.isCancelled {
             self.unsubscribe(id)
             return nil
         }
-        let action = self.state.withLock { $0.machine.next(id, connectOnDemand: connectOnDemand) }
+        let action = self.state.withLock {
+            $0.machine.next(id, committing: consumed, batch: &batch, connectOnDemand: connectOnDemand)
+        }
         switch action {
         case .element(let element, let producers):
             for producer in producers { producer.resume(returning: true) }
@@ -179,6 +216,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// Offers an element from the upstream iteration `epoch`. Returns `false` when the
     /// producer must stop (cancelled, or the sequence ended). Waits while a bounded
     /// subscriber is full and `respectingBounds` is true.
+    @inlinable
     func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) async -> Bool {
         let action = self.state.withLock { $0.machine.produce(element, epoch: epoch, respectingBounds: respectingBounds) }
         switch action {
@@ -194,6 +232,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// Offers an element without ever waiting (a subject's synchronous `send`).
+    @inlinable
     func produceNow(_ element: Element, epoch: UInt64) {
         let action = self.state.withLock { $0.machine.produce(element, epoch: epoch, respectingBounds: false) }
         if case .proceed(let effects) = action { self.perform(effects) }
@@ -201,6 +240,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     /// Suspends until a bounded subscriber made room (`true`) or producing must stop (`false`).
     /// A cancelled waiting task stops waiting and gets `false`.
+    @inlinable
     func waitForRoom(epoch: UInt64) async -> Bool {
         let token = self.state.withLock { state -> UInt64 in
             defer { state.nextProducerToken += 1 }
@@ -227,15 +267,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// The epoch of a push-fed storage (subjects): there is only one.
+    @inlinable
     static var pushEpoch: UInt64 { 0 }
 
     /// A subject's synchronous `send`: never waits; ignored after completion.
+    @inlinable
     func send(_ element: Element) {
         self.produceNow(element, epoch: Self.pushEpoch)
     }
 
     /// A subject's suspending send: waits while a bounded subscriber is full. A cancelled
     /// task stops waiting and sends at once, past the bound, so nothing is lost.
+    @inlinable
     func sendWhenReady(_ element: Element) async {
         while true {
             let action = self.state.withLock { $0.machine.produceIfRoom(element, epoch: Self.pushEpoch) }
@@ -257,16 +300,19 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// Completes a push-fed storage. Ignored once completed.
+    @inlinable
     func complete(failure: Failure?) {
         self.transition { $0.complete(failure: failure) }
     }
 
     /// The most recently produced element still in the buffer.
+    @inlinable
     var latestElement: Element? {
         self.state.withLock { $0.machine.latestElement }
     }
 
     /// Starts the upstream if idle; returns the running epoch (`nil` once terminated).
+    @inlinable
     func connect() -> UInt64? {
         var epoch: UInt64?
         self.transition { machine in
@@ -278,11 +324,13 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// Cancels the upstream iteration `epoch` (a multicast connection).
+    @inlinable
     func disconnect(epoch: UInt64) {
         self.transition { $0.disconnect(epoch: epoch) }
     }
 
     /// The upstream iteration `epoch` ended.
+    @inlinable
     func finish(epoch: UInt64, failure: Failure?) {
         self.transition { machine in
             let effects = machine.finish(epoch: epoch, failure: failure)
@@ -296,16 +344,27 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
 extension MulticastStorage {
     /// Where one upstream iteration (identified by `epoch`) delivers what it produces.
+    @usableFromInline
     struct UpstreamSink: Sendable {
+        @usableFromInline
         let storage: MulticastStorage
+        @usableFromInline
         let epoch: UInt64
 
         /// Delivers an element. Returns `false` when the iteration must stop.
+@inlinable
+        init(storage: MulticastStorage, epoch: UInt64) {
+            self.storage = storage
+            self.epoch = epoch
+        }
+
+                @inlinable
         func yield(_ element: Element) async -> Bool {
             await self.storage.produce(element, epoch: self.epoch)
         }
 
         /// Ends the iteration: `nil` when the upstream finished, else its error.
+        @inlinable
         func finish(failure: Failure?) {
             self.storage.finish(epoch: self.epoch, failure: failure)
         }
@@ -313,6 +372,7 @@ extension MulticastStorage {
 
     /// The upstream body that iterates `base`: one `makeAsyncIterator()` per iteration,
     /// pulled for as long as the policies allow, stopped by cancellation.
+    @inlinable
     static func pulling<Base: AsyncSequence & Sendable>(_ base: Base) -> UpstreamBody
     where Base.Element == Element, Base.Failure == Failure {
         { sink in

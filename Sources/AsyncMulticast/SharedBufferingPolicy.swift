@@ -35,6 +35,7 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     case unbounded
 
     /// Stops with a message naming `parameter` and the value when the policy is invalid.
+    @usableFromInline
     func validate(parameter: String = "buffering") {
         switch self {
         case .bounded(let n):

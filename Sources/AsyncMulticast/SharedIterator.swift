@@ -15,8 +15,16 @@
 public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorProtocol {
     @usableFromInline let subscription: Subscription
     /// Set for iterators of an autoconnecting multicast: waiting connects it.
+    @usableFromInline
     let connectsOnDemand: Bool
+    /// Ready elements taken in one lock acquisition and not returned yet; the shared buffer
+    /// counts them as pending for this subscriber until the next refill commits them.
+    @usableFromInline
+    var batch: [Element] = []
+    @usableFromInline
+    var batchIndex = 0
 
+    @inlinable
     init(
         storage: MulticastStorage<Element, Failure>,
         policy: SharedBufferingPolicy? = nil,
@@ -31,23 +39,35 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     ///
     /// Cancelling the calling task while it waits makes this return `nil` at once and
     /// removes only this subscriber.
+    @inlinable
     public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(Failure) -> Element? {
-        try await self.subscription.storage.next(
-            self.subscription.id, connectOnDemand: self.connectsOnDemand, isolation: actor)
+        if self.batchIndex < self.batch.count, !Task.isCancelled {
+            defer { self.batchIndex &+= 1 }
+            return self.batch[self.batchIndex]
+        }
+        let consumed = self.batchIndex
+        self.batch.removeAll(keepingCapacity: true)
+        self.batchIndex = 0
+        return try await self.subscription.storage.next(
+            self.subscription.id, committing: consumed, batch: &self.batch,
+            connectOnDemand: self.connectsOnDemand, isolation: actor)
     }
 
     /// The next element; see ``next(isolation:)``.
+    @inlinable
     public mutating func next() async throws(Failure) -> Element? {
-        try await self.subscription.storage.next(
-            self.subscription.id, connectOnDemand: self.connectsOnDemand, isolation: nil)
+        try await self.next(isolation: nil)
     }
 
     /// Ties the subscriber's lifetime to the iterator: releasing the last copy leaves.
     @usableFromInline
     final class Subscription: Sendable {
+        @usableFromInline
         let storage: MulticastStorage<Element, Failure>
+        @usableFromInline
         let id: SubscriberID
 
+        @inlinable
         init(storage: MulticastStorage<Element, Failure>, id: SubscriberID) {
             self.storage = storage
             self.id = id
