@@ -177,6 +177,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
         @usableFromInline
         var waiterIndex: Int32 = -1
+        /// Elements past `cursor` handed out in the subscriber's last batch, not yet
+        /// committed (see `read`). At most `Lane.maxBatch`.
+        @usableFromInline
+        var lent: UInt8 = 0
 
         @inlinable
         init() {}
@@ -277,8 +281,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
             self.policy = policy
             self.counts = IndexedRing(startIndex: tail)
             switch policy {
-            case .bounded(let limit): self.batchLimit = limit / 2
-            case .unbounded: self.batchLimit = 64
+            case .bounded(let limit): self.batchLimit = Swift.min(limit / 2, Self.maxBatch)
+            case .unbounded: self.batchLimit = Self.maxBatch
             case .bufferingNewest, .bufferingOldest: self.batchLimit = 0
             }
         }
@@ -289,6 +293,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// refill the other half while a subscriber works through its batch.
         @usableFromInline
         let batchLimit: Int
+        /// The largest batch (it must fit `Slot.lent`).
+        @inlinable
+        static var maxBatch: Int { 64 }
 
         /// The oldest position a member of this lane still reads (`tail` if none).
         @inlinable
@@ -489,19 +496,22 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// Takes the subscriber's next element if one is ready. Never suspends.
     ///
-    /// Batching (lossless lanes only): `consumed` elements the subscriber received in its
-    /// previous `batch` are committed first (its cursor moves past them); then, besides the
-    /// returned element, up to `batchLimit` further ready elements are copied into `batch`
-    /// *without* moving the cursor. Until committed they still count as pending for this
-    /// subscriber, so `.bounded` pacing stays exact (if anything, conservative) while a
-    /// subscriber takes many elements per lock acquisition.
+    /// Batching (lossless lanes only): besides the returned element, up to `batchLimit`
+    /// further ready elements are copied into `batch` (last first) *without* moving the
+    /// cursor; the slot remembers them as `lent`. Until committed they still count as
+    /// pending for this subscriber, so `.bounded` pacing stays exact (if anything,
+    /// conservative) while a subscriber takes many elements per lock acquisition. The
+    /// iterator reads again only once it returned the whole batch (or to leave, when
+    /// cancelled), so the next read commits `lent` first.
     @inlinable
-    mutating func read(_ id: SubscriberID, committing consumed: Int, batch: inout [Element]) -> ReadResult {
+    mutating func read(_ id: SubscriberID, batch: inout [Element]?) -> ReadResult {
         guard let s = self.liveSlot(id) else { return .terminal(.success(nil)) }
         assert(self.slots[s].waiterIndex < 0, "a subscriber reads while it is suspended")
         let l = Int(self.slots[s].lane)
-        if consumed > 0 {
-            self.commit(consumed, slot: s, lane: l)
+        if self.slots[s].lent > 0 {
+            let lent = Int(self.slots[s].lent)
+            self.slots[s].lent = 0
+            self.commit(lent, slot: s, lane: l)
         }
 
         if self.slots[s].isDetached {
@@ -536,13 +546,18 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
             let element = self.elements[position]
             self.commit(1, slot: s, lane: l)
             let limit = self.lanes[l].batchLimit
-            if limit > 0 {
+            if limit > 0, batch != nil {
                 var end = self.tail
                 if !self.endPositions.isEmpty, let stop = self.endPositions[UInt32(s)] { end = Swift.min(end, stop) }
                 let extra = Swift.min(limit, end - position - 1)
                 if extra > 0 {
-                    batch.reserveCapacity(limit)
-                    for p in (position + 1)..<(position + 1 + extra) { batch.append(self.elements[p]) }
+                    batch!.reserveCapacity(limit)
+                    var p = position + extra
+                    while p > position {
+                        batch!.append(self.elements[p])
+                        p -= 1
+                    }
+                    self.slots[s].lent = UInt8(extra)
                 }
             }
             return .element(element)
@@ -622,16 +637,16 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// demand starts an idle upstream even in `.manual` mode.
     @inlinable
     mutating func next(_ id: SubscriberID, connectOnDemand: Bool = false) -> NextAction {
-        var batch: [Element] = []
-        return self.next(id, committing: 0, batch: &batch, connectOnDemand: connectOnDemand)
+        var noBatch: [Element]? = nil
+        return self.next(id, batch: &noBatch, connectOnDemand: connectOnDemand)
     }
 
     /// `next(_:connectOnDemand:)` with batching; see `read(_:committing:batch:)`.
     @inlinable
     mutating func next(
-        _ id: SubscriberID, committing consumed: Int, batch: inout [Element], connectOnDemand: Bool
+        _ id: SubscriberID, batch: inout [Element]?, connectOnDemand: Bool
     ) -> NextAction {
-        switch self.read(id, committing: consumed, batch: &batch) {
+        switch self.read(id, batch: &batch) {
         case .element(let element):
             return .element(element, producers: self.takeProducersIfRoom())
         case .terminal(let result):
@@ -649,8 +664,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         _ id: SubscriberID, continuation: SubscriberContinuation, connectOnDemand: Bool = false
     ) -> Effects {
         var effects = Effects()
-        var noBatch: [Element] = []
-        switch self.read(id, committing: 0, batch: &noBatch) {
+        var noBatch: [Element]? = nil
+        switch self.read(id, batch: &noBatch) {
         case .element(let element):
             effects.subscribers = [continuation]
             effects.subscriberResult = .success(element)

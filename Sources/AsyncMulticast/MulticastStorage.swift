@@ -175,12 +175,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ///
     /// `connectOnDemand`: see `MulticastStateMachine.next(_:connectOnDemand:)`.
     ///
-    /// `consumed` and `batch`: the iterator's batch of extra elements, see
-    /// `MulticastStateMachine.read(_:committing:batch:)`. `batch` must arrive empty.
+    /// `batch`: receives extra ready elements, last first; see
+    /// `MulticastStateMachine.read(_:batch:)`. It must arrive empty.
     @inlinable
     func next(
         _ id: SubscriberID,
-        committing consumed: Int = 0,
         batch: inout [Element],
         connectOnDemand: Bool = false,
         isolation actor: isolated (any Actor)?
@@ -189,9 +188,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             self.unsubscribe(id)
             return nil
         }
+        // Moved through an Optional so the machine can tell "no batching" (nil) apart;
+        // `take()` keeps the array uniquely referenced, so refilling it does not copy.
+        var lending: [Element]? = batch
+        batch = []
         let action = self.state.withLock {
-            $0.machine.next(id, committing: consumed, batch: &batch, connectOnDemand: connectOnDemand)
+            $0.machine.next(id, batch: &lending, connectOnDemand: connectOnDemand)
         }
+        batch = lending.take()!
         switch action {
         case .element(let element, let producers):
             for producer in producers { producer.resume(returning: true) }

@@ -14,15 +14,12 @@
 /// ```
 public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorProtocol {
     @usableFromInline let subscription: Subscription
-    /// Set for iterators of an autoconnecting multicast: waiting connects it.
-    @usableFromInline
-    let connectsOnDemand: Bool
-    /// Ready elements taken in one lock acquisition and not returned yet; the shared buffer
-    /// counts them as pending for this subscriber until the next refill commits them.
+    /// Ready elements taken in one lock acquisition and not returned yet, **last first**
+    /// (so taking one is a `popLast()` and the iterator needs no index: idle subscribers
+    /// are kept small). The shared buffer counts them as pending for this subscriber until
+    /// the next refill commits them.
     @usableFromInline
     var batch: [Element] = []
-    @usableFromInline
-    var batchIndex = 0
 
     @inlinable
     init(
@@ -30,8 +27,8 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         policy: SharedBufferingPolicy? = nil,
         connectsOnDemand: Bool = false
     ) {
-        self.subscription = Subscription(storage: storage, id: storage.subscribe(policy: policy))
-        self.connectsOnDemand = connectsOnDemand
+        self.subscription = Subscription(
+            storage: storage, id: storage.subscribe(policy: policy), connectsOnDemand: connectsOnDemand)
     }
 
     /// The next element, `nil` once the sequence finished or this subscriber's task was
@@ -41,16 +38,15 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     /// removes only this subscriber.
     @inlinable
     public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(Failure) -> Element? {
-        if self.batchIndex < self.batch.count, !Task.isCancelled {
-            defer { self.batchIndex &+= 1 }
-            return self.batch[self.batchIndex]
+        if !self.batch.isEmpty, !Task.isCancelled {
+            return self.batch.removeLast()
         }
-        let consumed = self.batchIndex
+        // The batch is used up (or the task was cancelled, and the subscriber leaves):
+        // the storage commits what the batch held before refilling it.
         self.batch.removeAll(keepingCapacity: true)
-        self.batchIndex = 0
         return try await self.subscription.storage.next(
-            self.subscription.id, committing: consumed, batch: &self.batch,
-            connectOnDemand: self.connectsOnDemand, isolation: actor)
+            self.subscription.id, batch: &self.batch,
+            connectOnDemand: self.subscription.connectsOnDemand, isolation: actor)
     }
 
     /// The next element; see ``next(isolation:)``.
@@ -66,11 +62,15 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let storage: MulticastStorage<Element, Failure>
         @usableFromInline
         let id: SubscriberID
+        /// Set for iterators of an autoconnecting multicast: waiting connects it.
+        @usableFromInline
+        let connectsOnDemand: Bool
 
         @inlinable
-        init(storage: MulticastStorage<Element, Failure>, id: SubscriberID) {
+        init(storage: MulticastStorage<Element, Failure>, id: SubscriberID, connectsOnDemand: Bool) {
             self.storage = storage
             self.id = id
+            self.connectsOnDemand = connectsOnDemand
         }
 
         deinit {
