@@ -22,11 +22,14 @@ import Synchronization
 @usableFromInline
 final class Lock<State>: @unchecked Sendable {  // @unchecked: `state` is only touched under `mutex`.
     @usableFromInline let mutex: UnsafeMutablePointer<pthread_mutex_t>
-    @usableFromInline var state: State
+    /// Out of line rather than a stored `var`: the mutex already guarantees exclusive
+    /// access, and a class property would pay for a dynamic exclusivity check per access.
+    @usableFromInline let state: UnsafeMutablePointer<State>
 
     @usableFromInline
     init(_ initialState: State) {
-        self.state = initialState
+        self.state = UnsafeMutablePointer<State>.allocate(capacity: 1)
+        self.state.initialize(to: initialState)
         self.mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
         self.mutex.initialize(to: pthread_mutex_t())
         var attributes = pthread_mutexattr_t()
@@ -46,6 +49,8 @@ final class Lock<State>: @unchecked Sendable {  // @unchecked: `state` is only t
         assert(result == 0, "pthread_mutex_destroy failed with \(result)")
         self.mutex.deinitialize(count: 1)
         self.mutex.deallocate()
+        self.state.deinitialize(count: 1)
+        self.state.deallocate()
     }
 
     @inlinable
@@ -58,7 +63,7 @@ final class Lock<State>: @unchecked Sendable {  // @unchecked: `state` is only t
             let unlockResult = pthread_mutex_unlock(self.mutex)
             assert(unlockResult == 0, "pthread_mutex_unlock failed with \(unlockResult)")
         }
-        return try body(&self.state)
+        return try body(&self.state.pointee)
     }
 }
 
