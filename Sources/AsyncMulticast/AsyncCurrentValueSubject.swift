@@ -6,9 +6,10 @@
 ///
 /// ```swift
 /// let count = AsyncCurrentValueSubject<Int, Never>(0)
-/// let screen = Task { for await n in count { print("count:", n) } }   // prints 0 first
-/// count.value += 1                                                       // prints 1
+/// var screen = count.makeAsyncIterator()       // subscribed: the current value, 0, is first
+/// count.update { $0 + 1 }                      // atomic read-modify-send
 /// count.finish()
+/// while let n = await screen.next() { print("count:", n) }   // count: 0, count: 1
 /// ```
 ///
 /// The default policy, `.bufferingNewest(1)`, makes a slow subscriber skip to the latest
@@ -47,6 +48,20 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
         set {
             self.storage.send(newValue)
         }
+    }
+
+    /// Replaces the current value with `transform(value)` and sends it, atomically: no
+    /// other send can slip between reading the value and sending the new one (unlike
+    /// `value += 1`, which reads and then sends). Ignored after completion.
+    ///
+    /// `transform` runs while the subject is locked: keep it short, and do not use this
+    /// subject (or anything that waits for it) inside it.
+    ///
+    /// ```swift
+    /// followers.update { $0 + 1 }
+    /// ```
+    public func update(_ transform: (Element) -> Element) {
+        self.storage.updateLatest(transform)
     }
 
     /// Registers a new subscriber; it receives the current value first.

@@ -7,11 +7,16 @@
 ///
 /// ```swift
 /// let events = AsyncPassthroughSubject<String, Never>()
-/// let listener = Task { for await e in events { print("got", e) } }
+/// var listener = events.makeAsyncIterator()   // subscribed from here on
 /// events.send("hello")
 /// events.send("world")
-/// events.finish()   // the listener prints both, then its loop ends
+/// events.finish()
+/// while let e = await listener.next() { print("got", e) }   // got hello, got world
 /// ```
+///
+/// A `Task { for await e in events { … } }` subscribes when the task starts running, which
+/// may be after sends made right after creating it; create the iterator first (or wait
+/// for ``subscriberCount``) when the first elements matter.
 ///
 /// After ``finish()`` or ``fail(_:)`` further sends and completions are ignored; a subscriber
 /// created after completion receives the terminal event at once.

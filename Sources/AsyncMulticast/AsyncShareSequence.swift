@@ -133,8 +133,8 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// ```
     ///
     /// A subscriber with a dropping policy (`.bufferingNewest(n)`, `.bufferingOldest(n)`)
-    /// receives at most `n` replayed elements, the newest ones, as if they had been fed to
-    /// its own buffer the moment it joined.
+    /// receives at most `n` replayed elements: the newest `n` of the window, with either
+    /// policy (a replay is about the latest values).
     ///
     /// - Parameters:
     ///   - count: how many of the latest elements a new subscriber receives first; `>= 0`.

@@ -420,9 +420,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         var replay = Swift.min(self.replayCount, self.elements.count)
         switch policy {
         case .bufferingNewest(let limit), .bufferingOldest(let limit):
-            // As if the replayed elements were fed to its own stream at once: a dropping
-            // subscriber keeps at most `limit` of them, the newest. This also keeps the
-            // lane invariant that no member holds more than `limit` (see `append`).
+            // A dropping subscriber never holds more than `limit` (the lane invariant
+            // `append` relies on), so it gets at most `limit` replayed elements: the newest,
+            // whatever the policy, since a replay is about the latest values.
             replay = Swift.min(replay, limit)
         case .bounded, .unbounded:
             break
@@ -521,7 +521,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         if cursor < self.lanes[l].minCursor {
             // The subscriber's cell was moved while it was not looking (see the type's docs).
             switch self.lanes[l].policy {
-            case .bufferingNewest:
+            case .bufferingNewest, .bufferingOldest(0):
+                // `.bufferingOldest(0)` drops like `.bufferingNewest(0)`: whole cells move (see `append`).
                 self.slots[s].cursor = self.lanes[l].minCursor
             case .bufferingOldest:
                 guard var group = self.lanes[l].frozen.removeValue(forKey: cursor) else {
@@ -754,7 +755,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
             self.detached[UInt32(s)] = nil
         } else if slot.cursor < self.lanes[l].minCursor {
             switch self.lanes[l].policy {
-            case .bufferingNewest:
+            case .bufferingNewest, .bufferingOldest(0):
                 self.decrementCount(at: self.lanes[l].minCursor, lane: l)
             case .bufferingOldest:
                 let group = self.lanes[l].frozen[slot.cursor]!

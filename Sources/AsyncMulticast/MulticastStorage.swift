@@ -303,6 +303,16 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
+    /// Sends `transform(latest)` under the same lock that read `latest` (a current-value
+    /// subject's atomic update). Ignored after completion or without a latest element.
+    func updateLatest(_ transform: (Element) -> Element) {
+        let action = self.state.withLock { state -> Machine.ProduceAction in
+            guard let latest = state.machine.latestElement else { return .stop }
+            return state.machine.produce(transform(latest), epoch: Self.pushEpoch, respectingBounds: false)
+        }
+        if case .proceed(let effects) = action { self.perform(effects) }
+    }
+
     /// Completes a push-fed storage. Ignored once completed.
     @inlinable
     func complete(failure: Failure?) {
@@ -383,7 +393,15 @@ extension MulticastStorage {
             var iterator = base.makeAsyncIterator()
             do throws(Failure) {
                 while let element = try await iterator.next(isolation: nil) {
-                    guard await sink.yield(element) else { return }
+                    guard await sink.yield(element) else {
+                        // Stopped (the last subscriber left, or the connection was
+                        // cancelled) while parked by back-pressure or between elements: the
+                        // base has not seen the cancellation yet. One more `next()` in this
+                        // cancelled task lets it observe it (an `AsyncStream` fires its
+                        // `onTermination(.cancelled)`); whatever it returns is discarded.
+                        _ = try? await iterator.next(isolation: nil)
+                        return
+                    }
                 }
                 sink.finish(failure: nil)
             } catch {
