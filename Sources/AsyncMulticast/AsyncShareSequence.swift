@@ -31,7 +31,7 @@ where Base.Element: Sendable {
     @inlinable
     init(base: Base, buffering policy: SharedBufferingPolicy, replay: Int, keepAlive: Duration) {
         policy.validate(parameter: "buffering")
-        precondition(replay >= 0, "replay: the count must be at least 0, got \(replay)")
+        precondition(replay >= 0, "replay must be at least 0, got \(replay)")
         self.storage = MulticastStorage(
             policy: policy, replay: replay, mode: .automatic, keepAlive: keepAlive,
             upstream: MulticastStorage.pulling(base))

@@ -82,7 +82,7 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
         start: @escaping @Sendable (Emitter) -> @Sendable () -> Void
     ) {
         buffering.validate(parameter: "buffering")
-        precondition(replay >= 0, "AsyncSharedSource: replay must be at least 0, got \(replay)")
+        precondition(replay >= 0, "AsyncSharedSource(buffering:replay:keepAlive:start:): replay must be at least 0, got \(replay)")
         self.storage = MulticastStorage(
             policy: buffering, replay: replay, mode: .automatic, keepAlive: keepAlive,
             upstream: { sink in

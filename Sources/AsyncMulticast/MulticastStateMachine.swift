@@ -378,7 +378,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     init(policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: Bool = false) {
         policy.validate()
-        precondition(replay >= 0, "replay: the count must be at least 0, got \(replay)")
+        precondition(replay >= 0, "replay must be at least 0, got \(replay)")
         self.defaultPolicy = policy
         self.replayCount = replay
         self.mode = mode

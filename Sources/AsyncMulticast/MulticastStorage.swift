@@ -48,7 +48,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         keepAlive: Duration = .zero,
         upstream: UpstreamBody?
     ) {
-        precondition(keepAlive >= .zero, "keepAlive: the duration must not be negative, got \(keepAlive)")
+        precondition(keepAlive >= .zero, "keepAlive must not be negative, got \(keepAlive)")
         assert((upstream == nil) == (mode == .push), "only push-fed storages have no upstream")
         self.state = Lock(State(machine: Machine(
             policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero)))
@@ -69,6 +69,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     func transition(_ transition: (inout Machine) -> Machine.Effects) {
         let (effects, upstreamTask, timerTask) = self.state.withLock { state in
             let effects = transition(&state.machine)
+            if let epoch = effects.startUpstream { self.startUpstream(epoch: epoch, in: &state) }
             return (effects, Self.takeUpstreamTask(&state, for: effects),
                     Self.takeTimerTask(&state, for: effects))
         }
@@ -106,35 +107,30 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         upstreamTask?.cancel()
         timerTask?.cancel()
-        if let epoch = effects.startUpstream { self.startUpstream(epoch: epoch) }
         if let timer = effects.startTimer { self.startTimer(timer) }
     }
 
+    /// Creates and registers the task of upstream iteration `epoch`. Called under the lock,
+    /// in the same critical section in which the machine decided to start it, so that the
+    /// task is registered before anyone can cancel the epoch, and chained after the
+    /// previous (cancelled) iteration: two iterations of the base never overlap. Creating
+    /// a task only enqueues it; nothing runs or is resumed here.
     @inlinable
-    func startUpstream(epoch: UInt64) {
+    func startUpstream(epoch: UInt64, in state: inout State) {
         guard let body = self.upstreamBody else {
             preconditionFailure("a push-fed storage was asked to start an upstream")
         }
         let sink = UpstreamSink(storage: self, epoch: epoch)
-        let previous = self.state.withLock { $0.retiringTask }
+        let previous = state.retiringTask
         // Detached: the upstream must not inherit the priority or task-locals of whichever
         // subscriber happened to ask first.
-        let task = Task.detached {
+        state.upstreamTask = (epoch, Task.detached {
             // A base that reacts slowly to cancellation may still be inside `next()`.
             await previous?.value
-            guard !Task.isCancelled else { return }
+            // Cancelled before it began: do not even create the base iterator.
+            guard sink.storage.state.withLock({ $0.machine.isCurrent(epoch: epoch) }) else { return }
             await body(sink)
-        }
-        let isStale = self.state.withLock { state -> Bool in
-            guard state.machine.isCurrent(epoch: epoch) else {
-                state.retiringTask = task
-                return true
-            }
-            state.upstreamTask = (epoch, task)
-            return false
-        }
-        // Everyone left between the decision to start and now: stop it right away.
-        if isStale { task.cancel() }
+        })
     }
 
     @inlinable
@@ -192,8 +188,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         // `take()` keeps the array uniquely referenced, so refilling it does not copy.
         var lending: [Element]? = batch
         batch = []
-        let action = self.state.withLock {
-            $0.machine.next(id, batch: &lending, connectOnDemand: connectOnDemand)
+        let action = self.state.withLock { state in
+            let action = state.machine.next(id, batch: &lending, connectOnDemand: connectOnDemand)
+            if case .suspend(let epoch?) = action { self.startUpstream(epoch: epoch, in: &state) }
+            return action
         }
         batch = lending.take()!
         switch action {
@@ -202,8 +200,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             return element
         case .terminal(let result):
             return try result.get()
-        case .suspend(let startUpstream):
-            if let epoch = startUpstream { self.startUpstream(epoch: epoch) }
+        case .suspend:
+            break  // the upstream, if this demand started it, is already running
         }
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in

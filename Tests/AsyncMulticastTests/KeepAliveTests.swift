@@ -1,0 +1,177 @@
+// Issue 3: keepAlive — share(buffering:keepAlive:) and replay(_:buffering:keepAlive:).
+//
+// "Arrives inside the window" uses a 60 s window so it cannot flake; "cancelled when the
+// window ends" uses 50 ms and just awaits the onTermination signal under a hang guard.
+
+import Testing
+@testable import AsyncMulticast
+
+@Suite("keepAlive", .timeLimit(.minutes(2)))
+struct KeepAliveTests {
+    /// One subscriber starts the upstream, reads `values`, and leaves.
+    private func startReadAndLeave(
+        _ shared: AsyncShareSequence<I3Source>, _ source: I3Source, _ values: Int...,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        let a = await I3Subscriber.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
+        a.request()
+        await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
+        for value in values { source.control.yield(value) }
+        var read: [Int] = []
+        if let first = await a.answer(sourceLocation: sourceLocation) { read.append(first) }
+        read += await a.take(values.count - 1, sourceLocation: sourceLocation)
+        #expect(read == values, sourceLocation: sourceLocation)
+        await a.leave(sourceLocation: sourceLocation)
+        #expect(shared.subscriberCount == 0, sourceLocation: sourceLocation)
+    }
+
+    @Test("share(keepAlive:): a subscriber arriving inside the window continues the same iteration")
+    func shareArrivalInsideWindowContinues() async {
+        let source = I3Source()
+        let shared = source.share(keepAlive: .seconds(60))
+        await self.startReadAndLeave(shared, source, 1, 2)
+        await i3LetOthersRun()
+        #expect(source.control.end(of: 0) == nil, "still running inside the window")
+
+        let b = await I3Subscriber.join { shared.makeAsyncIterator() }
+        source.control.yield(3)
+        #expect(await b.next() == 3, "elements continue from the same base iterator")
+        #expect(source.control.iteratorCount == 1, "no restart")
+        await b.leave()
+        await i3LetOthersRun()
+        #expect(source.control.end(of: 0) == nil, "leaving again opens a new window")
+    }
+
+    @Test("share(buffering:keepAlive:): the upstream is cancelled when the window ends; the next subscriber restarts it")
+    func shareCancelledWhenWindowEnds() async {
+        let source = I3Source()
+        let shared = source.share(buffering: .unbounded, keepAlive: .milliseconds(50))
+        await self.startReadAndLeave(shared, source, 1)
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.iteration == 0)
+        #expect(ended?.end == .cancelled, "onTermination(.cancelled) after the window")
+
+        let b = await I3Subscriber.join { shared.makeAsyncIterator() }
+        b.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(7)
+        #expect(await b.answer() == 7)
+        #expect(source.control.iteratorCount == 2)
+        await b.leave()
+        let endedAgain = await source.control.waitForEnd()
+        #expect(endedAgain?.iteration == 1)
+        #expect(endedAgain?.end == .cancelled)
+    }
+
+    @Test("replay(_:buffering:keepAlive:): inside the window, the replay then the same iteration's elements")
+    func replayArrivalInsideWindowContinues() async {
+        let source = I3Source()
+        let replayed = source.replay(1, keepAlive: .seconds(60))
+        await self.startReadAndLeave(replayed, source, 1, 2)
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await b.next() == 2, "the replayed element")
+        source.control.yield(3)
+        #expect(await b.next() == 3)
+        #expect(source.control.iteratorCount == 1, "no restart")
+        #expect(source.control.end(of: 0) == nil)
+        await b.leave()
+    }
+
+    @Test("replay(_:buffering:keepAlive:): cancelled when the window ends; the cache survives")
+    func replayCancelledWhenWindowEnds() async {
+        let source = I3Source()
+        let replayed = source.replay(1, buffering: .unbounded, keepAlive: .milliseconds(50))
+        await self.startReadAndLeave(replayed, source, 1, 2)
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.end == .cancelled)
+
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await b.next() == 2, "the cache survives the window's end")
+        b.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(5)
+        #expect(await b.answer() == 5)
+        await b.leave()
+    }
+
+    @Test("the upstream keeps running inside the window: what it produces meanwhile is replayed to the next subscriber")
+    func upstreamKeepsRunningInsideWindow() async {
+        let source = I3Source()
+        let replayed = source.replay(1, keepAlive: .seconds(60))
+        await self.startReadAndLeave(replayed, source, 1, 2)
+        // Nobody is subscribed; the upstream is waiting in its next() call.
+        let pulls = source.control.nextCalls
+        source.control.yield(3)
+        // Once the upstream asks for the element after 3, 3 has been produced.
+        await i3Eventually("the upstream produced 3 and pulled again") { source.control.nextCalls > pulls }
+
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await b.next() == 3, "produced inside the window by the same iteration")
+        source.control.yield(4)
+        #expect(await b.next() == 4)
+        #expect(source.control.iteratorCount == 1)
+        await b.leave()
+    }
+}
+
+// MARK: - State machine: lingering
+
+@Suite("MulticastStateMachine: keep-alive")
+struct MulticastStateMachineKeepAliveTests {
+    typealias Machine = MulticastStateMachine<Int, Never>
+
+    @Test("lingering → subscribe cancels the timer → a stale keepAliveExpired does nothing")
+    func lingeringAndStaleTimer() {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
+        let (a, _) = machine.subscribe()
+        guard case .suspend(let start) = machine.next(a) else {
+            Issue.record("expected to suspend")
+            return
+        }
+        #expect(start == 0)
+
+        let leave = machine.unsubscribe(a)
+        #expect(leave.cancelUpstream == nil, "keep-alive: not cancelled yet")
+        #expect(leave.startTimer == 0)
+        #expect(machine.upstream == .lingering(epoch: 0, timer: 0))
+        #expect(machine.isCurrent(epoch: 0), "the lingering upstream may still produce")
+        if case .stop = machine.produce(1, epoch: 0) { Issue.record("a lingering upstream's element was refused") }
+
+        let (b, back) = machine.subscribe()
+        #expect(back.cancelTimer == 0, "arriving inside the window cancels the timer")
+        #expect(back.startUpstream == nil)
+        #expect(machine.upstream == .running(epoch: 0), "the same iteration continues")
+
+        #expect(machine.keepAliveExpired(timer: 0).isEmpty, "the stale timer does nothing")
+        #expect(machine.upstream == .running(epoch: 0))
+
+        let leaveAgain = machine.unsubscribe(b)
+        #expect(leaveAgain.startTimer == 1, "a new window with a new timer id")
+        #expect(machine.upstream == .lingering(epoch: 0, timer: 1))
+        #expect(machine.keepAliveExpired(timer: 0).isEmpty, "still stale")
+        #expect(machine.upstream == .lingering(epoch: 0, timer: 1))
+
+        let expired = machine.keepAliveExpired(timer: 1)
+        #expect(expired.cancelUpstream == 0)
+        #expect(machine.upstream == .idle)
+        if case .proceed = machine.produce(2, epoch: 0) { Issue.record("a cancelled epoch produced") }
+
+        let (c, _) = machine.subscribe()
+        guard case .suspend(let restart) = machine.next(c) else {
+            Issue.record("expected to suspend")
+            return
+        }
+        #expect(restart == 1, "the next demand starts a new epoch")
+    }
+
+    @Test("without keep-alive the last subscriber leaving cancels at once")
+    func noKeepAlive() {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic)
+        let (a, _) = machine.subscribe()
+        _ = machine.next(a)
+        let leave = machine.unsubscribe(a)
+        #expect(leave.cancelUpstream == 0)
+        #expect(leave.startTimer == nil)
+        #expect(machine.upstream == .idle)
+    }
+}

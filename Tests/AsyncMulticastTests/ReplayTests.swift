@@ -1,0 +1,346 @@
+// Issue 3: replay(_ count, buffering:).
+
+import Testing
+@testable import AsyncMulticast
+
+@Suite("replay(_:buffering:)", .timeLimit(.minutes(2)))
+struct ReplayTests {
+    // MARK: Lifecycle (same as share())
+
+    @Test("replay starts the upstream lazily, on the first demand")
+    func startsLazily() async {
+        let source = I3Source()
+        let replayed = source.replay(2)
+        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(replayed.subscriberCount == 1)
+        await i3LetOthersRun()
+        #expect(source.control.iteratorCount == 0, "joining is not demand")
+        #expect(source.control.nextCalls == 0)
+
+        a.request()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1)
+        #expect(await a.answer() == 1)
+        #expect(source.control.iteratorCount == 1)
+        await a.leave()
+    }
+
+    @Test("the last subscriber leaving cancels the upstream; the next demand restarts it")
+    func lastOneOutCancelsThenRestarts() async {
+        let source = I3Source()
+        let replayed = source.replay(2)
+        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        a.request()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2)
+        #expect(await a.answer() == 1)
+        #expect(await b.take(2) == [1, 2])
+
+        await a.leave()
+        await i3LetOthersRun()
+        #expect(source.control.end(of: 0) == nil, "one subscriber is still there")
+        await b.cancel()
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.iteration == 0)
+        #expect(ended?.end == .cancelled)
+        #expect(replayed.subscriberCount == 0)
+
+        let c = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await c.take(2) == [1, 2], "the replayed elements")
+        c.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(10)
+        #expect(await c.answer() == 10)
+        #expect(source.control.iteratorCount == 2, "a fresh makeAsyncIterator() for the restart")
+        await c.leave()
+    }
+
+    @Test("a restart waits until the cancelled iteration has ended; its late element is not delivered")
+    func restartWaitsForTheCancelledIteration() async {
+        let source = I3StubbornSource()
+        let replayed = source.replay(1)
+        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        a.request()
+        _ = await source.control.pulled.next("first pull")
+        source.control.answer(1)
+        #expect(await a.answer() == 1)
+        _ = await source.control.pulled.next("second pull")  // stuck: it ignores cancellation
+        await a.leave()  // cancels the upstream, which does not notice yet
+
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await b.next() == 1, "the replayed element")
+        b.request()  // demand: a restart is due
+        await i3LetOthersRun()
+        #expect(source.control.iteratorCount == 1, "no second base iterator while the first is still running")
+
+        source.control.answer(2)  // the cancelled iteration's late element
+        // The cancelled iteration may pull once more (to let a base observe the
+        // cancellation); answer such pulls until the restarted iteration asks.
+        for _ in 0..<3 {
+            _ = await source.control.pulled.next("a pull after the late element")
+            if source.control.iteratorCount == 2 { break }
+            source.control.answer(99)  // still the cancelled iteration: discarded
+        }
+        #expect(source.control.iteratorCount == 2, "the restart happened once the first iteration ended")
+        source.control.answer(3)
+        #expect(await b.answer() == 3, "2 and 99 came from the cancelled iteration and are dropped")
+        await b.leave()
+        source.control.answer(nil)
+    }
+
+    // MARK: Replayed elements, then live ones
+
+    @Test("a new subscriber gets the latest `count` elements, oldest first, then live ones")
+    func replaysLatestThenLive() async {
+        let source = I3Source()
+        let replayed = source.replay(2)
+        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        a.request()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2, 3, 4, 5)
+        #expect(await a.answer() == 1)
+        #expect(await a.take(4) == [2, 3, 4, 5])  // all five were produced
+
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await b.take(2) == [4, 5])
+        source.control.yield(6, 7)
+        #expect(await b.take(2) == [6, 7])
+        #expect(await a.take(2) == [6, 7])
+        #expect(source.control.iteratorCount == 1)
+        await a.leave()
+        await b.leave()
+    }
+
+    @Test("fewer elements produced than `count`: a new subscriber gets all of them")
+    func replaysWhatThereIs() async {
+        let source = I3Source()
+        let replayed = source.replay(5)
+        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        a.request()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2)
+        #expect(await a.answer() == 1)
+        #expect(await a.next() == 2)
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await b.take(2) == [1, 2])
+        source.control.yield(3)
+        #expect(await b.next() == 3)
+        await a.leave()
+        await b.leave()
+    }
+
+    @Test("joining while the upstream produces continuously: a contiguous run, nothing missed or duplicated at the seam")
+    func seamIsContiguous() async {
+        let counter = I3Counter()
+        let replayed = counter.replay(3)
+        let progress = Lock(-1)
+        // Subscriber A reads continuously, for the whole test.
+        let a = Task { () -> (count: Int, contiguous: Bool) in
+            var iterator = replayed.makeAsyncIterator()
+            var last = -1
+            var count = 0
+            var contiguous = true
+            while let value = await iterator.next() {
+                if value != last + 1 { contiguous = false }
+                last = value
+                count += 1
+                progress.withLock { $0 = value }
+            }
+            return (count, contiguous)
+        }
+        for round in 1...20 {
+            let target = round * 40
+            await i3Eventually("A reaches \(target)") { progress.withLock { $0 } >= target }
+            let before = progress.withLock { $0 }
+            // B joins right now, while the upstream is producing.
+            let b = Task { () -> [Int] in
+                var iterator = replayed.makeAsyncIterator()
+                var values: [Int] = []
+                while values.count < 100, let value = await iterator.next() { values.append(value) }
+                return values
+            }
+            let values = await i3Value(of: b, "joiner B") ?? []
+            #expect(values.count == 100)
+            #expect(i3IsContiguous(values), "round \(round): \(values.prefix(8))…")
+            if let first = values.first {
+                // Produced before B joined: `before` (A saw it); B starts at most 3 back from the tail.
+                #expect(first >= before - 2, "round \(round): B started at \(first), A had seen \(before)")
+            }
+        }
+        a.cancel()
+        let result = await i3Value(of: a, "subscriber A")
+        #expect(result?.contiguous == true)
+        #expect((result?.count ?? 0) > 800)
+        #expect(counter.iterators.count == 1, "one upstream iteration throughout")
+    }
+
+    // MARK: After the upstream ended
+
+    @Test("after the upstream finished, a new subscriber gets the replayed elements, then nil")
+    func afterFinish() async {
+        let source = I3Source()
+        let replayed = source.replay(2)
+        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        a.request()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2, 3)
+        source.control.finish()
+        #expect(await a.answer() == 1)
+        let rest = await a.drain()
+        #expect(rest.elements == [2, 3])
+
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let late = await b.drain()
+        #expect(late.elements == [2, 3])
+        #expect(late.failure == nil)
+        let c = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await c.drain().elements == [2, 3], "every later subscriber, again")
+        #expect(source.control.iteratorCount == 1, "a terminated upstream is not restarted")
+    }
+
+    @Test("after the upstream failed, a new subscriber gets the replayed elements, then the error")
+    func afterFailure() async {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Int.self)
+        let replayed = stream.replay(2)
+        for value in 1...3 { continuation.yield(value) }
+        continuation.finish(throwing: I3Error(code: 7))
+
+        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let first = await a.drain()
+        #expect(first.elements == [1, 2, 3])
+        #expect(first.failure as? I3Error == I3Error(code: 7))
+
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let late = await b.drain()
+        #expect(late.elements == [2, 3])
+        #expect(late.failure as? I3Error == I3Error(code: 7))
+    }
+
+    // MARK: The cache survives a disconnect
+
+    @Test("a subscriber arriving after everyone left sees the last values, then the restarted upstream's")
+    func cacheSurvivesDisconnect() async {
+        let source = I3Source()
+        let replayed = source.replay(2)
+        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        a.request()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2, 3)
+        #expect(await a.answer() == 1)
+        #expect(await a.take(2) == [2, 3])
+        await a.leave()
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.end == .cancelled)
+
+        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await b.take(2) == [2, 3])
+        #expect(source.control.iteratorCount == 1, "replayed elements come from the cache, not a restart")
+        b.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(10, 11)
+        #expect(await b.answer() == 10)
+        #expect(await b.next() == 11)
+        await b.leave()
+    }
+
+    // MARK: replay(0) and replay(1)
+
+    /// Runs one script against a shared sequence and records what is observable.
+    private func trace(_ make: (I3Source) -> AsyncShareSequence<I3Source>) async -> [String] {
+        var trace: [String] = []
+        let source = I3Source()
+        let shared = make(source)
+        let a = await I3Subscriber.join { shared.makeAsyncIterator() }
+        trace.append("iterators after join: \(source.control.iteratorCount)")
+        a.request()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2)
+        trace.append("a: \(await a.answer().map(String.init) ?? "nil")")
+        trace.append("a: \(await a.take(1))")
+        let b = await I3Subscriber.join { shared.makeAsyncIterator() }
+        b.request()
+        await i3LetOthersRun()
+        source.control.yield(3)
+        trace.append("b: \(await b.answer().map(String.init) ?? "nil")")
+        trace.append("a: \(await a.take(1))")
+        await a.leave()
+        await b.leave()
+        let ended = await source.control.waitForEnd()
+        trace.append("ended: \(ended.map { "\($0.iteration) \($0.end)" } ?? "nil")")
+        let c = await I3Subscriber.join { shared.makeAsyncIterator() }
+        c.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(7)
+        trace.append("c: \(await c.answer().map(String.init) ?? "nil")")
+        trace.append("iterators: \(source.control.iteratorCount)")
+        await c.leave()
+        return trace
+    }
+
+    @Test("replay(0) behaves exactly like share()")
+    func replayZeroIsShare() async {
+        let expected = [
+            "iterators after join: 0", "a: 1", "a: [2]", "b: 3", "a: [3]",
+            "ended: 0 cancelled", "c: 7", "iterators: 2",
+        ]
+        let shared = await self.trace { $0.share() }
+        let replayZero = await self.trace { $0.replay(0) }
+        #expect(shared == expected)
+        #expect(replayZero == shared)
+    }
+
+    @Test("replay(1): a late subscriber immediately gets the current value")
+    func replayOneIsAStateHolder() async {
+        let source = I3Source()
+        let state = source.replay(1)
+        let a = await I3Subscriber.join { state.makeAsyncIterator() }
+        a.request()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2, 3)
+        #expect(await a.answer() == 1)
+        #expect(await a.take(2) == [2, 3])
+
+        let late = await I3Subscriber.join { state.makeAsyncIterator() }
+        #expect(await late.next() == 3, "the current value, without anything new produced")
+        #expect(source.control.iteratorCount == 1)
+        source.control.yield(4)
+        #expect(await late.next() == 4)
+        #expect(await a.next() == 4)
+        await a.leave()
+        await late.leave()
+    }
+
+    @Test("a dropping subscriber gets at most max(n, 1) replayed elements, the newest")
+    func droppingSubscriberGetsNewestReplayed() async {
+        let source = I3Source()
+        let replayed = source.replay(3)
+        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        a.request()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2, 3, 4)
+        #expect(await a.answer() == 1)
+        #expect(await a.take(3) == [2, 3, 4])
+        let newest = await I3Subscriber.join { replayed.buffering(.bufferingNewest(1)).makeAsyncIterator() }
+        #expect(await newest.next() == 4)
+        let full = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        #expect(await full.take(3) == [2, 3, 4])
+        await a.leave()
+        await newest.leave()
+        await full.leave()
+    }
+
+    // MARK: Bad input
+
+    @Test("replay(-1) stops with a precondition naming the parameter and the value")
+    func negativeCountStops() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = AsyncStream<Int> { $0.finish() }.replay(-1)
+        }
+        if let result {
+            let message = String(decoding: result.standardErrorContent, as: UTF8.self)
+            #expect(message.contains("replay(_:)"), "message: \(message)")
+            #expect(message.contains("-1"), "message: \(message)")
+        }
+    }
+}
