@@ -8,6 +8,8 @@
 import AsyncMulticast
 
 let tick = Duration.milliseconds(100)
+/// B takes 30 ms per element, so its lines always follow A's (A's speed does not depend on B).
+let slow = Duration.milliseconds(30)
 
 /// A source like a sensor or a socket: an `AsyncStream` whose producer starts when the stream is
 /// made, yields 1, 2, 3, … one per tick, and finishes one tick after its last value.
@@ -33,21 +35,28 @@ func wait(until ticks: Double, after start: ContinuousClock.Instant) async {
     try? await Task.sleep(until: start + tick * ticks, clock: .continuous)
 }
 
-/// Iterates `sequence`, printing each element with `label`; returns what it received.
-/// On the main actor, like a screen would be (and so that the printed order is stable).
+/// Iterates `sequence` like a screen would, on the main actor, printing each element with
+/// `label`; returns what it received. `work` is how long it takes to handle one element.
 @MainActor
-func listen<S: AsyncSequence>(_ label: String, to sequence: S) async -> [Int]
+func listen<S: AsyncSequence>(_ label: String, to sequence: S, work: Duration = .zero) async -> [Int]
 where S.Element == Int, S.Failure == Never {
     var received: [Int] = []
     for await n in sequence {
+        if work > .zero { try? await Task.sleep(for: work) }
         print("    \(label): \(n)")
         received.append(n)
     }
+    return received
+}
+
+/// Waits for a subscriber's task and says that its loop ended.
+func end(_ label: String, _ task: Task<[Int], Never>) async -> [Int] {
+    let received = await task.value
     print("    \(label): loop ended")
     return received
 }
 
-print("AsyncMulticast demo. Each source yields 1, 2, 3, ... every 100 ms.")
+print("AsyncMulticast demo. Each source yields 1, 2, 3, ... every 100 ms; B takes 30 ms per element.")
 
 // MARK: (a) The problem
 
@@ -56,11 +65,12 @@ do {
     let start = ContinuousClock.now
     let stream = ticker(count: 100)
     let a = Task { await listen("A", to: stream) }
-    let b = Task { await listen("B", to: stream) }
+    await wait(until: 0.5, after: start)  // so that A is the first one waiting
+    let b = Task { await listen("B", to: stream, work: slow) }
     await wait(until: 4.5, after: start)
     print("    -- cancel A's task")
     a.cancel()
-    let (fromA, fromB) = (await a.value, await b.value)
+    let (fromA, fromB) = (await end("A", a), await end("B", b))
     print("    => A got \(fromA), B got \(fromB): the loops split the elements,")
     print("       and cancelling A ended the stream for B as well.")
 }
@@ -71,8 +81,8 @@ do {
     print("\n(b) share(): two subscribers of one producer, each gets every element")
     let shared = ticker(count: 4).share()
     let a = Task { await listen("A", to: shared) }
-    let b = Task { await listen("B", to: shared) }
-    let (fromA, fromB) = (await a.value, await b.value)
+    let b = Task { await listen("B", to: shared, work: slow) }
+    let (fromA, fromB) = (await end("A", a), await end("B", b))
     print("    => A got \(fromA), B got \(fromB); the source finished once.")
 }
 
@@ -83,13 +93,13 @@ do {
     let start = ContinuousClock.now
     let shared = ticker(count: 5).share()
     let a = Task { await listen("A", to: shared) }
-    let b = Task { await listen("B", to: shared) }
+    let b = Task { await listen("B", to: shared, work: slow) }
     await wait(until: 2.5, after: start)
     print("    -- cancel A's task (subscribers: \(shared.subscriberCount))")
     a.cancel()
-    _ = await a.value
+    let fromA = await end("A", a)
     print("    -- subscribers: \(shared.subscriberCount)")
-    let (fromA, fromB) = (await a.value, await b.value)
+    let fromB = await end("B", b)
     print("    => A got \(fromA), B got \(fromB); the source was not cancelled.")
 }
 
@@ -102,8 +112,8 @@ do {
     let a = Task { await listen("A", to: shared) }
     await wait(until: 3.5, after: start)
     print("    -- B subscribes")
-    let b = Task { await listen("B", to: shared) }
-    let (fromA, fromB) = (await a.value, await b.value)
+    let b = Task { await listen("B", to: shared, work: slow) }
+    let (fromA, fromB) = (await end("A", a), await end("B", b))
     let first = fromB.first.map(String.init) ?? "nothing"
     print("    => B joined late and started at \(first), not at 1. A got \(fromA).")
 }
@@ -115,14 +125,14 @@ do {
     let start = ContinuousClock.now
     let shared = ticker(count: 100).share()
     let a = Task { await listen("A", to: shared) }
-    let b = Task { await listen("B", to: shared) }
+    let b = Task { await listen("B", to: shared, work: slow) }
     await wait(until: 2.5, after: start)
     print("    -- cancel A's task (subscribers: \(shared.subscriberCount))")
     a.cancel()
-    _ = await a.value
+    _ = await end("A", a)
     await wait(until: 4.5, after: start)
     print("    -- cancel B's task (subscribers: \(shared.subscriberCount))")
     b.cancel()
-    _ = await b.value
+    _ = await end("B", b)
     print("    => subscribers: \(shared.subscriberCount). Only the last one out cancelled the source.")
 }
