@@ -1,0 +1,314 @@
+// Per-subscriber cancellation, the last subscriber out cancelling the upstream, and restarting
+// with a fresh base iterator afterwards.
+
+import Testing
+@testable import AsyncMulticast
+
+extension HeavyAndTimingSensitive {
+    /// "Returns at once" checks: serialized with the heavy tests so that a loaded machine does
+    /// not make them flaky. The upstream never yields, so the only way `next()` can return is
+    /// the cancellation; the time bound (0.5 s for "well under 10 ms") only guards against a
+    /// `next()` that waits for something else first.
+    @Suite("Cancellation returns at once")
+    struct CancellationTiming {
+        @Test func cancellingAWaitingSubscriberReturnsNilAtOnceAndKeepsTheOthers() async throws {
+            try await withTimeout {
+                let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
+                let terminations = TerminationRecorder()
+                terminations.attach(to: upstream)
+                let shared = stream.share()
+                let a = Sub(shared.makeAsyncIterator())
+                let b = Sub(shared.makeAsyncIterator())
+                let aNext = a.startNext()
+                let bNext = b.startNext()
+                try await shared.waitForWaiting(2)
+
+                let start = ContinuousClock.now
+                aNext.cancel()
+                let result = await aNext.value
+                let elapsed = start.duration(to: .now)
+                #expect(result == nil)
+                #expect(elapsed < .milliseconds(500), "took \(elapsed)")
+                #expect(shared.subscriberCount == 1, "only the cancelled subscriber left")
+                #expect(shared.storage.waitingCount == 1)
+                #expect(terminations.all.isEmpty, "the upstream is untouched")
+
+                upstream.yield(1)
+                #expect(await bNext.value == 1)
+                #expect(await a.next() == nil, "a left for good")
+                upstream.finish()
+                #expect(await b.next() == nil)
+            }
+        }
+
+        @Test func nextOnAnAlreadyCancelledTaskReturnsNilImmediately() async throws {
+            try await withTimeout {
+                let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
+                let shared = stream.share()
+                let a = Sub(shared.makeAsyncIterator())
+                let b = Sub(shared.makeAsyncIterator())
+                let result = await Task {
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    let start = ContinuousClock.now
+                    let element = await a.next()
+                    return (element, start.duration(to: .now))
+                }.value
+                #expect(result.0 == nil)
+                #expect(result.1 < .milliseconds(500))
+                #expect(shared.subscriberCount == 1)
+                #expect(shared.storage.upstreamState == .idle, "a cancelled next() starts nothing")
+                upstream.yield(1)
+                upstream.finish()
+                #expect(await b.next() == 1)
+                #expect(await a.next() == nil)
+            }
+        }
+    }
+}
+
+@Suite("Cancellation and leaving")
+struct CancellationTests {
+    // MARK: 3. Per-subscriber cancellation
+
+    @Test func cancelledTaskGetsNilEvenWithElementsBuffered() async throws {
+        try await withTimeout {
+            let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
+            let shared = stream.share()
+            let a = Sub(shared.makeAsyncIterator())
+            let b = Sub(shared.makeAsyncIterator())
+            upstream.yield(0)
+            upstream.yield(1)
+            #expect(await b.next() == 0)
+            #expect(await b.next() == 1)  // both are in a's buffer now
+            #expect(await a.next() == 0)  // a may now also hold 1 in its iterator's batch
+            let cancelled = await Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return await a.next()
+            }.value
+            #expect(cancelled == nil)
+            #expect(shared.subscriberCount == 1)
+            #expect(await a.next() == nil)
+            upstream.yield(2)
+            upstream.finish()
+            #expect(await b.next() == 2)
+            #expect(await b.next() == nil)
+        }
+    }
+
+    @Test func cancelledSubscriberLeavesWhileOthersReceiveEverything() async throws {
+        try await withTimeout {
+            let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
+            let shared = stream.share()
+            let readyToBeCancelled = Gate()
+            var others: [Task<[Int], Never>] = []
+            for _ in 0..<3 {
+                var iterator = shared.makeAsyncIterator()
+                others.append(Task {
+                    var received: [Int] = []
+                    while let element = await iterator.next() { received.append(element) }
+                    return received
+                })
+            }
+            var cancelledIterator = shared.makeAsyncIterator()
+            let cancelled = Task {
+                var received: [Int] = []
+                while let element = await cancelledIterator.next() {
+                    received.append(element)
+                    if element == 4 { readyToBeCancelled.open() }
+                }
+                return received
+            }
+            for i in 0..<5 { upstream.yield(i) }
+            await readyToBeCancelled.wait()
+            cancelled.cancel()
+            let cancelledReceived = await cancelled.value
+            #expect(cancelledReceived == [0, 1, 2, 3, 4])
+            #expect(shared.subscriberCount == 3)
+            for i in 5..<10 { upstream.yield(i) }
+            upstream.finish()
+            for task in others { #expect(await task.value == Array(0..<10)) }
+        }
+    }
+
+    @Test func releasedIteratorLeaves() async throws {
+        try await withTimeout {
+            let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
+            let shared = stream.share()
+            var neverIterated: SharedIterator? = shared.makeAsyncIterator()
+            let iterated = Sub(shared.makeAsyncIterator())
+            let remaining = Sub(shared.makeAsyncIterator())
+            #expect(shared.subscriberCount == 3)
+            neverIterated = nil
+            #expect(shared.subscriberCount == 2)
+            upstream.yield(0)
+            #expect(await iterated.next() == 0)
+            iterated.release()
+            #expect(shared.subscriberCount == 1)
+            upstream.yield(1)
+            upstream.finish()
+            #expect(await remaining.next() == 0)
+            #expect(await remaining.next() == 1)
+            #expect(await remaining.next() == nil)
+            _ = neverIterated
+        }
+    }
+
+    // MARK: 4. Last one out cancels the upstream
+
+    @Test func lastCancelledSubscriberCancelsTheUpstream() async throws {
+        try await withTimeout {
+            let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
+            let terminations = TerminationRecorder()
+            terminations.attach(to: upstream)
+            let shared = stream.share()
+            let a = Sub(shared.makeAsyncIterator())
+            let b = Sub(shared.makeAsyncIterator())
+            let aNext = a.startNext()
+            let bNext = b.startNext()
+            try await shared.waitForWaiting(2)
+
+            aNext.cancel()
+            #expect(await aNext.value == nil)
+            // One subscriber remains: the upstream goes on (it still delivers) and is not cancelled.
+            upstream.yield(1)
+            #expect(await bNext.value == 1)
+            #expect(terminations.all.isEmpty)
+
+            let bAgain = b.startNext()
+            try await shared.waitForWaiting(1)
+            bAgain.cancel()
+            #expect(await bAgain.value == nil)
+            // The sequence value is still referenced (used below); the upstream is cancelled anyway.
+            let reasons = try await terminations.waitForTermination()
+            #expect(reasons == ["cancelled"])
+            #expect(shared.subscriberCount == 0)
+            #expect(shared.storage.upstreamState == .idle)
+        }
+    }
+
+    @Test func lastReleasedIteratorCancelsTheUpstream() async throws {
+        try await withTimeout {
+            let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
+            let terminations = TerminationRecorder()
+            terminations.attach(to: upstream)
+            let shared = stream.share()
+            let a = Sub(shared.makeAsyncIterator())
+            upstream.yield(0)
+            #expect(await a.next() == 0)
+            #expect(terminations.all.isEmpty)
+            a.release()
+            let reasons = try await terminations.waitForTermination()
+            #expect(reasons == ["cancelled"])
+            #expect(shared.subscriberCount == 0)
+        }
+    }
+
+    @Test func lastOneOutStopsAProducerParkedByBackPressure() async throws {
+        try await withTimeout {
+            let probe = Probe()
+            let shared = Instrumented(Counter(), probe: probe).share(buffering: .bounded(1))
+            let a = Sub(shared.makeAsyncIterator())
+            var holder: SharedIterator? = shared.makeAsyncIterator()
+            #expect(await a.next() == 0)
+            // `holder` holds 0: the producer is parked with nothing pulled beyond it.
+            #expect(probe.pulls == 1)
+            a.release()
+            holder = nil
+            try await waitUntil("the upstream iteration to end") { probe.liveIterators == 0 }
+            #expect(probe.iterators == 1)
+            #expect(shared.storage.upstreamState == .idle)
+            _ = holder
+        }
+    }
+
+    @Test func neverIteratedSubscribersNeitherStartNorStopTheUpstream() async throws {
+        try await withTimeout {
+            let probe = Probe()
+            let shared = Instrumented(Counter(), probe: probe).share()
+            for _ in 0..<3 { _ = shared.makeAsyncIterator() }
+            #expect(shared.subscriberCount == 0)
+            await yieldMany()
+            #expect(probe.iterators == 0)
+        }
+    }
+
+    // MARK: 5. Restart
+
+    @Test func handoverWithoutADisconnectKeepsTheIteration() async throws {
+        try await withTimeout {
+            let probe = Probe()
+            let shared = Instrumented(Counter(), probe: probe).share()
+            var a = shared.makeAsyncIterator()
+            for i in 0..<3 { #expect(await a.next() == i) }
+            // The new subscriber is created before the old one is released: the count never
+            // reaches zero, so the same iteration goes on.
+            a = shared.makeAsyncIterator()
+            #expect(shared.subscriberCount == 1)
+            let next = await a.next()
+            #expect(next != nil && next! > 2)
+            #expect(probe.iterators == 1)
+        }
+    }
+
+    @Test func restartAfterTheOldIterationEnded() async throws {
+        try await withTimeout {
+            let probe = Probe()
+            let shared = Instrumented(Counter(), probe: probe).share()
+            do {
+                var a = shared.makeAsyncIterator()
+                for i in 0..<3 { #expect(await a.next() == i) }
+            }
+            #expect(shared.subscriberCount == 0)
+            try await waitUntil("the first iteration to end") { probe.liveIterators == 0 }
+            var b = shared.makeAsyncIterator()
+            #expect(await b.next() == 0, "a fresh iteration starts from the beginning")
+            #expect(await b.next() == 1)
+            #expect(probe.iterators == 2)
+            #expect(shared.storage.upstreamState == .running(epoch: 1))
+        }
+    }
+
+    @Test func restartRightAfterADisconnectNeverDeliversStaleElements() async throws {
+        try await withTimeout {
+            let probe = Probe()
+            let shared = Instrumented(Counter(), probe: probe).share(buffering: .unbounded)
+            for round in 0..<20 {
+                var a = shared.makeAsyncIterator()
+                // Each round is a fresh iteration, whatever the old one is still doing.
+                #expect(await a.next() == 0, "round \(round)")
+                #expect(await a.next() == 1, "round \(round)")
+            }
+            #expect(probe.iterators == 20)
+        }
+    }
+
+    @Test func restartWaitsUntilTheCancelledIterationHasEnded() async throws {
+        try await withTimeout {
+            let probe = Probe()
+            let latch = Latch()
+            let shared = Instrumented(SlowToCancel(latch: latch), probe: probe).share()
+            let a = Sub(shared.makeAsyncIterator())
+            #expect(await a.next() == 0)
+            let aNext = a.startNext()
+            // The upstream is now blocked in its second next(), ignoring cancellation.
+            try await waitUntil("the upstream to block") { probe.snapshot.activePulls == 1 }
+            aNext.cancel()
+            #expect(await aNext.value == nil)
+
+            let b = Sub(shared.makeAsyncIterator())
+            let bNext = b.startNext()
+            try await waitUntil("b to wait, or a second iteration") {
+                shared.storage.waitingCount == 1 || probe.iterators == 2
+            }
+            // Give a wrongly started second iteration every chance to show up.
+            for _ in 0..<1_000 where probe.iterators < 2 { await Task.yield() }
+            #expect(probe.iterators == 1, "no new base iterator while the old one is still in next()")
+            latch.release()
+            #expect(await bNext.value == 100, "the new subscriber is served by a new iteration")
+            let stats = probe.snapshot
+            #expect(stats.iterators == 2)
+            #expect(!stats.iteratorMadeDuringPull, "a second base iterator was made while the first was still pulling")
+            #expect(stats.maxActivePulls == 1)
+        }
+    }
+}

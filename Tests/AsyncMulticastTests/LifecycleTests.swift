@@ -1,0 +1,148 @@
+// Releasing the sequence, its iterators and their tasks leaves no live objects: the storage,
+// the elements (class-typed) and what the base captured are all freed, after the upstream
+// ran, after cancellation and after the end.
+
+import Testing
+@testable import AsyncMulticast
+
+/// Weak references filled in by a scenario and checked after it released everything.
+final class WeakRefs: @unchecked Sendable {  // written, then read after awaiting the writer
+    weak var storage: AnyObject?
+    weak var captured: AnyObject?
+    weak var element: AnyObject?
+
+    var allReleased: Bool { self.storage == nil && self.captured == nil && self.element == nil }
+    var description: String {
+        "storage: \(self.storage == nil ? "freed" : "alive"), captured by the base: "
+            + "\(self.captured == nil ? "freed" : "alive"), element: \(self.element == nil ? "freed" : "alive")"
+    }
+}
+
+@Suite("Lifecycle")
+struct LifecycleTests {
+    @Test func neverIteratedIsFreedAtOnce() {
+        let refs = WeakRefs()
+        do {
+            let probe = Probe()
+            let shared = Instrumented(Counter(), probe: probe).share()
+            let iterator = shared.makeAsyncIterator()
+            refs.storage = shared.storage
+            refs.captured = probe
+            _ = iterator
+        }
+        #expect(refs.allReleased, "\(refs.description)")
+    }
+
+    @Test func freedAfterTheUpstreamRanAndSubscribersWereCancelled() async throws {
+        let refs = WeakRefs()
+        try await withTimeout {
+            do {
+                let probe = Probe()
+                let (stream, upstream) = AsyncStream.makeStream(of: Payload.self)
+                let shared = Instrumented(stream, probe: probe).share()
+                refs.storage = shared.storage
+                refs.captured = probe
+                let a = Sub(shared.makeAsyncIterator())
+                let b = Sub(shared.makeAsyncIterator())
+                do {
+                    let payload = Payload(0)
+                    refs.element = payload
+                    upstream.yield(payload)
+                }
+                #expect(await a.next()?.value == 0)  // b still has it buffered
+                let aNext = a.startNext()
+                let bNext = b.startNext()
+                _ = await bNext.value  // b's buffered element
+                let bWaiting = b.startNext()
+                try await shared.waitForWaiting(2)
+                aNext.cancel()
+                bWaiting.cancel()
+                #expect(await aNext.value == nil)
+                #expect(await bWaiting.value == nil)
+                _ = upstream
+            }
+            // The upstream task ends asynchronously after its cancellation.
+            try await waitUntil("everything to be freed: \(refs.description)") { refs.allReleased }
+        }
+    }
+
+    @Test func freedAfterTheUpstreamRanAndIteratorsWereReleased() async throws {
+        let refs = WeakRefs()
+        try await withTimeout {
+            do {
+                let probe = Probe()
+                let (stream, upstream) = AsyncStream.makeStream(of: Payload.self)
+                let shared = Instrumented(stream, probe: probe).share(buffering: .bufferingOldest(2))
+                refs.storage = shared.storage
+                refs.captured = probe
+                let reader = Sub(shared.makeAsyncIterator())
+                var holder: SharedIterator? = shared.makeAsyncIterator()  // its buffer is frozen below
+                for i in 0..<4 {
+                    let payload = Payload(i)
+                    if i == 0 { refs.element = payload }
+                    let pending = reader.startNext()
+                    try await shared.waitForWaiting(1)
+                    upstream.yield(payload)
+                    #expect(await pending.value?.value == i)
+                }
+                #expect(refs.element != nil, "the holder still has 0 and 1")
+                holder = nil
+                reader.release()
+                _ = (upstream, holder)
+            }
+            try await waitUntil("everything to be freed: \(refs.description)") { refs.allReleased }
+        }
+    }
+
+    @Test func freedAfterTheEnd() async throws {
+        let refs = WeakRefs()
+        try await withTimeout {
+            do {
+                let payloads = (0..<10).map(Payload.init)
+                refs.element = payloads[0]
+                let probe = Probe()
+                let shared = Instrumented(payloads.async, probe: probe).share(buffering: .bounded(3))
+                refs.storage = shared.storage
+                refs.captured = probe
+                // Every subscriber registers before any of them starts iterating.
+                let start = Latch()
+                try await withThrowingTaskGroup(of: Int.self) { group in
+                    for _ in 0..<3 {
+                        var iterator = shared.makeAsyncIterator()
+                        group.addTask {
+                            await start.wait()
+                            var count = 0
+                            while await iterator.next() != nil { count += 1 }
+                            return count
+                        }
+                    }
+                    start.release()
+                    for try await count in group { #expect(count == 10) }
+                }
+            }
+            try await waitUntil("everything to be freed: \(refs.description)") { refs.allReleased }
+        }
+    }
+
+    @Test func bufferedElementsAreReleasedWhenTheirLastReaderLeaves() async throws {
+        let refs = WeakRefs()
+        try await withTimeout {
+            let (stream, upstream) = AsyncStream.makeStream(of: Payload.self)
+            let shared = stream.share(buffering: .unbounded)
+            let reader = Sub(shared.makeAsyncIterator())
+            var holder: SharedIterator? = shared.makeAsyncIterator()
+            do {
+                let payload = Payload(0)
+                refs.element = payload
+                upstream.yield(payload)
+            }
+            #expect(await reader.next()?.value == 0)
+            #expect(refs.element != nil, "the holder has it buffered")
+            holder = nil
+            // The sequence and the upstream are still alive; only the buffer let go of it.
+            try await waitUntil("the element to be freed") { refs.element == nil }
+            #expect(shared.subscriberCount == 1)
+            _ = holder
+        }
+    }
+}

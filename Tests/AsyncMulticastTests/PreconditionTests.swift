@@ -1,0 +1,59 @@
+// Invalid policies stop the process with a message naming the parameter and the value.
+// Exit tests run their body in a child process; the body cannot capture anything.
+
+import Testing
+@testable import AsyncMulticast
+
+@Suite("Preconditions")
+struct PreconditionTests {
+    /// The precondition message is only printed in debug builds (`-Onone`); in release builds
+    /// a precondition failure traps without it, so only the exit is checked there.
+    func expectMessage(_ result: ExitTest.Result?, contains expected: String,
+                       sourceLocation: SourceLocation = #_sourceLocation) {
+        guard let result else { return }  // the exit test itself already failed
+        #if DEBUG
+        let output = String(decoding: result.standardErrorContent, as: UTF8.self)
+        #expect(output.contains(expected), "stderr: \(output)", sourceLocation: sourceLocation)
+        #endif
+    }
+
+    @Test func boundedZero() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = [1, 2, 3].async.share(buffering: .bounded(0))
+        }
+        self.expectMessage(result, contains: "buffering: .bounded(0) needs a limit of at least 1")
+    }
+
+    @Test func boundedNegative() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = [1, 2, 3].async.share(buffering: .bounded(-5))
+        }
+        self.expectMessage(result, contains: "buffering: .bounded(-5)")
+    }
+
+    @Test func bufferingNewestNegative() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = [1, 2, 3].async.share(buffering: .bufferingNewest(-1))
+        }
+        self.expectMessage(result, contains: "buffering: .bufferingNewest(-1) needs a limit of at least 0")
+    }
+
+    @Test func bufferingOldestNegative() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = [1, 2, 3].async.share(buffering: .bufferingOldest(-1))
+        }
+        self.expectMessage(result, contains: "buffering: .bufferingOldest(-1) needs a limit of at least 0")
+    }
+
+    /// The limits that are allowed do not stop anything.
+    @Test(arguments: [
+        SharedBufferingPolicy.bounded(1), .bufferingNewest(0), .bufferingOldest(0), .unbounded,
+    ])
+    func smallestValidLimitsAreAccepted(policy: SharedBufferingPolicy) async throws {
+        try await withTimeout {
+            let shared = [1, 2, 3].async.share(buffering: policy)
+            var iterator = shared.makeAsyncIterator()
+            #expect(await iterator.next() != nil || policy.dropLimit == 0)
+        }
+    }
+}

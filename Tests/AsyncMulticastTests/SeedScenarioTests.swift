@@ -1,0 +1,93 @@
+// The motivating scenarios: several parts of an app listening to one producer. With a plain
+// AsyncStream they split the elements between them, a cancelled listener ends the stream for
+// everyone, and a late listener cannot join. With share() each listener sees everything from
+// when it joined, and the producer ends only when the last listener is gone.
+
+import Testing
+@testable import AsyncMulticast
+
+@Suite("Seed scenarios")
+struct SeedScenarioTests {
+    @Test func twoSubscribersOfOneProducerBothSeeEverything() async throws {
+        try await withTimeout {
+            let (stream, producer) = AsyncStream.makeStream(of: Int.self)
+            let shared = stream.share()
+            var first = shared.makeAsyncIterator()
+            var second = shared.makeAsyncIterator()
+            let a = Task {
+                var received: [Int] = []
+                while let n = await first.next() { received.append(n) }
+                return received
+            }
+            let b = Task {
+                var received: [Int] = []
+                while let n = await second.next() { received.append(n) }
+                return received
+            }
+            let feeding = Task {
+                for n in 1...9 {
+                    producer.yield(n)
+                    await Task.yield()
+                }
+                producer.finish()
+            }
+            await feeding.value
+            #expect(await a.value == Array(1...9), "not split between the subscribers")
+            #expect(await b.value == Array(1...9))
+        }
+    }
+
+    @Test func cancellingOneSubscriberHalfwayLeavesTheOtherAndTheProducerAlone() async throws {
+        try await withTimeout {
+            let (stream, producer) = AsyncStream.makeStream(of: Int.self)
+            let terminations = TerminationRecorder()
+            terminations.attach(to: producer)
+            let shared = stream.share()
+            let halfway = Gate()
+            var cancelledIterator = shared.makeAsyncIterator()
+            var stayingIterator = shared.makeAsyncIterator()
+            let cancelled = Task {
+                var received: [Int] = []
+                while let n = await cancelledIterator.next() {
+                    received.append(n)
+                    if n == 5 { halfway.open() }
+                }
+                return received
+            }
+            let staying = Task {
+                var received: [Int] = []
+                while let n = await stayingIterator.next() { received.append(n) }
+                return received
+            }
+            for n in 1...5 { producer.yield(n) }
+            await halfway.wait()
+            cancelled.cancel()
+            #expect(await cancelled.value == [1, 2, 3, 4, 5])
+            #expect(shared.subscriberCount == 1)
+            for n in 6...9 { producer.yield(n) }
+            #expect(terminations.all.isEmpty, "the producer is not told to stop while someone listens")
+            producer.finish()
+            #expect(await staying.value == Array(1...9))
+            #expect(terminations.all == ["finished"], "the producer ended by finishing, at the end")
+        }
+    }
+
+    @Test func lateSubscriberStartsFromTheCurrentElement() async throws {
+        try await withTimeout {
+            let (stream, producer) = AsyncStream.makeStream(of: Int.self)
+            let shared = stream.share()
+            var early = shared.makeAsyncIterator()
+            for n in 1...5 { producer.yield(n) }
+            for n in 1...5 { #expect(await early.next() == n) }
+            var late = shared.makeAsyncIterator()
+            for n in 6...9 { producer.yield(n) }
+            producer.finish()
+            var lateReceived: [Int] = []
+            while let n = await late.next() { lateReceived.append(n) }
+            #expect(lateReceived == [6, 7, 8, 9], "not from 1")
+            var earlyRest: [Int] = []
+            while let n = await early.next() { earlyRest.append(n) }
+            #expect(earlyRest == [6, 7, 8, 9])
+        }
+    }
+}

@@ -1,0 +1,645 @@
+// Drives `MulticastStateMachine` directly: no tasks, no locks. Orderings that are hard to
+// produce with real tasks (cancellation racing an element, the last subscriber leaving while
+// the upstream produces, a stale producer) are written out transition by transition, and the
+// effects each transition returns are checked. Where a suspended subscriber is needed, a real
+// continuation is created by `withUnsafeContinuation` and resumed by performing the effects.
+
+import Testing
+@testable import AsyncMulticast
+
+typealias Machine = MulticastStateMachine<Int, TestError>
+
+/// `NextAction` reduced to something `Equatable` (continuations are not).
+enum Outcome: Equatable, CustomStringConvertible {
+    case element(Int)
+    case suspend(startUpstream: UInt64?)
+    case finished
+    case failed(TestError)
+
+    var description: String {
+        switch self {
+        case .element(let e): return ".element(\(e))"
+        case .suspend(let s): return ".suspend(startUpstream: \(s.map(String.init) ?? "nil"))"
+        case .finished: return ".finished"
+        case .failed(let e): return ".failed(\(e))"
+        }
+    }
+}
+
+extension Machine {
+    /// `next(_:)`, reduced to an `Outcome`. Element reads must not wake producers here unless
+    /// `producers` is given.
+    mutating func take(_ id: SubscriberID) -> Outcome {
+        switch self.next(id) {
+        case .element(let element, let producers):
+            precondition(producers.isEmpty, "unexpected producers; use next(_:) directly")
+            return .element(element)
+        case .suspend(let start):
+            return .suspend(startUpstream: start)
+        case .terminal(.success):
+            return .finished
+        case .terminal(.failure(let error)):
+            return .failed(error)
+        }
+    }
+
+    /// Reads elements until the subscriber would suspend or has ended.
+    mutating func drain(_ id: SubscriberID) -> [Int] {
+        var out: [Int] = []
+        while case .element(let element) = self.take(id) { out.append(element) }
+        return out
+    }
+
+    /// Produces `element`, expecting it to be taken (not `.stop`); returns its effects and
+    /// whether the producer must park.
+    mutating func push(_ element: Int, epoch: UInt64, sourceLocation: SourceLocation = #_sourceLocation)
+        -> (effects: Effects, park: Bool)
+    {
+        switch self.produce(element, epoch: epoch) {
+        case .proceed(let effects): return (effects, false)
+        case .park(let effects): return (effects, true)
+        case .stop:
+            Issue.record("produce(\(element)) was refused", sourceLocation: sourceLocation)
+            return (Effects(), false)
+        }
+    }
+}
+
+extension Machine.ProduceAction {
+    var isStop: Bool { if case .stop = self { return true } else { return false } }
+}
+
+extension MulticastStateMachine.Effects {
+    /// Resumes what the storage would resume.
+    func perform() {
+        for continuation in self.subscribers { continuation.resume(returning: self.subscriberResult) }
+        for continuation in self.producers { continuation.resume(returning: self.producerResult) }
+    }
+}
+
+/// A machine with one running upstream (epoch 0) and `count` subscribers, none suspended.
+func runningMachine(
+    policy: SharedBufferingPolicy, subscribers count: Int, replay: Int = 0
+) -> (Machine, [SubscriberID]) {
+    var machine = Machine(policy: policy, replay: replay, mode: .automatic)
+    let ids = (0..<count).map { _ in machine.subscribe().0 }
+    let first = machine.take(ids[0])
+    precondition(first == .suspend(startUpstream: 0))
+    return (machine, ids)
+}
+
+@Suite("State machine")
+struct StateMachineTests {
+    // MARK: Subscribing and starting
+
+    @Test func subscribingStartsNothing() {
+        var machine = Machine(policy: .bounded(4), replay: 0, mode: .automatic)
+        let (a, effects) = machine.subscribe()
+        let (b, _) = machine.subscribe()
+        #expect(effects.isEmpty)
+        #expect(machine.subscriberCount == 2)
+        #expect(machine.upstream == .idle)
+        #expect(machine.isSubscribed(a) && machine.isSubscribed(b))
+        #expect(a != b)
+    }
+
+    @Test func firstDemandStartsOneUpstream() {
+        var machine = Machine(policy: .bounded(4), replay: 0, mode: .automatic)
+        let a = machine.subscribe().0
+        let b = machine.subscribe().0
+        #expect(machine.take(a) == .suspend(startUpstream: 0))
+        #expect(machine.upstream == .running(epoch: 0))
+        // Further demand, from the same or another subscriber, starts nothing more.
+        #expect(machine.take(b) == .suspend(startUpstream: nil))
+        #expect(machine.take(a) == .suspend(startUpstream: nil))
+    }
+
+    @Test func waitingSubscriberIsHandedTheElement() async {
+        var (machine, ids) = runningMachine(policy: .bounded(4), subscribers: 2)
+        let (a, b) = (ids[0], ids[1])
+        let received = await withUnsafeContinuation { continuation in
+            let suspended = machine.suspend(a, continuation: continuation)
+            #expect(suspended.isEmpty, "already running: nothing to start")
+            let (effects, park) = machine.push(7, epoch: 0)
+            #expect(!park)
+            #expect(effects.subscribers.count == 1)
+            #expect(effects.subscriberResult == .success(7))
+            effects.perform()
+        }
+        #expect(received == .success(7))
+        // The waiting subscriber took it directly; `b` (not waiting) has it buffered.
+        #expect(machine.take(a) == .suspend(startUpstream: nil))
+        #expect(machine.drain(b) == [7])
+        #expect(machine.bufferedCount == 0)
+    }
+
+    @Test func onlyWaitingSubscribersMeansNothingIsStored() async {
+        var (machine, ids) = runningMachine(policy: .bounded(4), subscribers: 1)
+        let received = await withUnsafeContinuation { continuation in
+            _ = machine.suspend(ids[0], continuation: continuation)
+            let (effects, _) = machine.push(1, epoch: 0)
+            #expect(machine.bufferedCount == 0)
+            effects.perform()
+        }
+        #expect(received == .success(1))
+    }
+
+    @Test func suspendResumesAtOnceWhenAnElementArrivedInBetween() async {
+        var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 1)
+        let a = ids[0]
+        // `next` said "suspend", then an element arrived before `suspend` ran.
+        _ = machine.push(5, epoch: 0)
+        let received = await withUnsafeContinuation { continuation in
+            let effects = machine.suspend(a, continuation: continuation)
+            #expect(effects.subscribers.count == 1)
+            #expect(effects.subscriberResult == .success(5))
+            effects.perform()
+        }
+        #expect(received == .success(5))
+    }
+
+    // MARK: Leaving
+
+    @Test func cancelRacingAnElement() async {
+        var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 2)
+        let (a, b) = (ids[0], ids[1])
+        let received = await withUnsafeContinuation { continuation in
+            _ = machine.suspend(a, continuation: continuation)
+            // Cancellation wins: `a` leaves and its continuation is handed back with nil.
+            let left = machine.unsubscribe(a)
+            #expect(left.subscribers.count == 1)
+            #expect(left.subscriberResult == .success(nil))
+            #expect(left.cancelUpstream == nil, "b is still subscribed")
+            // The element produced right after is not delivered to `a`.
+            let (produced, _) = machine.push(1, epoch: 0)
+            #expect(produced.subscribers.isEmpty)
+            left.perform()
+        }
+        #expect(received == .success(nil))
+        #expect(!machine.isSubscribed(a))
+        #expect(machine.take(a) == .finished)
+        #expect(machine.drain(b) == [1])
+        #expect(machine.subscriberCount == 1)
+    }
+
+    @Test func cancelledBeforeSuspendingIsResumedWithNil() async {
+        var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 2)
+        let a = ids[0]
+        _ = machine.unsubscribe(a)  // the cancellation handler ran first
+        let received = await withUnsafeContinuation { continuation in
+            let effects = machine.suspend(a, continuation: continuation)
+            #expect(effects.subscribers.count == 1)
+            effects.perform()
+        }
+        #expect(received == .success(nil))
+        #expect(machine.subscriberCount == 1)
+    }
+
+    @Test func leavingTwiceIsHarmlessAndStaleIDsNeverTouchANewSubscriber() {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic)
+        let a = machine.subscribe().0
+        _ = machine.subscribe()
+        _ = machine.unsubscribe(a)
+        #expect(machine.unsubscribe(a).isEmpty)
+        #expect(machine.subscriberCount == 1)
+        // The freed slot is reused with a new generation.
+        let c = machine.subscribe().0
+        #expect(c.slot == a.slot)
+        #expect(c != a)
+        _ = machine.unsubscribe(a)
+        #expect(machine.isSubscribed(c))
+        #expect(machine.subscriberCount == 2)
+    }
+
+    @Test func lastSubscriberLeavingWhileTheUpstreamProduces() {
+        var (machine, ids) = runningMachine(policy: .bounded(2), subscribers: 2)
+        _ = machine.push(0, epoch: 0)
+        #expect(machine.unsubscribe(ids[0]).cancelUpstream == nil)
+        let last = machine.unsubscribe(ids[1])
+        #expect(last.cancelUpstream == 0)
+        #expect(machine.upstream == .idle)
+        #expect(machine.bufferedCount == 0, "nobody is left to read the buffered element")
+        // The upstream was already producing: its element is refused, and its end is ignored.
+        #expect(machine.produce(1, epoch: 0).isStop)
+        #expect(machine.finish(epoch: 0, failure: .boom).isEmpty)
+        #expect(machine.terminal == nil)
+    }
+
+    @Test func neverIteratedSubscribersLeavingStopNothing() {
+        var machine = Machine(policy: .bounded(2), replay: 0, mode: .automatic)
+        let a = machine.subscribe().0
+        let effects = machine.unsubscribe(a)
+        #expect(effects.isEmpty)
+        #expect(machine.upstream == .idle)
+    }
+
+    @Test func restartAfterDisconnectUsesTheNextEpoch() {
+        var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 1)
+        _ = machine.push(0, epoch: 0)
+        #expect(machine.unsubscribe(ids[0]).cancelUpstream == 0)
+        let b = machine.subscribe().0
+        #expect(machine.take(b) == .suspend(startUpstream: 1), "a stale element is never replayed")
+        #expect(machine.upstream == .running(epoch: 1))
+        #expect(machine.produce(99, epoch: 0).isStop, "the old iteration stays stopped")
+        _ = machine.push(0, epoch: 1)
+        #expect(machine.drain(b) == [0])
+        #expect(machine.isCurrent(epoch: 1) && !machine.isCurrent(epoch: 0))
+    }
+
+    // MARK: Joining
+
+    @Test func lateSubscriberStartsAtTheTail() {
+        var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 1)
+        for i in 0..<3 { _ = machine.push(i, epoch: 0) }
+        let late = machine.subscribe().0
+        #expect(machine.take(late) == .suspend(startUpstream: nil))
+        _ = machine.push(3, epoch: 0)
+        #expect(machine.drain(late) == [3])
+        #expect(machine.drain(ids[0]) == [0, 1, 2, 3])
+    }
+
+    // MARK: The shared buffer
+
+    @Test func histogramTrimsExactlyWhatNobodyNeeds() {
+        var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 3)
+        let (a, b, c) = (ids[0], ids[1], ids[2])
+        for i in 0..<5 { _ = machine.push(i, epoch: 0) }
+        #expect(machine.bufferedCount == 5)
+        #expect(machine.drain(a) == [0, 1, 2, 3, 4])
+        #expect(machine.bufferedCount == 5)
+        #expect(machine.take(b) == .element(0))
+        #expect(machine.take(b) == .element(1))
+        #expect(machine.bufferedCount == 5, "c still holds 0")
+        for i in 0..<3 { #expect(machine.take(c) == .element(i)) }
+        #expect(machine.bufferedCount == 3, "b holds 2, 3, 4")
+        _ = machine.unsubscribe(b)
+        #expect(machine.bufferedCount == 2, "c holds 3, 4")
+        _ = machine.push(5, epoch: 0)
+        #expect(machine.bufferedCount == 3)
+        #expect(machine.drain(c) == [3, 4, 5])
+        #expect(machine.bufferedCount == 1, "a still holds 5")
+        #expect(machine.drain(a) == [5])
+        #expect(machine.bufferedCount == 0)
+    }
+
+    @Test func replayWindowIsKeptForLateSubscribers() {
+        var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 1, replay: 2)
+        let a = ids[0]
+        for i in 0..<5 { _ = machine.push(i, epoch: 0) }
+        #expect(machine.drain(a) == [0, 1, 2, 3, 4])
+        #expect(machine.bufferedCount == 2)
+        let b = machine.subscribe().0
+        #expect(machine.drain(b) == [3, 4])
+        #expect(machine.take(b) == .suspend(startUpstream: nil))
+        // A dropping subscriber never receives more than its limit, even from the replay.
+        let newest = machine.subscribe(policy: .bufferingNewest(1)).0
+        #expect(machine.drain(newest) == [4])
+        _ = machine.push(5, epoch: 0)
+        #expect(machine.bufferedCount == 2, "4, 5 (everyone read 5 or will)")
+        #expect(machine.drain(b) == [5])
+        #expect(machine.drain(newest) == [5])
+        #expect(machine.drain(a) == [5])
+        #expect(machine.bufferedCount == 2)
+        // Nobody left: the upstream stops but the window survives.
+        for id in [a, b, newest] { _ = machine.unsubscribe(id) }
+        #expect(machine.upstream == .idle)
+        #expect(machine.bufferedCount == 2)
+        let c = machine.subscribe().0
+        #expect(machine.drain(c) == [4, 5])
+    }
+
+    @Test func lanesPerPolicyShareOneBuffer() {
+        var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 1)
+        let all = ids[0]
+        let newest = machine.subscribe(policy: .bufferingNewest(2)).0
+        let oldest = machine.subscribe(policy: .bufferingOldest(2)).0
+        let bounded = machine.subscribe(policy: .bounded(10)).0
+        for i in 0..<6 { _ = machine.push(i, epoch: 0) }
+        #expect(machine.bufferedCount == 6)
+        #expect(machine.drain(all) == Array(0..<6))
+        #expect(machine.drain(bounded) == Array(0..<6))
+        #expect(machine.bufferedCount == 2, "only the bufferingNewest(2) subscriber's 4, 5 are left")
+        #expect(machine.drain(newest) == [4, 5])
+        #expect(machine.drain(oldest) == [0, 1])
+        #expect(machine.bufferedCount == 0)
+    }
+
+    // MARK: Bounded: parking the producer
+
+    @Test func boundedProducerParksUntilTheSlowestReads() async {
+        var (machine, ids) = runningMachine(policy: .bounded(2), subscribers: 2)
+        let (slow, fast) = (ids[0], ids[1])
+        #expect(machine.push(0, epoch: 0).park == false)
+        #expect(machine.hasRoom)
+        #expect(machine.push(1, epoch: 0).park == true)
+        #expect(!machine.hasRoom)
+        #expect(machine.drain(fast) == [0, 1])
+        #expect(!machine.hasRoom, "the fast subscriber reading makes no room")
+        let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
+            #expect(machine.parkProducer(epoch: 0, token: 0, continuation: producer).isEmpty)
+            guard case .element(let element, let producers) = machine.next(slow) else {
+                Issue.record("slow subscriber had nothing")
+                producer.resume(returning: false)
+                return
+            }
+            #expect(element == 0)
+            #expect(producers.count == 1)
+            for p in producers { p.resume(returning: true) }
+        }
+        #expect(resumed)
+        #expect(machine.hasRoom)
+    }
+
+    @Test func parkingWhenRoomOrStaleResumesAtOnce() async {
+        var (machine, ids) = runningMachine(policy: .bounded(1), subscribers: 1)
+        let withRoom = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
+            let effects = machine.parkProducer(epoch: 0, token: 0, continuation: producer)
+            #expect(effects.producers.count == 1)
+            effects.perform()
+        }
+        #expect(withRoom == true)
+        let stale = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
+            let effects = machine.parkProducer(epoch: 7, token: 1, continuation: producer)
+            #expect(effects.producers.count == 1)
+            effects.perform()
+        }
+        #expect(stale == false)
+        _ = ids
+    }
+
+    @Test func lastSubscriberLeavingReleasesAParkedProducerWithFalse() async {
+        var (machine, ids) = runningMachine(policy: .bounded(1), subscribers: 1)
+        #expect(machine.push(0, epoch: 0).park)
+        let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
+            #expect(machine.parkProducer(epoch: 0, token: 3, continuation: producer).isEmpty)
+            let effects = machine.unsubscribe(ids[0])
+            #expect(effects.cancelUpstream == 0)
+            #expect(effects.producers.count == 1)
+            #expect(effects.producerResult == false)
+            effects.perform()
+        }
+        #expect(resumed == false)
+        #expect(machine.unparkProducer(token: 3) == nil)
+    }
+
+    @Test func unparkingACancelledProducer() async {
+        var (machine, _) = runningMachine(policy: .bounded(1), subscribers: 1)
+        #expect(machine.push(0, epoch: 0).park)
+        let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
+            _ = machine.parkProducer(epoch: 0, token: 9, continuation: producer)
+            #expect(machine.unparkProducer(token: 8) == nil)
+            let mine = machine.unparkProducer(token: 9)
+            #expect(mine != nil)
+            mine?.resume(returning: false)
+        }
+        #expect(resumed == false)
+    }
+
+    // MARK: Terminal events
+
+    @Test func finishHandsWaitersTheErrorAndOthersTheirBufferFirst() async {
+        var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 2)
+        let (waiting, buffered) = (ids[0], ids[1])
+        let received = await withUnsafeContinuation { continuation in
+            _ = machine.suspend(waiting, continuation: continuation)
+            let (delivered, _) = machine.push(0, epoch: 0)
+            delivered.perform()
+        }
+        #expect(received == .success(0))
+        _ = machine.push(1, epoch: 0)
+        #expect(machine.drain(waiting) == [1])
+        let failed = await withUnsafeContinuation { continuation in
+            _ = machine.suspend(waiting, continuation: continuation)
+            let effects = machine.finish(epoch: 0, failure: .boom)
+            #expect(effects.subscribers.count == 1)
+            #expect(effects.subscriberResult == .failure(.boom))
+            #expect(effects.cancelUpstream == nil && effects.startUpstream == nil)
+            effects.perform()
+        }
+        #expect(failed == .failure(.boom))
+        #expect(machine.upstream == .terminated)
+        #expect(!machine.isSubscribed(waiting), "a subscriber that got the terminal event has left")
+        #expect(machine.take(buffered) == .element(0))
+        #expect(machine.take(buffered) == .element(1))
+        #expect(machine.take(buffered) == .failed(.boom))
+        #expect(machine.take(buffered) == .finished, "after the error: nil")
+        // Later subscribers get the error at once, and nothing restarts.
+        let late = machine.subscribe().0
+        #expect(machine.take(late) == .failed(.boom))
+        #expect(machine.take(late) == .finished)
+        #expect(machine.subscriberCount == 0)
+        #expect(machine.produce(2, epoch: 0).isStop)
+        #expect(machine.finish(epoch: 0, failure: nil).isEmpty, "terminal events are sticky")
+    }
+
+    @Test func finishReleasesParkedProducers() async {
+        var (machine, _) = runningMachine(policy: .bounded(1), subscribers: 1)
+        #expect(machine.push(0, epoch: 0).park)
+        let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
+            _ = machine.parkProducer(epoch: 0, token: 0, continuation: producer)
+            let effects = machine.finish(epoch: 0, failure: nil)
+            #expect(effects.producers.count == 1)
+            #expect(effects.producerResult == false)
+            effects.perform()
+        }
+        #expect(resumed == false)
+    }
+
+    // MARK: Dropping policies
+
+    @Test func bufferingNewestMovesWholeCells() {
+        var (machine, ids) = runningMachine(policy: .bufferingNewest(2), subscribers: 1)
+        let early = ids[0]
+        for i in 0..<2 { _ = machine.push(i, epoch: 0) }
+        let late = machine.subscribe().0
+        for i in 2..<5 {
+            _ = machine.push(i, epoch: 0)
+            #expect(machine.bufferedCount <= 2)
+        }
+        #expect(machine.drain(early) == [3, 4])
+        #expect(machine.drain(late) == [3, 4])
+        #expect(machine.bufferedCount == 0)
+    }
+
+    @Test func bufferingOldestFreezesAFullCellOutOfTheSharedBuffer() {
+        var (machine, ids) = runningMachine(policy: .bufferingOldest(2), subscribers: 1)
+        let slow = ids[0]
+        for i in 0..<10 { _ = machine.push(i, epoch: 0) }
+        #expect(machine.bufferedCount == 0, "the full subscriber's two elements were copied out")
+        #expect(machine.take(slow) == .element(0))
+        for i in 10..<13 { _ = machine.push(i, epoch: 0) }
+        #expect(machine.drain(slow) == [1, 10])
+        _ = machine.push(13, epoch: 0)
+        #expect(machine.drain(slow) == [13], "back in the shared buffer once its queue emptied")
+        #expect(machine.subscriberCount == 1)
+        _ = machine.unsubscribe(slow)
+        #expect(machine.subscriberCount == 0)
+    }
+
+    @Test func bufferingOldestFrozenMembersLeaveCleanly() {
+        var (machine, ids) = runningMachine(policy: .bufferingOldest(1), subscribers: 3)
+        for i in 0..<3 { _ = machine.push(i, epoch: 0) }
+        #expect(machine.take(ids[0]) == .element(0))  // detached, then rejoins
+        _ = machine.unsubscribe(ids[1])  // still frozen
+        _ = machine.push(3, epoch: 0)
+        #expect(machine.drain(ids[0]) == [3])
+        #expect(machine.drain(ids[2]) == [0], "full with 0: 1, 2 and 3 were dropped")
+        #expect(machine.bufferedCount == 0)
+    }
+
+    @Test(arguments: [SharedBufferingPolicy.bufferingNewest(0), .bufferingOldest(0)])
+    func limitZeroReceivesOnlyWhileWaiting(policy: SharedBufferingPolicy) async {
+        var (machine, ids) = runningMachine(policy: policy, subscribers: 2)
+        let (waiting, idle) = (ids[0], ids[1])
+        let received = await withUnsafeContinuation { continuation in
+            _ = machine.suspend(waiting, continuation: continuation)
+            let (effects, _) = machine.push(0, epoch: 0)
+            effects.perform()
+        }
+        #expect(received == .success(0))
+        #expect(machine.bufferedCount == 0)
+        _ = machine.push(1, epoch: 0)
+        #expect(machine.take(idle) == .suspend(startUpstream: nil), "nothing is kept for it")
+        #expect(machine.take(waiting) == .suspend(startUpstream: nil))
+        _ = machine.unsubscribe(idle)
+        #expect(machine.subscriberCount == 1)
+    }
+
+    // MARK: Against a naive model
+
+    /// Random subscribe / read / produce / leave / finish steps, on machines with mixed
+    /// policies and with or without a replay window, checked against per-subscriber queues
+    /// (the "own AsyncStream" semantics) after every step.
+    @Test(arguments: 0..<24)
+    func agreesWithPerSubscriberQueues(seed: Int) {
+        var rng = LCG(seed: UInt64(seed))
+        let policies: [SharedBufferingPolicy] = [
+            .bounded(1), .bounded(3), .unbounded,
+            .bufferingNewest(0), .bufferingNewest(1), .bufferingNewest(3),
+            .bufferingOldest(0), .bufferingOldest(1), .bufferingOldest(3),
+        ]
+        let replay = seed % 3 == 0 ? 2 : 0
+        let mixed = seed % 2 == 1
+        let defaultPolicy = policies[seed % policies.count]
+        var machine = Machine(policy: defaultPolicy, replay: replay, mode: .automatic)
+
+        struct Model {
+            var id: SubscriberID
+            var policy: SharedBufferingPolicy
+            var queue: [Int]
+        }
+        var subs: [Model] = []
+        var produced: [Int] = []
+        var epoch: UInt64?
+        var nextEpoch: UInt64 = 0
+        var terminal: TestError?? = nil  // .some(nil): finished
+        var value = 0
+
+        func limitOf(_ policy: SharedBufferingPolicy) -> Int? {
+            switch policy {
+            case .bufferingNewest(let n), .bufferingOldest(let n): return n
+            case .bounded, .unbounded: return nil
+            }
+        }
+        func modelHasRoom() -> Bool {
+            !subs.contains { sub in
+                if case .bounded(let n) = sub.policy { return sub.queue.count >= n }
+                return false
+            }
+        }
+
+        for step in 0..<400 {
+            let roll = Int(rng.next() % 100)
+            let where_ = "seed \(seed) step \(step)"
+            if roll < 15 && subs.count < 6 {
+                let policy = mixed ? policies[Int(rng.next() % UInt64(policies.count))] : defaultPolicy
+                let (id, effects) = machine.subscribe(policy: policy)
+                #expect(effects.isEmpty, "\(where_)")
+                var replayed = Array(produced.suffix(replay))
+                if let n = limitOf(policy) { replayed = Array(replayed.suffix(n)) }
+                subs.append(Model(id: id, policy: policy, queue: replayed))
+            } else if roll < 50 && !subs.isEmpty {
+                let k = Int(rng.next() % UInt64(subs.count))
+                let outcome = machine.take(subs[k].id)
+                if !subs[k].queue.isEmpty {
+                    #expect(outcome == .element(subs[k].queue.removeFirst()), "\(where_)")
+                } else if let terminal {
+                    #expect(outcome == (terminal.map(Outcome.failed) ?? .finished), "\(where_)")
+                    subs.remove(at: k)
+                } else if epoch == nil {
+                    #expect(outcome == .suspend(startUpstream: nextEpoch), "\(where_)")
+                    epoch = nextEpoch
+                    nextEpoch += 1
+                } else {
+                    #expect(outcome == .suspend(startUpstream: nil), "\(where_)")
+                }
+            } else if roll < 80, let running = epoch, terminal == nil, machine.hasRoom {
+                let action = machine.produce(value, epoch: running)
+                produced.append(value)
+                for k in subs.indices {
+                    switch subs[k].policy {
+                    case .bounded, .unbounded:
+                        subs[k].queue.append(value)
+                    case .bufferingNewest(let n):
+                        subs[k].queue.append(value)
+                        if subs[k].queue.count > n { subs[k].queue.removeFirst() }
+                    case .bufferingOldest(let n):
+                        if subs[k].queue.count < n { subs[k].queue.append(value) }
+                    }
+                }
+                value += 1
+                switch action {
+                case .proceed(let effects):
+                    #expect(modelHasRoom(), "\(where_)")
+                    #expect(effects.subscribers.isEmpty)
+                case .park(let effects):
+                    #expect(!modelHasRoom(), "\(where_)")
+                    #expect(effects.subscribers.isEmpty)
+                case .stop:
+                    Issue.record("\(where_): current producer stopped")
+                }
+            } else if roll < 93 && !subs.isEmpty {
+                let k = Int(rng.next() % UInt64(subs.count))
+                let effects = machine.unsubscribe(subs[k].id)
+                subs.remove(at: k)
+                if subs.isEmpty, let running = epoch, terminal == nil {
+                    #expect(effects.cancelUpstream == running, "\(where_)")
+                    epoch = nil
+                    #expect(machine.produce(-1, epoch: running).isStop, "\(where_)")
+                } else {
+                    #expect(effects.cancelUpstream == nil, "\(where_)")
+                }
+            } else if roll >= 98, let running = epoch, terminal == nil {
+                let failure: TestError? = rng.next() % 2 == 0 ? nil : .other(step)
+                _ = machine.finish(epoch: running, failure: failure)
+                terminal = .some(failure)
+                epoch = nil
+            }
+
+            // Invariants after every step.
+            #expect(machine.subscriberCount == subs.count, "\(where_)")
+            #expect(machine.hasRoom == modelHasRoom(), "\(where_)")
+            let pinned = subs.filter {
+                if case .bufferingOldest(let n) = $0.policy, n > 0 { return false }
+                return true
+            }.map(\.queue.count).max() ?? 0
+            let lower = max(min(replay, produced.count), pinned)
+            let upper = max(lower, subs.map(\.queue.count).max() ?? 0)
+            #expect(machine.bufferedCount >= lower && machine.bufferedCount <= upper,
+                    "\(where_): bufferedCount \(machine.bufferedCount) outside \(lower)...\(upper)")
+        }
+        // Finish and drain everyone.
+        if terminal == nil {
+            if epoch == nil, !subs.isEmpty {
+                epoch = machine.connect().epoch  // start an upstream so that it can finish
+            }
+            if let running = epoch { _ = machine.finish(epoch: running, failure: nil) }
+            terminal = .some(nil)
+        }
+        for sub in subs {
+            #expect(machine.drain(sub.id) == sub.queue, "seed \(seed): final drain")
+        }
+        #expect(machine.subscriberCount == 0)
+        #expect(machine.bufferedCount <= replay)
+    }
+}

@@ -1,0 +1,508 @@
+// Helpers shared by the test files: hang guards, polling waits, instrumented sources and a
+// seeded random generator. Nothing here sleeps to establish an order: every wait is for a
+// condition, and the deadlines are only there so that a bug fails a test instead of hanging it.
+
+import Testing
+@testable import AsyncMulticast
+
+// MARK: - Synchronous sequences as async ones
+
+/// A synchronous sequence exposed as a (never suspending) `AsyncSequence`.
+struct AsyncSeqOf<S: Sequence & Sendable>: AsyncSequence, Sendable where S.Element: Sendable {
+    typealias Element = S.Element
+    typealias Failure = Never
+    let base: S
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var it: S.Iterator
+        mutating func next() async -> S.Element? { self.it.next() }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(it: self.base.makeIterator()) }
+}
+
+extension Sequence where Self: Sendable, Element: Sendable {
+    var async: AsyncSeqOf<Self> { AsyncSeqOf(base: self) }
+}
+
+// MARK: - Hang guards
+
+struct TimeoutError: Error, CustomStringConvertible {
+    let what: String
+    var description: String { "timed out: \(self.what)" }
+}
+
+/// Runs `body`, failing the test (and throwing) if it has not finished after `seconds`.
+/// The deadline is a hang guard only: no test relies on it for ordering.
+func withTimeout<T: Sendable>(
+    seconds: Double = 60,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let once = Lock<CheckedContinuation<T, any Error>?>(nil)
+    let finish: @Sendable (Result<T, any Error>) -> Bool = { result in
+        guard let continuation = once.withLock({ state -> CheckedContinuation<T, any Error>? in
+            defer { state = nil }
+            return state
+        }) else { return false }
+        continuation.resume(with: result)
+        return true
+    }
+    let work = Lock<(Task<Void, Never>?, Task<Void, Never>?)>((nil, nil))
+    return try await withCheckedThrowingContinuation { continuation in
+        once.withLock { $0 = continuation }
+        let worker = Task {
+            let result: Result<T, any Error>
+            do { result = .success(try await body()) } catch { result = .failure(error) }
+            if finish(result) { work.withLock { $0.1 }?.cancel() }
+        }
+        let timer = Task {
+            // Hang guard: only decides that the test failed, never the order of events.
+            try? await Task.sleep(for: .seconds(seconds))
+            if Task.isCancelled { return }
+            if finish(.failure(TimeoutError(what: "test body after \(seconds) s"))) {
+                Issue.record("Timed out after \(seconds) s", sourceLocation: sourceLocation)
+                work.withLock { $0.0 }?.cancel()
+            }
+        }
+        work.withLock { $0 = (worker, timer) }
+    }
+}
+
+/// Waits until `condition` holds, polling with `Task.yield()` (and, after the first thousand
+/// polls, a short pause so that a long wait does not keep a core busy under a sanitizer).
+/// Fails the test and throws if the condition does not hold within `seconds`.
+func waitUntil(
+    _ what: @autoclosure () -> String = "condition",
+    seconds: Double = 50,
+    sourceLocation: SourceLocation = #_sourceLocation,
+    _ condition: () -> Bool
+) async throws {
+    let deadline = ContinuousClock.now + .seconds(seconds)
+    var polls = 0
+    while !condition() {
+        if ContinuousClock.now > deadline {
+            let description = what()
+            Issue.record("Timed out waiting for \(description)", sourceLocation: sourceLocation)
+            throw TimeoutError(what: description)
+        }
+        polls += 1
+        if polls < 1_000 {
+            await Task.yield()
+        } else {
+            try? await Task.sleep(for: .milliseconds(1))
+        }
+    }
+}
+
+/// Gives other tasks a chance to run, `count` times. Used only where a test *hopes* to make a
+/// bug visible (a race it would lose); never to establish an order the test relies on.
+func yieldMany(_ count: Int = 200) async {
+    for _ in 0..<count { await Task.yield() }
+}
+
+// MARK: - Gates
+
+/// A one-shot signal built on an `AsyncStream`: `open()` from anywhere, `wait()` from one task.
+struct Gate: Sendable {
+    private let stream: AsyncStream<Void>
+    private let continuation: AsyncStream<Void>.Continuation
+
+    init() {
+        (self.stream, self.continuation) = AsyncStream.makeStream(of: Void.self)
+    }
+
+    func open() {
+        self.continuation.yield()
+        self.continuation.finish()
+    }
+
+    /// Returns once `open()` was called (or the waiting task was cancelled).
+    func wait() async {
+        for await _ in self.stream { break }
+    }
+}
+
+// MARK: - Peeking into the storage
+
+extension MulticastStorage {
+    /// Subscribers currently suspended in `next()`. Read by reflection so the library does not
+    /// need a test-only accessor; `waitingCountIsReadable` checks that this keeps working.
+    var waitingCount: Int {
+        self.state.withLock { state in
+            guard let waiters = Mirror(reflecting: state.machine).descendant("waiters") else {
+                return -1
+            }
+            return Mirror(reflecting: waiters).children.count
+        }
+    }
+
+    var bufferedCount: Int { self.state.withLock { $0.machine.bufferedCount } }
+    var upstreamState: Machine.Upstream { self.state.withLock { $0.machine.upstream } }
+}
+
+extension AsyncShareSequence {
+    /// Waits until `count` subscribers are suspended in `next()`.
+    func waitForWaiting(
+        _ count: Int, seconds: Double = 50, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        try await waitUntil("\(count) waiting subscribers", seconds: seconds, sourceLocation: sourceLocation) {
+            self.storage.waitingCount == count
+        }
+    }
+
+    /// Waits until exactly `count` subscribers are registered.
+    func waitForSubscribers(
+        _ count: Int, seconds: Double = 50, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        try await waitUntil("\(count) subscribers", seconds: seconds, sourceLocation: sourceLocation) {
+            self.subscriberCount == count
+        }
+    }
+}
+
+// MARK: - A subscriber driven from other tasks
+
+/// Holds an iterator so that its `next()` calls can run in tasks the test starts one at a
+/// time (`Task { await sub.next() }`), while the test does something else meanwhile.
+/// Calls never overlap: each task is awaited before the next one starts, which also orders
+/// the accesses for ThreadSanitizer.
+final class Sub<Element: Sendable, Failure: Error>: @unchecked Sendable {
+    private var iterator: SharedIterator<Element, Failure>?
+
+    init(_ iterator: consuming SharedIterator<Element, Failure>) {
+        self.iterator = iterator
+    }
+
+    func next() async throws(Failure) -> Element? {
+        try await self.iterator!.next()
+    }
+
+    /// Releases the iterator (the subscriber leaves).
+    func release() { self.iterator = nil }
+}
+
+extension Sub where Failure == Never {
+    /// Starts one `next()` in a new task.
+    func startNext() -> Task<Element?, Never> {
+        Task { await self.next() }
+    }
+}
+
+// MARK: - Instrumented sources
+
+/// What an instrumented source observed: iterations started and ended, `next()` calls,
+/// overlapping `next()` calls, and how each iteration ended.
+final class Probe: Sendable {
+    struct Stats: Sendable {
+        var iterators = 0
+        var liveIterators = 0
+        var maxLiveIterators = 0
+        var pulls = 0
+        var activePulls = 0
+        var maxActivePulls = 0
+        /// `makeAsyncIterator()` was called while an earlier iteration was still inside `next()`.
+        var iteratorMadeDuringPull = false
+        var cancelledPulls = 0
+    }
+
+    let stats = Lock(Stats())
+
+    var iterators: Int { self.stats.withLock { $0.iterators } }
+    var liveIterators: Int { self.stats.withLock { $0.liveIterators } }
+    var pulls: Int { self.stats.withLock { $0.pulls } }
+    var maxActivePulls: Int { self.stats.withLock { $0.maxActivePulls } }
+    var snapshot: Stats { self.stats.withLock { $0 } }
+
+    fileprivate func iteratorMade() {
+        self.stats.withLock {
+            if $0.activePulls > 0 { $0.iteratorMadeDuringPull = true }
+            $0.iterators += 1
+            $0.liveIterators += 1
+            $0.maxLiveIterators = max($0.maxLiveIterators, $0.liveIterators)
+        }
+    }
+
+    fileprivate func iteratorReleased() { self.stats.withLock { $0.liveIterators -= 1 } }
+
+    fileprivate func pullStarted() {
+        self.stats.withLock {
+            $0.pulls += 1
+            $0.activePulls += 1
+            $0.maxActivePulls = max($0.maxActivePulls, $0.activePulls)
+        }
+    }
+
+    fileprivate func pullEnded(cancelled: Bool) {
+        self.stats.withLock {
+            $0.activePulls -= 1
+            if cancelled { $0.cancelledPulls += 1 }
+        }
+    }
+}
+
+/// Counts the base's iterators and `next()` calls (including overlapping ones) in a `Probe`.
+/// Keeps the base's typed `Failure`.
+struct Instrumented<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable where Base.Element: Sendable {
+    typealias Element = Base.Element
+    typealias Failure = Base.Failure
+
+    let base: Base
+    let probe: Probe
+
+    init(_ base: Base, probe: Probe) {
+        self.base = base
+        self.probe = probe
+    }
+
+    /// Tells the probe when the iterator (the last copy of it) is released.
+    final class Token: Sendable {
+        let probe: Probe
+        init(_ probe: Probe) { self.probe = probe }
+        deinit { self.probe.iteratorReleased() }
+    }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        typealias Element = Base.Element
+        typealias Failure = Base.Failure
+        var base: Base.AsyncIterator
+        let token: Token
+
+        mutating func next(isolation actor: isolated (any Actor)?) async throws(Base.Failure) -> Base.Element? {
+            self.token.probe.pullStarted()
+            do {
+                let element = try await self.base.next(isolation: actor)
+                self.token.probe.pullEnded(cancelled: element == nil && Task.isCancelled)
+                return element
+            } catch {
+                self.token.probe.pullEnded(cancelled: false)
+                throw error
+            }
+        }
+
+        mutating func next() async throws(Base.Failure) -> Base.Element? {
+            try await self.next(isolation: nil)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        self.probe.iteratorMade()
+        return AsyncIterator(base: self.base.makeAsyncIterator(), token: Token(self.probe))
+    }
+}
+
+/// Every iteration counts 0, 1, 2, … (up to `limit`, if any). Each `next()` first yields to
+/// other tasks (so overlapping pulls would be visible) and returns `nil` once cancelled.
+struct Counter: AsyncSequence, Sendable {
+    typealias Element = Int
+    typealias Failure = Never
+    var limit: Int? = nil
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var value = 0
+        let limit: Int?
+
+        mutating func next() async -> Int? {
+            await Task.yield()
+            if Task.isCancelled { return nil }
+            if let limit = self.limit, self.value >= limit { return nil }
+            defer { self.value += 1 }
+            return self.value
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(limit: self.limit) }
+}
+
+/// The typed error of `Scripted`.
+enum TestError: Error, Equatable {
+    case boom
+    case other(Int)
+}
+
+/// Yields `elements`, then throws `failure` (typed: `Failure == TestError`) or finishes.
+struct Scripted: AsyncSequence, Sendable {
+    typealias Element = Int
+    typealias Failure = TestError
+    let elements: [Int]
+    let failure: TestError?
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        typealias Failure = TestError
+        var index = 0
+        let elements: [Int]
+        let failure: TestError?
+
+        mutating func next(isolation actor: isolated (any Actor)?) async throws(TestError) -> Int? {
+            if self.index < self.elements.count {
+                defer { self.index += 1 }
+                return self.elements[self.index]
+            }
+            if let failure = self.failure { throw failure }
+            return nil
+        }
+
+        mutating func next() async throws(TestError) -> Int? {
+            try await self.next(isolation: nil)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(elements: self.elements, failure: self.failure)
+    }
+}
+
+/// A push-driven typed-throwing source: an `AsyncThrowingStream`-like channel whose
+/// `Failure` is `TestError`, fed with `yield`, `finish` and `fail` by the test.
+struct PushSource: AsyncSequence, Sendable {
+    typealias Element = Int
+    typealias Failure = TestError
+    private let stream: AsyncStream<Result<Int, TestError>>
+    private let continuation: AsyncStream<Result<Int, TestError>>.Continuation
+
+    init() {
+        (self.stream, self.continuation) = AsyncStream.makeStream(of: Result<Int, TestError>.self)
+    }
+
+    func yield(_ value: Int) { self.continuation.yield(.success(value)) }
+    func fail(_ error: TestError) {
+        self.continuation.yield(.failure(error))
+        self.continuation.finish()
+    }
+    func finish() { self.continuation.finish() }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        typealias Failure = TestError
+        var base: AsyncStream<Result<Int, TestError>>.Iterator
+
+        mutating func next(isolation actor: isolated (any Actor)?) async throws(TestError) -> Int? {
+            guard let result = await self.base.next(isolation: actor) else { return nil }
+            return try result.get()
+        }
+
+        mutating func next() async throws(TestError) -> Int? {
+            try await self.next(isolation: nil)
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: self.stream.makeAsyncIterator()) }
+}
+
+/// A class-typed element, to watch with weak references.
+final class Payload: Sendable {
+    let value: Int
+    init(_ value: Int) { self.value = value }
+}
+
+// MARK: - Termination reports of an AsyncStream upstream
+
+/// Records an `AsyncStream`'s `onTermination` reasons and lets a test wait for one.
+final class TerminationRecorder: Sendable {
+    private let reasons = Lock<[String]>([])
+
+    var all: [String] { self.reasons.withLock { $0 } }
+
+    func attach(to continuation: AsyncStream<Int>.Continuation) {
+        continuation.onTermination = { reason in
+            let text: String
+            switch reason {
+            case .finished: text = "finished"
+            case .cancelled: text = "cancelled"
+            @unknown default: text = "unknown"
+            }
+            self.reasons.withLock { $0.append(text) }
+        }
+    }
+
+    func waitForTermination(sourceLocation: SourceLocation = #_sourceLocation) async throws -> [String] {
+        try await waitUntil("onTermination", sourceLocation: sourceLocation) { !self.all.isEmpty }
+        return self.all
+    }
+}
+
+// MARK: - Seeded randomness
+
+/// A 64-bit linear congruential generator (Knuth's MMIX constants): reproducible runs.
+struct LCG: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { self.state = seed &* 0x9E37_79B9_7F4A_7C15 &+ 1 }
+
+    mutating func next() -> UInt64 {
+        self.state = self.state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        return self.state ^ (self.state >> 29)
+    }
+}
+
+/// Whether `values` are consecutive integers (an in-order run with no gaps).
+func isConsecutive(_ values: [Int]) -> Bool {
+    zip(values, values.dropFirst()).allSatisfy { $1 == $0 + 1 }
+}
+
+/// Whether `values` strictly increase.
+func isStrictlyIncreasing(_ values: [Int]) -> Bool {
+    zip(values, values.dropFirst()).allSatisfy { $1 > $0 }
+}
+
+// MARK: - Serialization of heavy and timing-sensitive tests
+
+/// Tests that load both cores (stress, 10,000 subscribers) and tests that check that a call
+/// "returns at once" live in sub-suites of this one, so that they never run at the same time.
+@Suite("Heavy and timing-sensitive", .serialized)
+enum HeavyAndTimingSensitive {}
+
+// MARK: - A latch that ignores cancellation
+
+/// `wait()` suspends until `release()`, ignoring cancellation: models an upstream that is
+/// slow to notice that it was cancelled.
+final class Latch: Sendable {
+    private let state = Lock<(released: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
+
+    func wait() async {
+        await withCheckedContinuation { continuation in
+            let resumeNow = self.state.withLock { state -> Bool in
+                if state.released { return true }
+                state.waiters.append(continuation)
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+    }
+
+    func release() {
+        let waiters = self.state.withLock { state in
+            state.released = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+}
+
+/// The first iteration yields 0 and then blocks in `next()` until `latch` is released, even if
+/// cancelled, and then yields 1; later iterations yield 100, 101, …
+struct SlowToCancel: AsyncSequence, Sendable {
+    typealias Element = Int
+    typealias Failure = Never
+    let latch: Latch
+    let iterations = Lock(0)
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let latch: Latch
+        let first: Bool
+        var value: Int
+
+        mutating func next() async -> Int? {
+            if self.first && self.value == 1 { await self.latch.wait() }
+            defer { self.value += 1 }
+            return self.value
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        let first = self.iterations.withLock { count -> Bool in
+            defer { count += 1 }
+            return count == 0
+        }
+        return AsyncIterator(latch: self.latch, first: first, value: first ? 0 : 100)
+    }
+}
