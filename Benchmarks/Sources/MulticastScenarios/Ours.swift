@@ -33,40 +33,26 @@ enum Ours {
         )
     }
 
-    static func idle(count: Int) -> IdleMemoryResult {
+    static func idle(count: Int, whileAlive: () -> Void) -> IdleMemoryResult {
         let shared = CountingSequence(1).share(buffering: .bounded(64))
-        var result = idleSubscribers(shared, count: count)
-        result.subscribers = shared.subscriberCount
-        return result
+        return idleSubscribers(shared, count: count, registered: { shared.subscriberCount }, whileAlive: whileAlive)
     }
 
-    static func cancellation(samples: Int) async -> CancellationResult {
-        await cancellationLatency(samples: samples) { upstream, returned, left in
+    static func cancellation(samples: Int, terminationTimeout: Duration) async -> CancellationResult {
+        await cancellationLatency(samples: samples, terminationTimeout: terminationTimeout) { upstream, returned in
             let shared = upstream.share(buffering: .bounded(64))
             let subscriber = Task {
-                do {
-                    var iterator = shared.makeAsyncIterator()
-                    _ = await iterator.next(isolation: nil)
-                    returned.record()
-                }
-                left.record()
+                var iterator = shared.makeAsyncIterator()
+                _ = await iterator.next(isolation: nil)
+                returned.record()
             }
             return CancellationSubject(subscriber: subscriber, release: { withExtendedLifetime(shared) {} })
         }
     }
 
     // MARK: Subject fan-out
-    //
-    // TODO(AsyncPassthroughSubject): enable once AsyncMulticast ships
-    // `AsyncPassthroughSubject` (issue 4, scenario 2). Until then this section is
-    // compiled out and `compare` / the benchmark suite report the subject
-    // scenario for AsyncMulticast as "not available". To enable it, add
-    // `.define("ASYNC_MULTICAST_SUBJECT")` to the MulticastScenarios target's
-    // swiftSettings in Package.swift (or delete the #if).
-    #if ASYNC_MULTICAST_SUBJECT
-    static let hasSubject = true
 
-    static func subject(subscribers: Int, elements: Int) async -> FanOutTally? {
+    static func subject(subscribers: Int, elements: Int) async -> FanOutTally {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .unbounded)
         return await subjectFanOut(
             subject,
@@ -76,9 +62,4 @@ enum Ours {
             finish: { subject.finish() }
         )
     }
-    #else
-    static let hasSubject = false
-
-    static func subject(subscribers: Int, elements: Int) async -> FanOutTally? { nil }
-    #endif
 }

@@ -26,7 +26,7 @@ public struct ChurnResult: Sendable {
 /// Idle subscribers: heap growth per subscriber whose iterator exists but is never iterated.
 public struct IdleMemoryResult: Sendable {
     public var subscribers = 0
-    /// Heap growth (glibc `mallinfo2().uordblks`) divided by the subscriber count; nil off glibc.
+    /// Heap growth (glibc `mallinfo2()`: `uordblks + hblkhd`) divided by the subscriber count; nil off glibc.
     public var heapBytesPerSubscriber: Double?
     /// Inline size of one iterator (held in a pre-reserved array, so not part of the heap growth).
     public var iteratorStride = 0
@@ -38,9 +38,9 @@ public struct IdleMemoryResult: Sendable {
 public struct CancellationResult: Sendable {
     /// `task.cancel()` of a subscriber waiting in `next()` → that `next()` returning.
     public var cancelToReturn: [Double] = []
-    /// Last subscriber released its iterator → upstream AsyncStream's `onTermination`
-    /// (0 when the upstream had already terminated by then).
-    public var leaveToUpstreamTermination: [Double] = []
+    /// `task.cancel()` of the last (only) subscriber, i.e. it leaving → the upstream
+    /// AsyncStream's `onTermination`.
+    public var cancelToUpstreamTermination: [Double] = []
     /// Samples where the upstream did not terminate within the timeout.
     public var upstreamNotTerminated = 0
     /// Samples whose upstream was not waited for (after repeated timeouts).
@@ -288,7 +288,13 @@ extension ChurnResult {
 
 /// Creates `count` iterators (each registers a subscriber), keeps them alive
 /// in a pre-reserved array without iterating, and measures the heap growth.
-public func idleSubscribers<Shared: AsyncSequence>(_ shared: Shared, count: Int) -> IdleMemoryResult {
+/// `registered` (if given) is read and `whileAlive` is called while the iterators are alive.
+public func idleSubscribers<Shared: AsyncSequence>(
+    _ shared: Shared,
+    count: Int,
+    registered: (() -> Int)? = nil,
+    whileAlive: () -> Void = {}
+) -> IdleMemoryResult {
     var iterators: [Shared.AsyncIterator] = []
     iterators.reserveCapacity(count)
     let before = heapBytesInUse()
@@ -297,17 +303,18 @@ public func idleSubscribers<Shared: AsyncSequence>(_ shared: Shared, count: Int)
     }
     let after = heapBytesInUse()
     var result = IdleMemoryResult()
-    result.subscribers = iterators.count
+    result.subscribers = registered?() ?? iterators.count
     result.iteratorStride = MemoryLayout<Shared.AsyncIterator>.stride
     if let before, let after {
         result.heapBytesPerSubscriber = Double(after - before) / Double(count)
     }
+    whileAlive()
     withExtendedLifetime(iterators) {}
     return result
 }
 
 /// The hand-rolled version: `subscribe()` registers; the stream's iterator is kept.
-public func idleSubscribersHandRolled(count: Int) -> IdleMemoryResult {
+public func idleSubscribersHandRolled(count: Int, whileAlive: () -> Void = {}) -> IdleMemoryResult {
     let broadcaster = HandRolledBroadcaster<Int>(bufferingPolicy: .unbounded)
     var iterators: [AsyncStream<Int>.Iterator] = []
     iterators.reserveCapacity(count)
@@ -322,6 +329,7 @@ public func idleSubscribersHandRolled(count: Int) -> IdleMemoryResult {
     if let before, let after {
         result.heapBytesPerSubscriber = Double(after - before) / Double(count)
     }
+    whileAlive()
     withExtendedLifetime(iterators) {}
     return result
 }
@@ -330,8 +338,8 @@ public func idleSubscribersHandRolled(count: Int) -> IdleMemoryResult {
 
 /// What one cancellation sample needs from an implementation: given the
 /// upstream, start a single subscriber task that creates its iterator, awaits
-/// one `next()` (records `returned`), releases the iterator (records `left`),
-/// and keep any shared state alive until `release` is called.
+/// one `next()` and records `returned`; keep any shared state alive until
+/// `release` is called.
 public struct CancellationSubject: Sendable {
     public let subscriber: Task<Void, Never>
     public let release: @Sendable () -> Void
@@ -351,7 +359,7 @@ public typealias UpstreamStream = SignalOnPull<AsyncStream<Int>>
 public func cancellationLatency(
     samples: Int,
     terminationTimeout: Duration = .milliseconds(20),
-    start: (_ upstream: UpstreamStream, _ returned: TimestampSlot, _ left: TimestampSlot) -> CancellationSubject
+    start: (_ upstream: UpstreamStream, _ returned: TimestampSlot) -> CancellationSubject
 ) async -> CancellationResult {
     var result = CancellationResult()
     var consecutiveTimeouts = 0
@@ -361,8 +369,7 @@ public func cancellationLatency(
         continuation.onTermination = { _ in terminated.record() }
         let pulled = OneShot()
         let returned = TimestampSlot()
-        let left = TimestampSlot()
-        let subject = start(SignalOnPull(stream, pulled: pulled), returned, left)
+        let subject = start(SignalOnPull(stream, pulled: pulled), returned)
 
         await pulled.wait()
         try? await Task.sleep(for: .milliseconds(1))  // let the subscriber settle into its wait
@@ -372,15 +379,15 @@ public func cancellationLatency(
         result.samples += 1
 
         if let returnedAt = returned.nanos {
-            result.cancelToReturn.append(Double(returnedAt &- cancelledAt))
+            result.cancelToReturn.append(Double(returnedAt) - Double(cancelledAt))
         } else {
             result.failures.append("next() did not return after cancel")
         }
 
-        // Upstream termination after the last (only) subscriber left.
+        // Upstream termination after the last (only) subscriber left (was cancelled).
         if consecutiveTimeouts >= 3 {
             result.upstreamNotChecked += 1
-        } else if let leftAt = left.nanos {
+        } else {
             let deadline = monotonicNanos() + UInt64(terminationTimeout.components.seconds) * 1_000_000_000
                 + UInt64(terminationTimeout.components.attoseconds / 1_000_000_000)
             while terminated.nanos == nil, monotonicNanos() < deadline {
@@ -388,7 +395,7 @@ public func cancellationLatency(
             }
             if let terminatedAt = terminated.nanos {
                 consecutiveTimeouts = 0
-                result.leaveToUpstreamTermination.append(terminatedAt > leftAt ? Double(terminatedAt - leftAt) : 0)
+                result.cancelToUpstreamTermination.append(Double(terminatedAt) - Double(cancelledAt))
             } else {
                 consecutiveTimeouts += 1
                 result.upstreamNotTerminated += 1
@@ -403,18 +410,14 @@ public func cancellationLatency(
 /// The hand-rolled broadcaster with `cancelUpstreamWhenEmpty`, forwarding the upstream.
 public func cancellationSubjectHandRolled(
     upstream: UpstreamStream,
-    returned: TimestampSlot,
-    left: TimestampSlot
+    returned: TimestampSlot
 ) -> CancellationSubject {
     let broadcaster = HandRolledBroadcaster<Int>(bufferingPolicy: .unbounded, cancelUpstreamWhenEmpty: true)
     let stream = broadcaster.subscribe()
     let subscriber = Task {
-        do {
-            var iterator = stream.makeAsyncIterator()
-            _ = await iterator.next(isolation: nil)
-            returned.record()
-        }
-        left.record()
+        var iterator = stream.makeAsyncIterator()
+        _ = await iterator.next(isolation: nil)
+        returned.record()
     }
     broadcaster.forward(upstream)
     return CancellationSubject(subscriber: subscriber)
@@ -423,16 +426,12 @@ public func cancellationSubjectHandRolled(
 /// The floor: the subscriber iterates the upstream AsyncStream directly.
 public func cancellationSubjectBase(
     upstream: UpstreamStream,
-    returned: TimestampSlot,
-    left: TimestampSlot
+    returned: TimestampSlot
 ) -> CancellationSubject {
     let subscriber = Task {
-        do {
-            var iterator = upstream.makeAsyncIterator()
-            _ = await iterator.next(isolation: nil)
-            returned.record()
-        }
-        left.record()
+        var iterator = upstream.makeAsyncIterator()
+        _ = await iterator.next(isolation: nil)
+        returned.record()
     }
     return CancellationSubject(subscriber: subscriber)
 }

@@ -44,21 +44,18 @@ enum SAA {
         return await churnShared(shared, flag: flag, joins: joins, take: take, concurrency: concurrency)
     }
 
-    static func idle(count: Int) -> IdleMemoryResult {
+    static func idle(count: Int, whileAlive: () -> Void) -> IdleMemoryResult {
         let shared = CountingSequence(1).share(bufferingPolicy: .bounded(64))
-        return idleSubscribers(shared, count: count)
+        return idleSubscribers(shared, count: count, whileAlive: whileAlive)
     }
 
-    static func cancellation(samples: Int) async -> CancellationResult {
-        await cancellationLatency(samples: samples) { upstream, returned, left in
+    static func cancellation(samples: Int, terminationTimeout: Duration) async -> CancellationResult {
+        await cancellationLatency(samples: samples, terminationTimeout: terminationTimeout) { upstream, returned in
             let shared = upstream.share(bufferingPolicy: .bounded(64))
             let subscriber = Task {
-                do {
-                    var iterator = shared.makeAsyncIterator()
-                    _ = await iterator.next(isolation: nil)
-                    returned.record()
-                }
-                left.record()
+                var iterator = shared.makeAsyncIterator()
+                _ = await iterator.next(isolation: nil)
+                returned.record()
             }
             return CancellationSubject(subscriber: subscriber, release: { withExtendedLifetime(shared) {} })
         }

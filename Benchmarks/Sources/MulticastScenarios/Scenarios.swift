@@ -21,12 +21,10 @@ public enum Scenarios {
 
     // MARK: 2. Subject fan-out
 
-    /// Whether AsyncMulticast's `AsyncPassthroughSubject` is compiled in (see the TODO in Ours.swift).
-    public static var oursHasSubject: Bool { Ours.hasSubject }
-
-    /// `send` from one task to N subscribers. nil when the implementation has no
-    /// subject (ours before AsyncPassthroughSubject exists; the base).
-    /// SAA: an AsyncStream continuation shared with `share(bufferingPolicy: .unbounded)`.
+    /// `send` from one task to N subscribers; nil for `.base`.
+    /// AsyncMulticast: `AsyncPassthroughSubject(buffering: .unbounded)`.
+    /// SAA (no subject type): an AsyncStream continuation shared with `share(bufferingPolicy: .unbounded)`.
+    /// Hand-rolled: the broadcaster's `send`.
     public static func subject(_ implementation: Implementation, subscribers: Int, elements: Int) async -> FanOutTally? {
         switch implementation {
         case .ours: await Ours.subject(subscribers: subscribers, elements: elements)
@@ -64,25 +62,50 @@ public enum Scenarios {
 
     // MARK: 4. Idle subscriber memory
 
-    public static func idle(_ implementation: Implementation, subscribers: Int) -> IdleMemoryResult? {
+    /// SAA's iterator release scans every registered side (O(N) each), so
+    /// releasing 100,000 idle SAA iterators takes minutes: callers cap SAA here.
+    public static let saaIdleSubscribersCap = 10_000
+
+    /// `subscribers` iterators created and kept alive (not iterated); `whileAlive`
+    /// runs before they are released (the benchmark suite stops measuring there).
+    public static func idle(
+        _ implementation: Implementation,
+        subscribers: Int,
+        whileAlive: () -> Void = {}
+    ) -> IdleMemoryResult? {
         switch implementation {
-        case .ours: Ours.idle(count: subscribers)
-        case .saa: SAA.idle(count: subscribers)
-        case .handRolled: idleSubscribersHandRolled(count: subscribers)
+        case .ours: Ours.idle(count: subscribers, whileAlive: whileAlive)
+        case .saa: SAA.idle(count: subscribers, whileAlive: whileAlive)
+        case .handRolled: idleSubscribersHandRolled(count: subscribers, whileAlive: whileAlive)
         case .base: nil
         }
     }
 
     // MARK: 5. Cancellation latency
 
-    public static func cancellation(_ implementation: Implementation, samples: Int) async -> CancellationResult {
+    /// `terminationTimeout`: how long to wait, per sample, for the upstream to end.
+    public static func cancellation(
+        _ implementation: Implementation,
+        samples: Int,
+        terminationTimeout: Duration = .milliseconds(20)
+    ) async -> CancellationResult {
         switch implementation {
-        case .ours: await Ours.cancellation(samples: samples)
-        case .saa: await SAA.cancellation(samples: samples)
+        case .ours:
+            await Ours.cancellation(samples: samples, terminationTimeout: terminationTimeout)
+        case .saa:
+            await SAA.cancellation(samples: samples, terminationTimeout: terminationTimeout)
         case .handRolled:
-            await cancellationLatency(samples: samples, start: cancellationSubjectHandRolled)
+            await cancellationLatency(
+                samples: samples,
+                terminationTimeout: terminationTimeout,
+                start: cancellationSubjectHandRolled
+            )
         case .base:
-            await cancellationLatency(samples: samples, start: cancellationSubjectBase)
+            await cancellationLatency(
+                samples: samples,
+                terminationTimeout: terminationTimeout,
+                start: cancellationSubjectBase
+            )
         }
     }
 }

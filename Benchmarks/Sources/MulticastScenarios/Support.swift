@@ -95,17 +95,21 @@ public final class StopFlag: Sendable {
 }
 
 /// 0, 1, 2, ... until the flag is stopped (or `limit` is reached), then nil.
-/// Records how many elements it produced in the flag.
+/// Records how many elements it produced in the flag. Like a real source it
+/// suspends now and then (`Task.yield()` every `yieldEvery` elements), so a
+/// producer task pulling it cannot monopolise a thread of the cooperative pool.
 public struct StoppableCounter: AsyncSequence, Sendable {
     public typealias Element = Int
     public typealias Failure = Never
 
     let flag: StopFlag
     let limit: Int
+    let yieldEvery: Int
 
-    public init(flag: StopFlag, limit: Int = .max) {
+    public init(flag: StopFlag, limit: Int = .max, yieldEvery: Int = 8) {
         self.flag = flag
         self.limit = limit
+        self.yieldEvery = Swift.max(1, yieldEvery)
     }
 
     public struct AsyncIterator: AsyncIteratorProtocol {
@@ -115,8 +119,14 @@ public struct StoppableCounter: AsyncSequence, Sendable {
         var current = 0
         let flag: StopFlag
         let limit: Int
+        let yieldEvery: Int
 
-        mutating func step() -> Int? {
+        public mutating func next() async -> Int? {
+            await next(isolation: nil)
+        }
+
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(Never) -> Int? {
+            if current % yieldEvery == yieldEvery - 1 { await Task.yield() }
             guard current < limit, !flag.isStopped else { return nil }
             defer {
                 current &+= 1
@@ -124,13 +134,11 @@ public struct StoppableCounter: AsyncSequence, Sendable {
             }
             return current
         }
-
-        public mutating func next() async -> Int? { step() }
-
-        public mutating func next(isolation actor: isolated (any Actor)?) async throws(Never) -> Int? { step() }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(flag: flag, limit: limit) }
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(flag: flag, limit: limit, yieldEvery: yieldEvery)
+    }
 }
 
 /// Wraps an upstream and reports (once) when it is first pulled, i.e. when a
@@ -262,15 +270,19 @@ public final class TimestampSlot: Sendable {
 
 /// Monotonic nanoseconds (never 0).
 public func monotonicNanos() -> UInt64 {
-    let elapsed = ContinuousClock.now - clockEpoch
+    let epoch = clockEpoch  // initialise the (lazy) epoch before reading the clock
+    let elapsed = ContinuousClock.now - epoch
     let (seconds, attoseconds) = elapsed.components
     return UInt64(seconds) &* 1_000_000_000 &+ UInt64(attoseconds / 1_000_000_000) &+ 1
 }
 
 private let clockEpoch = ContinuousClock.now
 
-/// Wall time of `body` in seconds.
-public func measureSeconds<T>(_ body: () async throws -> T) async rethrows -> (T, Double) {
+/// Wall time of `body` in seconds. Runs in the caller's isolation.
+public func measureSeconds<T>(
+    isolation: isolated (any Actor)? = #isolation,
+    _ body: () async throws -> T
+) async rethrows -> (T, Double) {
     let start = monotonicNanos()
     let result = try await body()
     return (result, Double(monotonicNanos() - start) / 1e9)
@@ -278,7 +290,7 @@ public func measureSeconds<T>(_ body: () async throws -> T) async rethrows -> (T
 
 // MARK: - Heap measurement
 
-/// Bytes currently allocated from the C heap (glibc `mallinfo2().uordblks`);
+/// Bytes currently allocated from the C heap (glibc `mallinfo2()`: `uordblks + hblkhd`);
 /// nil where that call does not exist.
 public func heapBytesInUse() -> Int? {
     let bytes = cheapstats_heap_bytes_in_use()

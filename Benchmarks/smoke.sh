@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Smoke test for the Benchmarks package (CI calls this; it checks that everything
+# builds and runs, not how fast):
+#   1. builds `compare` in release,
+#   2. runs the overload test (swift test, Swift Testing),
+#   3. runs every package-benchmark benchmark for at most 3 iterations on small
+#      sizes, with no thresholds (MULTICAST_BENCH_SMOKE=1),
+#   4. runs `compare --smoke`.
+# Exits non-zero on the first failure. Jobs: SWIFT_BUILD_JOBS (default: all cores).
+set -euo pipefail
+
+cd "$(dirname "$0")"
+
+jobs="${SWIFT_BUILD_JOBS:-$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)}"
+started=$(date +%s)
+step() {
+    echo
+    echo "=== smoke [$(( $(date +%s) - started ))s]: $*"
+}
+
+step "swift build -c release --product compare (jobs: $jobs)"
+swift build -c release -j "$jobs" --product compare
+
+step "swift test (overload check: AsyncAlgorithms + AsyncMulticast imported together)"
+# Release, and only the test product: reuses the release modules just built for
+# compare instead of compiling everything again in debug (the test needs no
+# @testable import). --disable-xctest: the tests use Swift Testing; this skips
+# XCTest's empty "Executed 0 tests" run.
+swift build -c release -j "$jobs" --product AsyncMulticastBenchmarksPackageTests
+swift test -c release --skip-build --disable-xctest
+
+step "swift package benchmark (MULTICAST_BENCH_SMOKE=1: <= 3 iterations each, small sizes, no thresholds)"
+log="$(mktemp)"
+trap 'rm -f "$log"' EXIT
+MULTICAST_BENCH_SMOKE=1 swift package -j "$jobs" benchmark --no-progress 2>&1 | tee "$log"
+# A benchmark that reported an error is only listed, with exit code 0: catch it here.
+if grep -q "The following benchmarks failed" "$log"; then
+    echo "smoke: some benchmarks failed (see the list above)" >&2
+    exit 1
+fi
+
+step "compare --smoke"
+.build/release/compare --smoke
+
+step "done"
