@@ -798,9 +798,26 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     mutating func stopUpstream(epoch: UInt64, into effects: inout Effects) {
         self.upstream = .idle
         effects.cancelUpstream = epoch
+        self.releaseProducers(into: &effects, result: false)
+    }
+
+    /// Hands every parked producer to `effects`, to be resumed with `result`.
+    @inlinable
+    mutating func releaseProducers(into effects: inout Effects, result: Bool) {
         effects.producers = self.parkedProducers.map(\.continuation)
-        effects.producerResult = false
+        effects.producerResult = result
         self.parkedProducers.removeAll()
+    }
+
+    /// Ends every waiting subscriber (they are caught up, so nothing is buffered for them)
+    /// with `result`: they leave and `effects` resumes them.
+    @inlinable
+    mutating func endWaiters(into effects: inout Effects, with result: Result<Element?, Failure>) {
+        let waiting = self.waiters.map(\.slot)
+        for slot in waiting {
+            effects.subscribers.append(self.removeSubscriber(Int(slot))!)
+        }
+        effects.subscriberResult = result
     }
 
     // MARK: Producing
@@ -980,17 +997,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
             effects.cancelTimer = timer
         }
         self.upstream = .terminated
-        if !self.waiters.isEmpty {
-            // Waiting subscribers are caught up: they get the terminal event now and leave.
-            let waiting = self.waiters.map(\.slot)
-            for slot in waiting {
-                effects.subscribers.append(self.removeSubscriber(Int(slot))!)
-            }
-            effects.subscriberResult = terminal.result
-        }
-        effects.producers = self.parkedProducers.map(\.continuation)
-        effects.producerResult = false
-        self.parkedProducers.removeAll()
+        self.endWaiters(into: &effects, with: terminal.result)
+        self.releaseProducers(into: &effects, result: false)
         return effects
     }
 
@@ -1021,11 +1029,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         var effects = Effects()
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return effects }
         self.stopUpstream(epoch: epoch, into: &effects)
-        let waiting = self.waiters.map(\.slot)
-        for slot in waiting {
-            effects.subscribers.append(self.removeSubscriber(Int(slot))!)
-        }
-        effects.subscriberResult = .success(nil)
+        self.endWaiters(into: &effects, with: .success(nil))
         let end = self.tail
         for index in self.slots.indices where self.slots[index].isLive {
             self.endPositions[UInt32(index)] = end

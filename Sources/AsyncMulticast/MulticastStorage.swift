@@ -344,13 +344,13 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// The upstream iteration `epoch` ended.
     @inlinable
     func finish(epoch: UInt64, failure: Failure?) {
-        self.transition { machine in
-            let effects = machine.finish(epoch: epoch, failure: failure)
-            return effects
-        }
-        self.state.withLock { state in
+        let (effects, timerTask) = self.state.withLock { state in
+            // The iteration is over: forget its task in the same critical section.
             if state.upstreamTask?.epoch == epoch { state.upstreamTask = nil }
+            let effects = state.machine.finish(epoch: epoch, failure: failure)
+            return (effects, Self.takeTimerTask(&state, for: effects))
         }
+        self.perform(effects, cancelling: nil, timerTask)
     }
 }
 
