@@ -147,7 +147,20 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         case suspend(startUpstream: UInt64?)
     }
 
-    /// The outcome of a producer offering an element.
+    /// The outcome of a producer offering an element, on the hot path: no payload, so
+    /// returning it through the lock costs nothing (the waiters to resume travel separately,
+    /// see `produce(_:epoch:respectingBounds:resuming:)`).
+    @usableFromInline
+    enum ProduceOutcome: Sendable, Equatable {
+        /// The element is in; go on producing.
+        case proceed
+        /// The element is in; park (see `parkProducer`) before producing the next one.
+        case park
+        /// The element was not taken (stale epoch or terminated). Stop producing.
+        case stop
+    }
+
+    /// The outcome of a producer offering an element, with its effects (cold paths and tests).
     @usableFromInline
     enum ProduceAction: Sendable {
         /// The element is in; go on producing.
@@ -280,12 +293,34 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         init(policy: SharedBufferingPolicy, tail: Int) {
             self.policy = policy
             self.counts = IndexedRing(startIndex: tail)
+            // The policy's numbers, unpacked once: `append` reads them for every element.
             switch policy {
-            case .bounded(let limit): self.batchLimit = Swift.min(limit / 2, Self.maxBatch)
-            case .unbounded: self.batchLimit = Self.maxBatch
-            case .bufferingNewest, .bufferingOldest: self.batchLimit = 0
+            case .bounded(let limit):
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) =
+                    (Swift.min(limit / 2, Self.maxBatch), limit, -1, 0)
+            case .unbounded:
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (Self.maxBatch, .max, -1, 0)
+            case .bufferingNewest(let limit):
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (0, .max, limit, 0)
+            case .bufferingOldest(0):
+                // Drops like `.bufferingNewest(0)`: the new element is the only one a
+                // member holds, so whole cells move.
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (0, .max, 0, 0)
+            case .bufferingOldest(let limit):
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (0, .max, -1, limit)
             }
         }
+
+        /// `.bounded(n)`: `n`; otherwise `Int.max`. A producer parks once a member holds this many.
+        @usableFromInline
+        let bound: Int
+        /// Members holding more than this drop their oldest (`.bufferingNewest(n)`, and
+        /// `.bufferingOldest(0)`); -1 for the other policies.
+        @usableFromInline
+        let dropLimit: Int
+        /// `.bufferingOldest(n)` with n > 0: `n` (full cells freeze); otherwise 0.
+        @usableFromInline
+        let freezeLimit: Int
 
         /// How many ready elements beyond the one returned a member may take per lock
         /// acquisition (see `read`). Lossless lanes only: a dropping policy must be able to
@@ -398,10 +433,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// producer may append without waiting.
     @inlinable
     var hasRoom: Bool {
-        for lane in self.lanes where lane.members > 0 {
-            if case .bounded(let limit) = lane.policy, self.tail - lane.minCursor >= limit {
-                return false
-            }
+        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor >= lane.bound {
+            return false
         }
         return true
     }
@@ -839,67 +872,95 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// even when a bounded subscriber is full.
     @inlinable
     mutating func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) -> ProduceAction {
-        guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return .stop }
         var effects = Effects()
-        self.append(element, into: &effects)
-        if respectingBounds && !self.hasRoom {
-            return .park(effects)
+        let outcome = self.produce(
+            element, epoch: epoch, respectingBounds: respectingBounds, resuming: &effects.subscribers)
+        if !effects.subscribers.isEmpty { effects.subscriberResult = .success(element) }
+        switch outcome {
+        case .proceed: return .proceed(effects)
+        case .park: return .park(effects)
+        case .stop: return .stop
         }
-        return .proceed(effects)
     }
 
+    /// `produce(_:epoch:respectingBounds:)` for the hot path: the subscribers that were
+    /// waiting for `element` are appended to `resuming` (the caller resumes them with it).
     @inlinable
-    mutating func append(_ element: Element, into effects: inout Effects) {
-        let position = self.tail
-        var needed = self.replayCount > 0
+    mutating func produce(
+        _ element: Element, epoch: UInt64, respectingBounds: Bool,
+        resuming: inout [SubscriberContinuation]
+    ) -> ProduceOutcome {
+        guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return .stop }
+        let hasRoom = self.append(element, resuming: &resuming)
+        return respectingBounds && !hasRoom ? .park : .proceed
+    }
 
-        for l in self.lanes.indices where self.lanes[l].members > 0 {
-            if case .bufferingOldest(let limit) = self.lanes[l].policy, limit > 0 {
-                self.freezeFullCell(lane: l, limit: limit, appending: position)
-                self.deliverToRoomList(element, lane: l, limit: limit)
+    /// Stores `element` for every subscriber and hands it straight to the waiting ones,
+    /// whose continuations are appended to `resuming`. Returns `hasRoom` as it is afterwards.
+    ///
+    /// One pass over the lanes does everything per element (histogram, drops, the oldest
+    /// position still needed, room): this is the producer's hot path.
+    @inlinable
+    @discardableResult
+    mutating func append(_ element: Element, resuming: inout [SubscriberContinuation]) -> Bool {
+        let position = self.tail
+        let newTail = position + 1
+        var needed = self.replayCount > 0
+        var keepFrom = newTail - self.replayCount
+        var hasRoom = true
+
+        for l in self.lanes.indices {
+            guard self.lanes[l].members > 0 else {
+                // Nobody to count: the (empty) histogram just follows the tail.
+                if self.lanes[l].counts.isEmpty { self.lanes[l].counts.rebase(to: newTail) }
+                keepFrom = Swift.min(keepFrom, self.lanes[l].minCursor)
+                continue
+            }
+            let freezeLimit = self.lanes[l].freezeLimit
+            if freezeLimit > 0 {
+                self.freezeFullCell(lane: l, limit: freezeLimit, appending: position)
+                self.deliverToRoomList(element, lane: l, limit: freezeLimit)
             }
             let nonWaiting = self.lanes[l].atTail - self.lanes[l].waiting
             self.lanes[l].appendCount(nonWaiting, at: position)
             // Waiting members take the element right away (below): they stay caught up.
             self.lanes[l].atTail = self.lanes[l].waiting
             self.lanes[l].waiting = 0
-            // Members now holding `limit + 1` drop their oldest: the whole cell moves on.
-            // `.bufferingOldest(0)` is the same thing (the new element is the only one held).
-            let dropLimit: Int?
-            switch self.lanes[l].policy {
-            case .bufferingNewest(let limit): dropLimit = limit
-            case .bufferingOldest(0): dropLimit = 0
-            case .bufferingOldest, .bounded, .unbounded: dropLimit = nil
-            }
-            if let limit = dropLimit {
-                let floor = position + 1 - limit
+            // Members now holding `dropLimit + 1` drop their oldest: the whole cell moves on.
+            let dropLimit = self.lanes[l].dropLimit
+            if dropLimit >= 0 {
+                let floor = newTail - dropLimit
                 while !self.lanes[l].counts.isEmpty && self.lanes[l].minCursor < floor {
-                    self.lanes[l].advanceOldestCell(tail: position + 1)
+                    self.lanes[l].advanceOldestCell(tail: newTail)
                 }
             }
+            let minCursor = self.lanes[l].minCursor
             if !self.lanes[l].counts.isEmpty { needed = true }
-        }
-        for l in self.lanes.indices where self.lanes[l].members == 0 && self.lanes[l].counts.isEmpty {
-            self.lanes[l].counts.rebase(to: position + 1)
+            keepFrom = Swift.min(keepFrom, minCursor)
+            if newTail - minCursor >= self.lanes[l].bound { hasRoom = false }
         }
 
         if needed || !self.elements.isEmpty {
             self.elements.append(element)
         } else {
-            self.elements.rebase(to: position + 1)
+            self.elements.rebase(to: newTail)
         }
 
         if !self.waiters.isEmpty {
-            effects.subscribers.reserveCapacity(self.waiters.count)
+            resuming.reserveCapacity(self.waiters.count)
             for waiter in self.waiters {
-                self.slots[Int(waiter.slot)].cursor = position + 1
+                self.slots[Int(waiter.slot)].cursor = newTail
                 self.slots[Int(waiter.slot)].waiterIndex = -1
-                effects.subscribers.append(waiter.continuation)
+                resuming.append(waiter.continuation)
             }
             self.waiters.removeAll(keepingCapacity: true)
-            effects.subscriberResult = .success(element)
         }
-        self.trimElements()
+        // What `trimElements()` would do, with the minimum computed above.
+        while self.elements.startIndex < keepFrom {
+            self.elements.removeFirst()
+        }
+        assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
+        return hasRoom
     }
 
     /// `.bufferingOldest(limit)`: the members holding `limit` elements cannot take the one
@@ -941,7 +1002,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return .stop }
         guard self.hasRoom else { return nil }
         var effects = Effects()
-        self.append(element, into: &effects)
+        self.append(element, resuming: &effects.subscribers)
+        if !effects.subscribers.isEmpty { effects.subscriberResult = .success(element) }
         return .proceed(effects)
     }
 

@@ -220,15 +220,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// subscriber is full and `respectingBounds` is true.
     @inlinable
     func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) async -> Bool {
-        let action = self.state.withLock { $0.machine.produce(element, epoch: epoch, respectingBounds: respectingBounds) }
-        switch action {
+        switch self.offer(element, epoch: epoch, respectingBounds: respectingBounds) {
         case .stop:
             return false
-        case .proceed(let effects):
-            self.perform(effects)
+        case .proceed:
             return true
-        case .park(let effects):
-            self.perform(effects)
+        case .park:
             return await self.waitForRoom(epoch: epoch)
         }
     }
@@ -236,8 +233,21 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// Offers an element without ever waiting (a subject's synchronous `send`).
     @inlinable
     func produceNow(_ element: Element, epoch: UInt64) {
-        let action = self.state.withLock { $0.machine.produce(element, epoch: epoch, respectingBounds: false) }
-        if case .proceed(let effects) = action { self.perform(effects) }
+        _ = self.offer(element, epoch: epoch, respectingBounds: false)
+    }
+
+    /// The hot path of every producer: one lock acquisition, then the waiting subscribers
+    /// are resumed with `element` (usually none; the array then never allocates).
+    @inlinable
+    func offer(_ element: Element, epoch: UInt64, respectingBounds: Bool) -> Machine.ProduceOutcome {
+        var resuming: [Machine.SubscriberContinuation] = []
+        let outcome = self.state.withLock {
+            $0.machine.produce(element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
+        }
+        for continuation in resuming {
+            continuation.resume(returning: .success(element))
+        }
+        return outcome
     }
 
     /// Suspends until a bounded subscriber made room (`true`) or producing must stop (`false`).
