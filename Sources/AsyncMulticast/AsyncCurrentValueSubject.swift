@@ -77,8 +77,9 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
         self.storage.send(element)
     }
 
-    /// Like ``send(_:)``, but first waits while a `.bounded(n)` subscriber holds `n`
-    /// unconsumed values. A cancelled task stops waiting and sends at once.
+    /// Like ``send(_:)``, but if a `.bounded(n)` subscriber holds `n` unconsumed values it
+    /// first waits until every subscriber is down to half of `n`. A cancelled task stops
+    /// waiting and sends at once.
     @inlinable
     public func send(waitingForRoom element: Element) async {
         await self.storage.sendWhenReady(element)

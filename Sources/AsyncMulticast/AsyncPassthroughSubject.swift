@@ -49,8 +49,9 @@ public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: A
         self.storage.send(element)
     }
 
-    /// Delivers `element` to every current subscriber, first waiting while a `.bounded(n)`
-    /// subscriber holds `n` unconsumed elements. If the calling task is cancelled while
+    /// Delivers `element` to every current subscriber. If a `.bounded(n)` subscriber holds
+    /// `n` unconsumed elements, it first waits until every subscriber is down to half of `n`
+    /// (see ``SharedBufferingPolicy/bounded(_:)``). If the calling task is cancelled while
     /// waiting, it stops waiting and sends at once, so the element is not lost.
     /// Ignored after completion.
     ///

@@ -314,6 +314,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// `.bounded(n)`: `n`; otherwise `Int.max`. A producer parks once a member holds this many.
         @usableFromInline
         let bound: Int
+        /// A parked producer resumes once every member holds at most this many (see
+        /// `hasRoomToResume`): `bound - max(1, bound / 2)`.
+        @inlinable
+        var resumeLevel: Int { self.bound - Swift.max(1, self.bound / 2) }
         /// Members holding more than this drop their oldest (`.bufferingNewest(n)`, and
         /// `.bufferingOldest(0)`); -1 for the other policies.
         @usableFromInline
@@ -434,6 +438,19 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     var hasRoom: Bool {
         for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor >= lane.bound {
+            return false
+        }
+        return true
+    }
+
+    /// Whether a *parked* producer may go on: every bounded subscriber is down to its
+    /// lane's `resumeLevel` (half the bound). A producer parks at the bound and resumes at
+    /// half of it, like a high/low watermark pair: one wake-up then buys `bound / 2`
+    /// elements instead of one, and a wake-up costs far more than an element. Liveness is
+    /// unaffected: a subscriber above the level has elements to read.
+    @inlinable
+    var hasRoomToResume: Bool {
+        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor > lane.resumeLevel {
             return false
         }
         return true
@@ -1014,6 +1031,15 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.elements.isEmpty ? nil : self.elements[self.tail - 1]
     }
 
+    /// What a producer of `epoch` that was told to `.park` should do now, without parking:
+    /// `.stop` (stale or terminated), `.proceed` (room to resume, see `hasRoomToResume`)
+    /// or `.park` (still full).
+    @inlinable
+    func producerStatus(epoch: UInt64) -> ProduceOutcome {
+        if self.terminal != nil || !self.isCurrent(epoch: epoch) { return .stop }
+        return self.hasRoomToResume ? .proceed : .park
+    }
+
     /// Parks a producer that was told to `.park` until there is room (resumed with `true`)
     /// or it must stop (`false`). Resumed at once if that is already decided.
     @inlinable
@@ -1021,13 +1047,14 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         epoch: UInt64, token: UInt64, continuation: ProducerContinuation
     ) -> Effects {
         var effects = Effects()
-        if self.terminal != nil || !self.isCurrent(epoch: epoch) {
+        switch self.producerStatus(epoch: epoch) {
+        case .stop:
             effects.producers = [continuation]
             effects.producerResult = false
-        } else if self.hasRoom {
+        case .proceed:
             effects.producers = [continuation]
             effects.producerResult = true
-        } else {
+        case .park:
             self.parkedProducers.append((token, continuation))
         }
         return effects
@@ -1042,7 +1069,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     @inlinable
     mutating func takeProducersIfRoom() -> [ProducerContinuation] {
-        guard !self.parkedProducers.isEmpty, self.hasRoom else { return [] }
+        guard !self.parkedProducers.isEmpty, self.hasRoomToResume else { return [] }
         defer { self.parkedProducers.removeAll() }
         return self.parkedProducers.map(\.continuation)
     }

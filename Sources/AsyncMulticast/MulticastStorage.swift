@@ -254,6 +254,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// A cancelled waiting task stops waiting and gets `false`.
     @inlinable
     func waitForRoom(epoch: UInt64) async -> Bool {
+        // Parking is a suspension that a subscriber must undo with a thread wake-up, which
+        // costs microseconds: the time to produce dozens of elements. Subscribers running
+        // on other threads usually make room within a few turns of the executor, so give
+        // them those turns first (each `yield` lets any queued task run before this one).
+        for _ in 0..<Self.yieldsBeforeParking where !Task.isCancelled {
+            await Task.yield()
+            switch self.state.withLock({ $0.machine.producerStatus(epoch: epoch) }) {
+            case .proceed: return true
+            case .stop: return false
+            case .park: continue
+            }
+        }
         let token = self.state.withLock { state -> UInt64 in
             defer { state.nextProducerToken += 1 }
             return state.nextProducerToken
@@ -277,6 +289,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             continuation?.resume(returning: false)
         }
     }
+
+    /// How many times a producer yields, re-checking for room, before it parks.
+    @inlinable
+    static var yieldsBeforeParking: Int { 4 }
 
     /// The epoch of a push-fed storage (subjects): there is only one.
     @inlinable

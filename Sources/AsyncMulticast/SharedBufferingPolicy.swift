@@ -10,9 +10,11 @@
 /// let feed  = prices.share()                                     // .bounded(64): lossless, paced
 /// ```
 public enum SharedBufferingPolicy: Sendable, Hashable {
-    /// Lossless back-pressure: the upstream is not pulled while any subscriber has `n`
-    /// unconsumed elements, so the upstream runs at the pace of the slowest subscriber.
-    /// `n` must be at least 1.
+    /// Lossless back-pressure: once a subscriber has `n` unconsumed elements the upstream is
+    /// not pulled until every subscriber is down to `n - max(1, n / 2)` (half the bound; for
+    /// `n` of 1 or 2, as soon as there is room), so the upstream runs at the pace of the
+    /// slowest subscriber, and each pause buys a batch of elements rather than one (pausing
+    /// and resuming costs a thread wake-up). `n` must be at least 1.
     ///
     /// A push source that cannot wait (a subject's synchronous `send`) buffers past `n` as if
     /// the policy were ``unbounded``.

@@ -367,6 +367,46 @@ struct StateMachineTests {
         _ = ids
     }
 
+    @Test("a parked producer resumes at half the bound, not at the first free slot")
+    func parkedProducerResumesAtTheLowWatermark() async {
+        var (machine, ids) = runningMachine(policy: .bounded(4), subscribers: 1)
+        for value in 0..<3 { #expect(!machine.push(value, epoch: 0).park) }
+        #expect(machine.push(3, epoch: 0).park, "4 pending: full")
+        #expect(machine.producerStatus(epoch: 0) == .park)
+        let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
+            #expect(machine.parkProducer(epoch: 0, token: 1, continuation: producer).isEmpty)
+            // Reading one leaves 3 pending: there is room for one, but 3 > 4 - 4 / 2.
+            guard case .element(0, let early) = machine.next(ids[0]) else {
+                Issue.record("expected element 0")
+                return
+            }
+            #expect(early.isEmpty, "one free slot does not wake the producer")
+            #expect(machine.hasRoom && !machine.hasRoomToResume)
+            #expect(machine.producerStatus(epoch: 0) == .park)
+            // Reading a second leaves 2 pending: half the bound, so the producer goes on.
+            guard case .element(1, let producers) = machine.next(ids[0]) else {
+                Issue.record("expected element 1")
+                return
+            }
+            #expect(producers.count == 1)
+            #expect(machine.producerStatus(epoch: 0) == .proceed)
+            for producer in producers { producer.resume(returning: true) }
+        }
+        #expect(resumed == true)
+        #expect(machine.producerStatus(epoch: 7) == .stop, "a stale epoch stops")
+    }
+
+    @Test("bounds of 1 and 2 resume as soon as there is room")
+    func smallBoundsResumeAtFirstRoom() {
+        for bound in [1, 2] {
+            var (machine, ids) = runningMachine(policy: .bounded(bound), subscribers: 1)
+            for value in 0..<bound { _ = machine.push(value, epoch: 0) }
+            #expect(machine.producerStatus(epoch: 0) == .park, "bound \(bound): full")
+            #expect(machine.take(ids[0]) == .element(0))
+            #expect(machine.producerStatus(epoch: 0) == .proceed, "bound \(bound): one read makes room")
+        }
+    }
+
     @Test func lastSubscriberLeavingReleasesAParkedProducerWithFalse() async {
         var (machine, ids) = runningMachine(policy: .bounded(1), subscribers: 1)
         #expect(machine.push(0, epoch: 0).park)
