@@ -100,6 +100,21 @@ let benchmarks: @Sendable () -> Void = {
         benchmark.measurement(Metric.deliveries, tally.deliveries * 1_000_000_000 / Int(max(1, monotonicNanos() - start)))
         check(benchmark, tally.failures)
     }
+    // N = 1 over an upstream whose next() is out of line: the sharing overhead over a real base.
+    Benchmark("FanOut/base opaque next() (floor) N=1 M=\(deliveriesPerIteration)", configuration: fanOutConfiguration) { benchmark in
+        let start = monotonicNanos()
+        let tally = await Scenarios.opaqueOverhead(.base, policy: .unbounded, elements: deliveriesPerIteration)!
+        benchmark.measurement(Metric.deliveries, tally.deliveries * 1_000_000_000 / Int(max(1, monotonicNanos() - start)))
+        check(benchmark, tally.failures)
+    }
+    for policy in [BenchPolicy.bounded64, .unbounded] {
+        Benchmark("FanOut/ours over opaque next() \(name(.ours, policy)) N=1 M=\(deliveriesPerIteration)", configuration: fanOutConfiguration) { benchmark in
+            let start = monotonicNanos()
+            let tally = await Scenarios.opaqueOverhead(.ours, policy: policy, elements: deliveriesPerIteration)!
+            benchmark.measurement(Metric.deliveries, tally.deliveries * 1_000_000_000 / Int(max(1, monotonicNanos() - start)))
+            check(benchmark, tally.failures)
+        }
+    }
     for implementation in [Implementation.ours, .saa, .handRolled] {
         for policy in BenchPolicy.allCases {
             for subscribers in subscriberCounts {

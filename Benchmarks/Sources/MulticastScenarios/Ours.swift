@@ -20,6 +20,12 @@ enum Ours {
         return await fanOutShared(shared, subscribers: subscribers, elements: elements, lossless: policy.isLossless)
     }
 
+    /// One subscriber sharing the opaque upstream: the cost of sharing over a real base.
+    static func fanOutOverOpaque(policy: BenchPolicy, elements: Int) async -> FanOutTally {
+        let shared = OpaqueCountingSequence(elements).share(buffering: policy.ours)
+        return await fanOutShared(shared, subscribers: 1, elements: elements, lossless: policy.isLossless)
+    }
+
     static func churn(joins: Int, take: Int, concurrency: Int) async -> ChurnResult {
         let flag = StopFlag()
         let shared = StoppableCounter(flag: flag).share(buffering: .bounded(64))

@@ -100,8 +100,12 @@ public func fanOutHandRolled(
 }
 
 /// The floor: one consumer iterating the upstream directly, in its own task.
-public func fanOutBase(elements: Int) async -> FanOutTally {
+public func fanOutBase(elements: Int, opaque: Bool = false) async -> FanOutTally {
     let task = Task {
+        if opaque {
+            var iterator = OpaqueCountingSequence(elements).makeAsyncIterator()
+            return await consume(&iterator, expected: elements, lossless: true)
+        }
         var iterator = CountingSequence(elements).makeAsyncIterator()
         return await consume(&iterator, expected: elements, lossless: true)
     }

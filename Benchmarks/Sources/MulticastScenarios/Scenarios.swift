@@ -19,6 +19,19 @@ public enum Scenarios {
         }
     }
 
+    /// The sharing overhead at N = 1 over an upstream whose `next()` is an out-of-line call
+    /// (`OpaqueCountingSequence`): `.ours` shares it with one subscriber, `.base` iterates it
+    /// directly. Nil for the other implementations.
+    public static func opaqueOverhead(
+        _ implementation: Implementation, policy: BenchPolicy, elements: Int
+    ) async -> FanOutTally? {
+        switch implementation {
+        case .ours: await Ours.fanOutOverOpaque(policy: policy, elements: elements)
+        case .base: await fanOutBase(elements: elements, opaque: true)
+        case .saa, .handRolled: nil
+        }
+    }
+
     // MARK: 2. Subject fan-out
 
     /// `send` from one task to N subscribers; nil for `.base`.

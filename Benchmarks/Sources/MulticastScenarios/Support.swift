@@ -82,6 +82,45 @@ public struct CountingSequence: AsyncSequence, Sendable {
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(count: count) }
 }
 
+/// `0..<count` like `CountingSequence`, but `next()` is an out-of-line call
+/// (`@inline(never)`), as it is for a sequence whose code the consumer cannot inline
+/// (another module's non-`@inlinable` type, `AsyncStream`, most real sources). Iterating
+/// `CountingSequence` directly compiles to a plain loop (hundreds of millions of elements
+/// per second), which no consumer in another task can approach; this one is the floor a
+/// real base gives.
+public struct OpaqueCountingSequence: AsyncSequence, Sendable {
+    public typealias Element = Int
+    public typealias Failure = Never
+
+    public let count: Int
+
+    public init(_ count: Int) { self.count = count }
+
+    public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
+        public typealias Element = Int
+        public typealias Failure = Never
+
+        var current = 0
+        let count: Int
+
+        @inline(never)
+        public mutating func next() async -> Int? {
+            guard current < count else { return nil }
+            defer { current &+= 1 }
+            return current
+        }
+
+        @inline(never)
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(Never) -> Int? {
+            guard current < count else { return nil }
+            defer { current &+= 1 }
+            return current
+        }
+    }
+
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(count: count) }
+}
+
 /// A shared flag plus the number of elements a `StoppableCounter` produced.
 public final class StopFlag: Sendable {
     let stopped = Atomic<Bool>(false)
