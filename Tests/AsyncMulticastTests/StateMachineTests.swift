@@ -407,6 +407,89 @@ struct StateMachineTests {
         }
     }
 
+    /// Random produce / read / join / leave steps with bounded and unbounded subscribers and
+    /// a producer that parks when told to: it is resumed exactly when every bounded
+    /// subscriber is down to its resume level, and while it is parked some subscriber
+    /// always has elements to read (so parking can never deadlock).
+    @Test(arguments: 0..<12)
+    func parkedProducerResumesExactlyAtTheWatermark(seed: Int) async {
+        var rng = LCG(seed: UInt64(seed) &+ 1000)
+        let policies: [SharedBufferingPolicy] = [.bounded(1), .bounded(2), .bounded(4), .bounded(7), .unbounded]
+        func resumeLevel(_ policy: SharedBufferingPolicy) -> Int {
+            if case .bounded(let n) = policy { return n - max(1, n / 2) }
+            return .max
+        }
+        var machine = Machine(policy: .bounded(4), replay: 0, mode: .automatic)
+        var subs: [(id: SubscriberID, policy: SharedBufferingPolicy, pending: Int)] = []
+        func join(_ policy: SharedBufferingPolicy? = nil) {
+            let policy = policy ?? policies[Int(rng.next() % UInt64(policies.count))]
+            subs.append((machine.subscribe(policy: policy).0, policy, 0))
+        }
+        join(.bounded(4))
+        #expect(machine.take(subs[0].id) == .suspend(startUpstream: 0))
+        join()
+        var resumes = 0
+        _ = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
+            var parked = false
+            var value = 0
+            func allAtOrBelowLevel() -> Bool {
+                subs.allSatisfy { $0.pending <= resumeLevel($0.policy) }
+            }
+            for step in 0..<600 {
+                let roll = rng.next() % 100
+                if !parked && roll < 45 {
+                    let (effects, park) = machine.push(value, epoch: 0)
+                    #expect(effects.subscribers.isEmpty, "nobody is suspended in this test")
+                    value += 1
+                    for k in subs.indices { subs[k].pending += 1 }
+                    if park {
+                        let parking = machine.parkProducer(epoch: 0, token: UInt64(step), continuation: producer)
+                        if parking.producers.isEmpty {
+                            parked = true
+                            #expect(!allAtOrBelowLevel(), "step \(step): parked although every subscriber is at its level")
+                        } else {
+                            #expect(parking.producerResult && allAtOrBelowLevel(), "step \(step)")
+                            resumes += 1
+                        }
+                    }
+                } else if roll < 90 || subs.count == 1 {
+                    let k = Int(rng.next() % UInt64(subs.count))
+                    switch machine.next(subs[k].id) {
+                    case .element(_, let producers):
+                        subs[k].pending -= 1
+                        if !producers.isEmpty {
+                            #expect(parked && allAtOrBelowLevel(), "step \(step): resumed early")
+                            parked = false
+                            resumes += 1
+                        }
+                    case .suspend:
+                        #expect(subs[k].pending == 0, "step \(step): suspended with elements pending")
+                    case .terminal:
+                        Issue.record("step \(step): unexpected end")
+                    }
+                } else if roll < 95 {
+                    let k = Int(rng.next() % UInt64(subs.count))
+                    let effects = machine.unsubscribe(subs[k].id)
+                    subs.remove(at: k)
+                    if !effects.producers.isEmpty {
+                        #expect(parked && allAtOrBelowLevel(), "step \(step): resumed early on leave")
+                        parked = false
+                        resumes += 1
+                    }
+                } else {
+                    join()
+                }
+                if parked {
+                    #expect(!allAtOrBelowLevel(), "step \(step): left parked at the watermark")
+                    #expect(subs.contains { $0.pending > 0 }, "step \(step): parked with nothing to read")
+                }
+            }
+            // Resumed once, here: the test only recorded the resumptions the machine asked for.
+            producer.resume(returning: true)
+        }
+        #expect(resumes > 0, "the walk exercised parking")
+    }
+
     @Test func lastSubscriberLeavingReleasesAParkedProducerWithFalse() async {
         var (machine, ids) = runningMachine(policy: .bounded(1), subscribers: 1)
         #expect(machine.push(0, epoch: 0).park)
