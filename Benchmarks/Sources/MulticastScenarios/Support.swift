@@ -92,33 +92,24 @@ public struct OpaqueCountingSequence: AsyncSequence, Sendable {
     public typealias Element = Int
     public typealias Failure = Never
 
-    public let count: Int
+    let counting: CountingSequence
 
-    public init(_ count: Int) { self.count = count }
+    public init(_ count: Int) { self.counting = CountingSequence(count) }
 
     public struct AsyncIterator: AsyncIteratorProtocol, Sendable {
         public typealias Element = Int
         public typealias Failure = Never
 
-        var current = 0
-        let count: Int
+        var counting: CountingSequence.AsyncIterator
 
         @inline(never)
-        public mutating func next() async -> Int? {
-            guard current < count else { return nil }
-            defer { current &+= 1 }
-            return current
-        }
+        public mutating func next() async -> Int? { counting.step() }
 
         @inline(never)
-        public mutating func next(isolation actor: isolated (any Actor)?) async throws(Never) -> Int? {
-            guard current < count else { return nil }
-            defer { current &+= 1 }
-            return current
-        }
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(Never) -> Int? { counting.step() }
     }
 
-    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(count: count) }
+    public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(counting: counting.makeAsyncIterator()) }
 }
 
 /// A shared flag plus the number of elements a `StoppableCounter` produced.
