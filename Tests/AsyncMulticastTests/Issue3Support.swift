@@ -295,6 +295,20 @@ final class I3Subscriber<Element: Sendable, Failure: Error>: Sendable {
 // MARK: - Base sequences
 
 /// How an iteration of an ``I3Source`` ended, as reported by its `AsyncStream`'s `onTermination`.
+extension I3Subscriber where Element == Int {
+    /// For the first subscriber of a sequence over `source`: asks for an element (that demand
+    /// starts iteration 0), waits for the start, feeds `values` to it and returns the answer
+    /// to the demand.
+    func startIteration(
+        of source: I3Source, yielding values: Int..., sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> Int? {
+        self.request()
+        await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
+        for value in values { source.control.yield(value) }
+        return await self.answer(sourceLocation: sourceLocation)
+    }
+}
+
 enum I3End: Sendable, Equatable {
     case finished
     case cancelled

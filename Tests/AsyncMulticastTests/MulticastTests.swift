@@ -154,10 +154,7 @@ struct MulticastTests {
         await i3LetOthersRun()
         #expect(source.control.iteratorCount == 0, "joining is not demand")
 
-        a.request()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await a.answer() == 1)
+        #expect(await a.startIteration(of: source, yielding: 1) == 1)
         await a.leave()
         await i3LetOthersRun()
         #expect(source.control.end(of: 0) == nil)

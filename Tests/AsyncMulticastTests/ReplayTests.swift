@@ -17,10 +17,7 @@ struct ReplayTests {
         #expect(source.control.iteratorCount == 0, "joining is not demand")
         #expect(source.control.nextCalls == 0)
 
-        a.request()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await a.answer() == 1)
+        #expect(await a.startIteration(of: source, yielding: 1) == 1)
         #expect(source.control.iteratorCount == 1)
         await a.leave()
     }
@@ -31,10 +28,7 @@ struct ReplayTests {
         let replayed = source.replay(2)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
-        a.request()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1, 2)
-        #expect(await a.answer() == 1)
+        #expect(await a.startIteration(of: source, yielding: 1, 2) == 1)
         #expect(await b.take(2) == [1, 2])
 
         await a.leave()
@@ -96,10 +90,7 @@ struct ReplayTests {
         let source = I3Source()
         let replayed = source.replay(2)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
-        a.request()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1, 2, 3, 4, 5)
-        #expect(await a.answer() == 1)
+        #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4, 5) == 1)
         #expect(await a.take(4) == [2, 3, 4, 5])  // all five were produced
 
         let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
@@ -117,10 +108,7 @@ struct ReplayTests {
         let source = I3Source()
         let replayed = source.replay(5)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
-        a.request()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1, 2)
-        #expect(await a.answer() == 1)
+        #expect(await a.startIteration(of: source, yielding: 1, 2) == 1)
         #expect(await a.next() == 2)
         let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
         #expect(await b.take(2) == [1, 2])
@@ -224,10 +212,7 @@ struct ReplayTests {
         let source = I3Source()
         let replayed = source.replay(2)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
-        a.request()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1, 2, 3)
-        #expect(await a.answer() == 1)
+        #expect(await a.startIteration(of: source, yielding: 1, 2, 3) == 1)
         #expect(await a.take(2) == [2, 3])
         await a.leave()
         let ended = await source.control.waitForEnd()
@@ -295,10 +280,7 @@ struct ReplayTests {
         let source = I3Source()
         let state = source.replay(1)
         let a = await I3Subscriber.join { state.makeAsyncIterator() }
-        a.request()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1, 2, 3)
-        #expect(await a.answer() == 1)
+        #expect(await a.startIteration(of: source, yielding: 1, 2, 3) == 1)
         #expect(await a.take(2) == [2, 3])
 
         let late = await I3Subscriber.join { state.makeAsyncIterator() }
@@ -316,10 +298,7 @@ struct ReplayTests {
         let source = I3Source()
         let replayed = source.replay(3)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
-        a.request()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1, 2, 3, 4)
-        #expect(await a.answer() == 1)
+        #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4) == 1)
         #expect(await a.take(3) == [2, 3, 4])
         let newest = await I3Subscriber.join { replayed.buffering(.bufferingNewest(1)).makeAsyncIterator() }
         #expect(await newest.next() == 4)
