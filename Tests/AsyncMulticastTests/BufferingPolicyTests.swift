@@ -277,27 +277,18 @@ struct BufferingPolicyTests {
             let limit = 4
             let shared = Counter(limit: 200).share(buffering: .bounded(limit))
             let storage = shared.storage
-            // Every subscriber registers before any of them starts iterating.
-            let start = Latch()
-            try await withThrowingTaskGroup(of: ([Int], Int).self) { group in
-                for _ in 0..<200 {
-                    var iterator = shared.makeAsyncIterator()
-                    group.addTask {
-                        await start.wait()
-                        var received: [Int] = []
-                        var maxBuffered = 0
-                        while let element = await iterator.next() {
-                            received.append(element)
-                            maxBuffered = max(maxBuffered, storage.bufferedCount)
-                        }
-                        return (received, maxBuffered)
-                    }
+            let results = await shared.iterateTogether(200) { iterator in
+                var received: [Int] = []
+                var maxBuffered = 0
+                while let element = await iterator.next() {
+                    received.append(element)
+                    maxBuffered = max(maxBuffered, storage.bufferedCount)
                 }
-                start.release()
-                for try await (received, maxBuffered) in group {
-                    #expect(received == Array(0..<200))
-                    #expect(maxBuffered <= limit, "one shared buffer of at most \(limit) elements")
-                }
+                return (received, maxBuffered)
+            }
+            for (received, maxBuffered) in results {
+                #expect(received == Array(0..<200))
+                #expect(maxBuffered <= limit, "one shared buffer of at most \(limit) elements")
             }
         }
     }

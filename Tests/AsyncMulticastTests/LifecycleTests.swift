@@ -104,21 +104,12 @@ struct LifecycleTests {
                 let shared = Instrumented(payloads.async, probe: probe).share(buffering: .bounded(3))
                 refs.storage = shared.storage
                 refs.captured = probe
-                // Every subscriber registers before any of them starts iterating.
-                let start = Latch()
-                try await withThrowingTaskGroup(of: Int.self) { group in
-                    for _ in 0..<3 {
-                        var iterator = shared.makeAsyncIterator()
-                        group.addTask {
-                            await start.wait()
-                            var count = 0
-                            while await iterator.next() != nil { count += 1 }
-                            return count
-                        }
-                    }
-                    start.release()
-                    for try await count in group { #expect(count == 10) }
+                let counts = await shared.iterateTogether(3) { iterator in
+                    var count = 0
+                    while await iterator.next() != nil { count += 1 }
+                    return count
                 }
+                for count in counts { #expect(count == 10) }
             }
             try await waitUntil("everything to be freed: \(refs.description)") { refs.allReleased }
         }

@@ -60,21 +60,12 @@ struct ShareSemanticsTests {
     @Test func everySubscriberSeesUpstreamOrder() async throws {
         try await withTimeout {
             let shared = (0..<2_000).async.share(buffering: .bounded(5))
-            // Every subscriber registers before any of them starts iterating.
-            let start = Latch()
-            try await withThrowingTaskGroup(of: [Int].self) { group in
-                for _ in 0..<4 {
-                    var iterator = shared.makeAsyncIterator()
-                    group.addTask {
-                        await start.wait()
-                        var received: [Int] = []
-                        while let element = await iterator.next() { received.append(element) }
-                        return received
-                    }
-                }
-                start.release()
-                for try await received in group { #expect(received == Array(0..<2_000)) }
+            let results = await shared.iterateTogether(4) { iterator in
+                var received: [Int] = []
+                while let element = await iterator.next() { received.append(element) }
+                return received
             }
+            for received in results { #expect(received == Array(0..<2_000)) }
         }
     }
 
@@ -103,21 +94,12 @@ struct ShareSemanticsTests {
         try await withTimeout {
             let probe = Probe()
             let shared = Instrumented(Counter(limit: 300), probe: probe).share(buffering: .bounded(4))
-            // Every subscriber registers before any of them starts iterating.
-            let start = Latch()
-            try await withThrowingTaskGroup(of: [Int].self) { group in
-                for _ in 0..<8 {
-                    var iterator = shared.makeAsyncIterator()
-                    group.addTask {
-                        await start.wait()
-                        var received: [Int] = []
-                        while let element = await iterator.next() { received.append(element) }
-                        return received
-                    }
-                }
-                start.release()
-                for try await received in group { #expect(received == Array(0..<300)) }
+            let results = await shared.iterateTogether(8) { iterator in
+                var received: [Int] = []
+                while let element = await iterator.next() { received.append(element) }
+                return received
             }
+            for received in results { #expect(received == Array(0..<300)) }
             let stats = probe.snapshot
             #expect(stats.iterators == 1)
             #expect(stats.maxLiveIterators == 1)

@@ -14,26 +14,14 @@ extension HeavyAndTimingSensitive {
                 // Kept small so that the test does not monopolize the executor for long.
                 let elements = 12
                 let shared = (0..<elements).async.share(buffering: .bounded(4))
-                // Every subscriber registers before any of them starts iterating.
-                let start = Latch()
-                let complete = await withTaskGroup(of: Bool.self) { group in
-                    for _ in 0..<count {
-                        var iterator = shared.makeAsyncIterator()
-                        group.addTask {
-                            await start.wait()
-                            var expected = 0
-                            while let element = await iterator.next() {
-                                guard element == expected else { return false }
-                                expected += 1
-                            }
-                            return expected == elements
-                        }
+                let complete = await shared.iterateTogether(count) { iterator in
+                    var expected = 0
+                    while let element = await iterator.next() {
+                        guard element == expected else { return false }
+                        expected += 1
                     }
-                    start.release()
-                    var complete = 0
-                    for await ok in group where ok { complete += 1 }
-                    return complete
-                }
+                    return expected == elements
+                }.filter { $0 }.count
                 #expect(complete == count)
                 #expect(shared.subscriberCount == 0)
             }

@@ -151,6 +151,28 @@ extension AsyncShareSequence {
         }
     }
 
+    /// Creates `count` iterators first, so that every subscriber is registered before any
+    /// of them reads, then runs `body` on each in its own task, all released together.
+    /// Returns the results in completion order.
+    func iterateTogether<Result: Sendable>(
+        _ count: Int, _ body: @escaping @Sendable (inout SharedIterator<Element, Failure>) async -> Result
+    ) async -> [Result] {
+        let start = Latch()
+        return await withTaskGroup(of: Result.self) { group in
+            for _ in 0..<count {
+                var iterator = self.makeAsyncIterator()
+                group.addTask {
+                    await start.wait()
+                    return await body(&iterator)
+                }
+            }
+            start.release()
+            var results: [Result] = []
+            for await result in group { results.append(result) }
+            return results
+        }
+    }
+
     /// Waits until exactly `count` subscribers are registered.
     func waitForSubscribers(
         _ count: Int, seconds: Double = 50, sourceLocation: SourceLocation = #_sourceLocation
