@@ -314,6 +314,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// `.bounded(n)`: `n`; otherwise `Int.max`. A producer parks once a member holds this many.
         @usableFromInline
         let bound: Int
+        /// A producer may append while every member holds at most this many: `bound - 1`.
+        @inlinable
+        var roomLevel: Int { self.bound - 1 }
         /// A parked producer resumes once every member holds at most this many (see
         /// `hasRoomToResume`): `bound - max(1, bound / 2)`.
         @inlinable
@@ -437,10 +440,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// producer may append without waiting.
     @inlinable
     var hasRoom: Bool {
-        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor >= lane.bound {
-            return false
-        }
-        return true
+        self.everyMemberHolds(atMost: \.roomLevel)
     }
 
     /// Whether a *parked* producer may go on: every bounded subscriber is down to its
@@ -450,7 +450,13 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// unaffected: a subscriber above the level has elements to read.
     @inlinable
     var hasRoomToResume: Bool {
-        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor > lane.resumeLevel {
+        self.everyMemberHolds(atMost: \.resumeLevel)
+    }
+
+    /// Whether every member of every lane holds at most `level` of its lane pending.
+    @inlinable
+    func everyMemberHolds(atMost level: KeyPath<Lane, Int>) -> Bool {
+        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor > lane[keyPath: level] {
             return false
         }
         return true
@@ -676,7 +682,13 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         for lane in self.lanes where lane.minCursor < keepFrom {
             keepFrom = lane.minCursor
         }
-        while self.elements.startIndex < keepFrom {
+        self.trimElements(before: keepFrom)
+    }
+
+    /// Drops the stored elements before `position` (`append` computes it on its own pass).
+    @inlinable
+    mutating func trimElements(before position: Int) {
+        while self.elements.startIndex < position {
             self.elements.removeFirst()
         }
     }
@@ -954,7 +966,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
             let minCursor = self.lanes[l].minCursor
             if !self.lanes[l].counts.isEmpty { needed = true }
             keepFrom = Swift.min(keepFrom, minCursor)
-            if newTail - minCursor >= self.lanes[l].bound { hasRoom = false }
+            if newTail - minCursor > self.lanes[l].roomLevel { hasRoom = false }
         }
 
         if needed || !self.elements.isEmpty {
@@ -973,9 +985,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
             self.waiters.removeAll(keepingCapacity: true)
         }
         // What `trimElements()` would do, with the minimum computed above.
-        while self.elements.startIndex < keepFrom {
-            self.elements.removeFirst()
-        }
+        self.trimElements(before: keepFrom)
         assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
         return hasRoom
     }
@@ -1018,10 +1028,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     mutating func produceIfRoom(_ element: Element, epoch: UInt64) -> ProduceAction? {
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return .stop }
         guard self.hasRoom else { return nil }
-        var effects = Effects()
-        self.append(element, resuming: &effects.subscribers)
-        if !effects.subscribers.isEmpty { effects.subscriberResult = .success(element) }
-        return .proceed(effects)
+        return self.produce(element, epoch: epoch, respectingBounds: false)
     }
 
     /// The most recently produced element, if the shared buffer still holds it (it always
