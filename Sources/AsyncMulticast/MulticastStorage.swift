@@ -215,29 +215,16 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     // MARK: Producers
 
-    /// Offers an element from the upstream iteration `epoch`. Returns `false` when the
-    /// producer must stop (cancelled, or the sequence ended). Waits while a bounded
-    /// subscriber is full and `respectingBounds` is true.
-    @inlinable
-    func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) async -> Bool {
-        switch self.offer(element, epoch: epoch, respectingBounds: respectingBounds) {
-        case .stop:
-            return false
-        case .proceed:
-            return true
-        case .park:
-            return await self.waitForRoom(epoch: epoch)
-        }
-    }
-
     /// Offers an element without ever waiting (a subject's synchronous `send`).
     @inlinable
     func produceNow(_ element: Element, epoch: UInt64) {
         _ = self.offer(element, epoch: epoch, respectingBounds: false)
     }
 
-    /// The hot path of every producer: one lock acquisition, then the waiting subscribers
-    /// are resumed with `element` (usually none; the array then never allocates).
+    /// Offers an element from the upstream iteration `epoch`: the hot path of every
+    /// producer. One lock acquisition, then the waiting subscribers are resumed with
+    /// `element` (usually none; the array then never allocates). `.park` means a bounded
+    /// subscriber is full and `respectingBounds` is true: call ``waitForRoom(epoch:)``.
     @inlinable
     func offer(_ element: Element, epoch: UInt64, respectingBounds: Bool) -> Machine.ProduceOutcome {
         var resuming: [Machine.SubscriberContinuation] = []
@@ -389,16 +376,27 @@ extension MulticastStorage {
         @usableFromInline
         let epoch: UInt64
 
-        /// Delivers an element. Returns `false` when the iteration must stop.
-@inlinable
+        @inlinable
         init(storage: MulticastStorage, epoch: UInt64) {
             self.storage = storage
             self.epoch = epoch
         }
 
-                @inlinable
-        func yield(_ element: Element) async -> Bool {
-            await self.storage.produce(element, epoch: self.epoch)
+        /// Delivers an element: `.proceed` to pull the next one, `.stop` when the iteration
+        /// must stop, `.park` when a bounded subscriber is full (then call ``waitForRoom()``).
+        ///
+        /// Synchronous on purpose: the common case is one lock acquisition, and the upstream
+        /// loop pays no async frame or executor check per element; only parking suspends.
+        @inlinable
+        func yield(_ element: Element) -> Machine.ProduceOutcome {
+            self.storage.offer(element, epoch: self.epoch, respectingBounds: true)
+        }
+
+        /// Waits after ``yield(_:)`` answered `.park`: `true` once there is room again,
+        /// `false` when the iteration must stop.
+        @inlinable
+        func waitForRoom() async -> Bool {
+            await self.storage.waitForRoom(epoch: self.epoch)
         }
 
         /// Ends the iteration: `nil` when the upstream finished, else its error.
@@ -417,7 +415,12 @@ extension MulticastStorage {
             var iterator = base.makeAsyncIterator()
             do throws(Failure) {
                 while let element = try await iterator.next(isolation: nil) {
-                    guard await sink.yield(element) else {
+                    let proceed = switch sink.yield(element) {
+                    case .proceed: true
+                    case .stop: false
+                    case .park: await sink.waitForRoom()
+                    }
+                    guard proceed else {
                         // Stopped (the last subscriber left, or the connection was
                         // cancelled) while parked by back-pressure or between elements: the
                         // base has not seen the cancellation yet. One more `next()` in this
