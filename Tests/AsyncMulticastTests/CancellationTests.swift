@@ -13,15 +13,7 @@ extension HeavyAndTimingSensitive {
     struct CancellationTiming {
         @Test func cancellingAWaitingSubscriberReturnsNilAtOnceAndKeepsTheOthers() async throws {
             try await withTimeout {
-                let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
-                let terminations = TerminationRecorder()
-                terminations.attach(to: upstream)
-                let shared = stream.share()
-                let a = Sub(shared.makeAsyncIterator())
-                let b = Sub(shared.makeAsyncIterator())
-                let aNext = a.startNext()
-                let bNext = b.startNext()
-                try await shared.waitForWaiting(2)
+                let (upstream, terminations, shared, a, b, aNext, bNext) = try await startTwoWaitingSubscribers()
 
                 let start = ContinuousClock.now
                 aNext.cancel()
@@ -157,15 +149,7 @@ struct CancellationTests {
 
     @Test func lastCancelledSubscriberCancelsTheUpstream() async throws {
         try await withTimeout {
-            let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
-            let terminations = TerminationRecorder()
-            terminations.attach(to: upstream)
-            let shared = stream.share()
-            let a = Sub(shared.makeAsyncIterator())
-            let b = Sub(shared.makeAsyncIterator())
-            let aNext = a.startNext()
-            let bNext = b.startNext()
-            try await shared.waitForWaiting(2)
+            let (upstream, terminations, shared, a, b, aNext, bNext) = try await startTwoWaitingSubscribers()
 
             aNext.cancel()
             #expect(await aNext.value == nil)
@@ -183,6 +167,8 @@ struct CancellationTests {
             #expect(reasons == ["cancelled"])
             #expect(shared.subscriberCount == 0)
             #expect(shared.storage.upstreamState == .idle)
+            #expect(await a.next() == nil, "a cancelled subscriber stays gone")
+            #expect(shared.storage.upstreamState == .idle, "and its next() starts nothing")
         }
     }
 
@@ -311,4 +297,26 @@ struct CancellationTests {
             #expect(stats.maxActivePulls == 1)
         }
     }
+}
+
+/// The starting point of the per-subscriber cancellation tests: an `AsyncStream` upstream
+/// (its `onTermination` reasons recorded) shared by two subscribers `a` and `b`, both
+/// suspended in `next()` (`aNext`, `bNext`) before this returns.
+private func startTwoWaitingSubscribers() async throws -> (
+    upstream: AsyncStream<Int>.Continuation,
+    terminations: TerminationRecorder,
+    shared: AsyncShareSequence<AsyncStream<Int>>,
+    a: Sub<Int, Never>, b: Sub<Int, Never>,
+    aNext: Task<Int?, Never>, bNext: Task<Int?, Never>
+) {
+    let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
+    let terminations = TerminationRecorder()
+    terminations.attach(to: upstream)
+    let shared = stream.share()
+    let a = Sub(shared.makeAsyncIterator())
+    let b = Sub(shared.makeAsyncIterator())
+    let aNext = a.startNext()
+    let bNext = b.startNext()
+    try await shared.waitForWaiting(2)
+    return (upstream, terminations, shared, a, b, aNext, bNext)
 }

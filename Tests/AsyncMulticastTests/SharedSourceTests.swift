@@ -95,6 +95,18 @@ struct SharedSourceTests {
         }
     }
 
+    /// Joins two subscribers, then lets the first one demand: session 1 has started (checked)
+    /// and `a` has a `next()` outstanding, to be read with `answer()`.
+    private func joinTwoAndStart(
+        _ source: Source, _ monitor: I3Monitor, sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> (a: I3Subscriber<Int, I3Error>, b: I3Subscriber<Int, I3Error>) {
+        let a = await I3Subscriber.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
+        let b = await I3Subscriber.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
+        a.request()
+        #expect(await monitor.events.next() == "start 1", sourceLocation: sourceLocation)
+        return (a, b)
+    }
+
     @Test("start is called once, on the first demand, not at creation or when joining")
     func startsOnFirstDemand() async {
         let monitor = I3Monitor()
@@ -125,10 +137,7 @@ struct SharedSourceTests {
     func stopsWhenLastLeavesAndRestarts() async {
         let monitor = I3Monitor()
         let source = self.makeSource(monitor)
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
-        a.request()
-        #expect(await monitor.events.next() == "start 1")
+        let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
         #expect(await a.answer() == 1)
         #expect(await b.next() == 1)
@@ -203,10 +212,7 @@ struct SharedSourceTests {
         let monitor = I3Monitor()
         let emitters = I3Log<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
-        a.request()
-        #expect(await monitor.events.next() == "start 1")
+        let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
         monitor.emit(2)
         emitters.values.last?.finish()
@@ -231,10 +237,7 @@ struct SharedSourceTests {
         let monitor = I3Monitor()
         let emitters = I3Log<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
-        a.request()
-        #expect(await monitor.events.next() == "start 1")
+        let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
         emitters.values.last?.fail(I3Error(code: 5))
         #expect(await a.answer() == 1)
