@@ -408,6 +408,13 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     @usableFromInline
     var subscriberCount = 0
+
+    /// Whether a subscriber that caught up may wait briefly for the producer instead of
+    /// suspending (see `CatchUpSpin`): only when it is the only subscriber. With more, the
+    /// producer wakes the others anyway, so waiting would save little and would take a
+    /// core from the subscribers the producer just woke.
+    @inlinable
+    var mayWaitForProducer: Bool { self.subscriberCount == 1 }
     @usableFromInline
     var upstream: Upstream = .idle
     @usableFromInline

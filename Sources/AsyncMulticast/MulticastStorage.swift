@@ -39,6 +39,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     let upstreamBody: UpstreamBody?
     @usableFromInline
     let keepAlive: Duration
+    /// Lets a subscriber that caught up wait briefly for a busy producer instead of
+    /// suspending; every producer path records its offers here.
+    @usableFromInline
+    let catchUp = CatchUpSpin()
 
     @inlinable
     init(
@@ -188,10 +192,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         // `take()` keeps the array uniquely referenced, so refilling it does not copy.
         var lending: [Element]? = batch
         batch = []
-        let action = self.state.withLock { state in
-            let action = state.machine.next(id, batch: &lending, connectOnDemand: connectOnDemand)
-            if case .suspend(let epoch?) = action { self.startUpstream(epoch: epoch, in: &state) }
-            return action
+        var (action, mayWait) = self.takeNext(id, batch: &lending, connectOnDemand: connectOnDemand)
+        if mayWait, self.catchUp.waitForOffers() {
+            // The producer offered elements while this subscriber waited for them: take
+            // them without suspending (see `CatchUpSpin` for why and for the bounds).
+            (action, _) = self.takeNext(id, batch: &lending, connectOnDemand: connectOnDemand)
         }
         batch = lending.take()!
         switch action {
@@ -213,6 +218,27 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         return try result.get()
     }
 
+    /// One read of `next()` under the lock; starts the upstream if this demand asks for it.
+    /// `mayWait`: nothing was ready, the upstream was already running or idle, and this is
+    /// the only subscriber, so it may wait briefly for the producer (`CatchUpSpin`).
+    @inlinable
+    func takeNext(
+        _ id: SubscriberID, batch: inout [Element]?, connectOnDemand: Bool
+    ) -> (action: Machine.NextAction, mayWait: Bool) {
+        self.state.withLock { state in
+            let action = state.machine.next(id, batch: &batch, connectOnDemand: connectOnDemand)
+            switch action {
+            case .suspend(let epoch?):
+                self.startUpstream(epoch: epoch, in: &state)
+                return (action, false)
+            case .suspend(nil):
+                return (action, state.machine.mayWaitForProducer)
+            case .element, .terminal:
+                return (action, false)
+            }
+        }
+    }
+
     // MARK: Producers
 
     /// Offers an element without ever waiting (a subject's synchronous `send`).
@@ -231,6 +257,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         let outcome = self.state.withLock {
             $0.machine.produce(element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
         }
+        if outcome != .stop { self.catchUp.recordOffer() }
         for continuation in resuming {
             continuation.resume(returning: .success(element))
         }
@@ -299,6 +326,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             let action = self.state.withLock { $0.machine.produceIfRoom(element, epoch: Self.pushEpoch) }
             switch action {
             case .proceed(let effects), .park(let effects):
+                self.catchUp.recordOffer()
                 self.perform(effects)
                 return
             case .stop:
@@ -321,7 +349,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             guard let latest = state.machine.latestElement else { return .stop }
             return state.machine.produce(transform(latest), epoch: Self.pushEpoch, respectingBounds: false)
         }
-        if case .proceed(let effects) = action { self.perform(effects) }
+        if case .proceed(let effects) = action {
+            self.catchUp.recordOffer()
+            self.perform(effects)
+        }
     }
 
     /// Completes a push-fed storage. Ignored once completed.

@@ -1,0 +1,90 @@
+import Synchronization
+
+/// Lets a subscriber that has caught up with a busy producer wait a few microseconds for
+/// the next elements instead of suspending at once.
+///
+/// Why: a suspended subscriber is resumed through the global executor, which wakes a
+/// sleeping thread — a futex call of microseconds, paid by the producer on its critical
+/// path. Over a fast upstream a subscriber on another core catches up every ~10 elements,
+/// and those wake-ups cost more than producing the elements (Benchmarks/README.md, "What
+/// bounds N = 1"). A subscriber that waits briefly while the producer is visibly producing
+/// takes the next elements as one batch, and nobody has to be woken.
+///
+/// Kept from ever becoming a busy wait:
+/// - only a sequence's sole subscriber spins (`MulticastStateMachine.mayWaitForProducer`),
+///   and the token below makes that at most one thread per storage even in a race;
+/// - it stops when the producer has been quiet for ``quietLimit`` (a slow or bursty source
+///   costs one short spin per catch-up), after ``maxSpin`` in any case, and as soon as
+///   ``batch`` elements have arrived.
+///
+/// Only timing changes: afterwards the subscriber reads under the lock and, if there is
+/// still nothing, suspends exactly as it would have (a task cancelled meanwhile is then
+/// released by the cancellation handler around that suspension, as before).
+@usableFromInline
+struct CatchUpSpin: ~Copyable, Sendable {
+    /// Offers made so far (wrapping). A hint read without the lock, so relaxed ordering is
+    /// enough: the subscriber reads the elements themselves under the lock.
+    @usableFromInline
+    let offers = Atomic<Int>(0)
+    /// The token of the one subscriber allowed to spin.
+    @usableFromInline
+    let isTaken = Atomic<Bool>(false)
+
+    @inlinable
+    init() {}
+
+    /// Elements to wait for before reading them: a batch large enough that the subscriber's
+    /// lock acquisitions stay rare (tuned on the N = 1 benchmark: 16 to 48 all help, 48 most).
+    @inlinable
+    static var batch: Int { 48 }
+
+    /// Stop once no offer arrived for this long: the producer is waiting for its source, or
+    /// is not running. A busy producer offers an element every 0.1–0.5 µs.
+    @inlinable
+    static var quietLimit: Duration { .microseconds(1) }
+
+    /// Stop after this long in any case.
+    @inlinable
+    static var maxSpin: Duration { .microseconds(20) }
+
+    /// Called by a producer after each element it offered.
+    @inlinable
+    func recordOffer() {
+        self.offers.wrappingAdd(1, ordering: .relaxed)
+    }
+
+    /// Waits while the producer keeps offering (see the type's rules). Returns `true` if
+    /// anything was offered meanwhile (read again before suspending), `false` if not or if
+    /// another subscriber holds the token (suspend now).
+    @inlinable
+    func waitForOffers() -> Bool {
+        guard self.isTaken.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
+            return false
+        }
+        defer { self.isTaken.store(false, ordering: .releasing) }
+        let clock = ContinuousClock()
+        let first = self.offers.load(ordering: .relaxed)
+        let start = clock.now
+        var seen = first
+        var lastOffer = start
+        while true {
+            // Reading a cached line is a nanosecond; check the clock only every 32 reads.
+            var moved = false
+            for _ in 0..<32 {
+                let current = self.offers.load(ordering: .relaxed)
+                if current != seen {
+                    seen = current
+                    moved = true
+                }
+            }
+            if seen &- first >= Self.batch { return true }
+            let now = clock.now
+            if moved {
+                lastOffer = now
+            } else if now - lastOffer >= Self.quietLimit {
+                return seen != first
+            }
+            if now - start >= Self.maxSpin { return seen != first }
+        }
+    }
+}
