@@ -3,23 +3,30 @@ import Synchronization
 /// Lets a subscriber that has caught up with a busy producer wait a few microseconds for
 /// the next elements instead of suspending at once.
 ///
-/// Why: a suspended subscriber is resumed through the global executor, which wakes a
-/// sleeping thread — a futex call of microseconds, paid by the producer on its critical
-/// path. Over a fast upstream a subscriber on another core catches up every ~10 elements,
-/// and those wake-ups cost more than producing the elements (Benchmarks/README.md, "What
-/// bounds N = 1"). A subscriber that waits briefly while the producer is visibly producing
-/// takes the next elements as one batch, and nobody has to be woken.
+/// Why: a suspended subscriber is resumed through its executor (for a nonisolated task,
+/// the global one), which wakes a sleeping thread — a futex call of microseconds, paid by
+/// the producer on its critical path. Over a fast upstream a subscriber on another core
+/// catches up every ~10 elements, and those wake-ups cost more than producing the elements
+/// (Benchmarks/README.md, "What bounds N = 1"). A subscriber that waits briefly while the
+/// producer is visibly producing takes the next elements as one batch, and nobody has to
+/// be woken.
 ///
 /// Kept from ever becoming a busy wait:
-/// - only a sequence's sole subscriber spins (`MulticastStateMachine.mayWaitForProducer`),
-///   and the token below makes that at most one thread per storage even in a race;
-/// - it stops when the producer has been quiet for ``quietLimit`` (a slow or bursty source
-///   costs one short spin per catch-up), after ``maxSpin`` in any case, and as soon as
-///   ``batch`` elements have arrived.
+/// - only a sequence's sole subscriber on a lossless policy waits
+///   (`MulticastStateMachine.catchUpBatch(for:)`), and the token below makes that at most
+///   one thread per storage even in a race;
+/// - it stops as soon as the batch it waits for has arrived, when the producer has been
+///   quiet for ``quietLimit`` (a slow or bursty source costs one such wait per catch-up),
+///   when its task is cancelled, and after ``maxSpin`` in any case.
 ///
-/// Only timing changes: afterwards the subscriber reads under the lock and, if there is
-/// still nothing, suspends exactly as it would have (a task cancelled meanwhile is then
-/// released by the cancellation handler around that suspension, as before).
+/// The price: the wait occupies the thread (or the actor, such as the main actor) the
+/// subscriber runs on for up to ``maxSpin``, and while it waits for a batch the first
+/// element of that batch is not returned yet, so it can reach the subscriber up to
+/// ``maxSpin`` later than a wake-up would have delivered it.
+///
+/// What the subscriber receives does not change: the wait only happens on lossless lanes,
+/// where an element is kept for a subscriber whether or not it is suspended; afterwards it
+/// reads under the lock and, if there is still nothing, suspends exactly as it would have.
 @usableFromInline
 struct CatchUpSpin: ~Copyable, Sendable {
     /// Offers made so far (wrapping). A hint read without the lock, so relaxed ordering is
@@ -33,8 +40,9 @@ struct CatchUpSpin: ~Copyable, Sendable {
     @inlinable
     init() {}
 
-    /// Elements to wait for before reading them: a batch large enough that the subscriber's
-    /// lock acquisitions stay rare (tuned on the N = 1 benchmark: 16 to 48 all help, 48 most).
+    /// The most elements to wait for before reading them: large enough that the
+    /// subscriber's lock acquisitions stay rare (tuned on the N = 1 benchmark: 16 to 48 all
+    /// help, 48 most). A lane whose read takes fewer waits for fewer.
     @inlinable
     static var batch: Int { 48 }
 
@@ -53,11 +61,14 @@ struct CatchUpSpin: ~Copyable, Sendable {
         self.offers.wrappingAdd(1, ordering: .relaxed)
     }
 
-    /// Waits while the producer keeps offering (see the type's rules). Returns `true` if
-    /// anything was offered meanwhile (read again before suspending), `false` if not or if
-    /// another subscriber holds the token (suspend now).
+    /// Waits while the producer keeps offering, until `batch` offers arrived (see the
+    /// type's rules). Returns `true` if anything was offered meanwhile (read again before
+    /// suspending), `false` if not, or at once if another subscriber holds the token.
+    ///
+    /// `eachRound` runs once per round of reads (a test seam: it lets a test offer
+    /// during the wait from the waiting thread itself; the storage passes nothing).
     @inlinable
-    func waitForOffers() -> Bool {
+    func waitForOffers(upTo batch: Int, eachRound: () -> Void = {}) -> Bool {
         guard self.isTaken.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
             return false
         }
@@ -68,6 +79,7 @@ struct CatchUpSpin: ~Copyable, Sendable {
         var seen = first
         var lastOffer = start
         while true {
+            eachRound()
             // Reading a cached line is a nanosecond; check the clock only every 32 reads.
             var moved = false
             for _ in 0..<32 {
@@ -77,7 +89,8 @@ struct CatchUpSpin: ~Copyable, Sendable {
                     moved = true
                 }
             }
-            if seen &- first >= Self.batch { return true }
+            if seen &- first >= batch { return true }
+            if Task.isCancelled { return seen != first }
             let now = clock.now
             if moved {
                 lastOffer = now

@@ -192,8 +192,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         // `take()` keeps the array uniquely referenced, so refilling it does not copy.
         var lending: [Element]? = batch
         batch = []
-        var (action, mayWait) = self.takeNext(id, batch: &lending, connectOnDemand: connectOnDemand)
-        if mayWait, self.catchUp.waitForOffers() {
+        var (action, catchUpBatch) = self.takeNext(id, batch: &lending, connectOnDemand: connectOnDemand)
+        if let catchUpBatch, self.catchUp.waitForOffers(upTo: catchUpBatch) {
             // The producer offered elements while this subscriber waited for them: take
             // them without suspending (see `CatchUpSpin` for why and for the bounds).
             (action, _) = self.takeNext(id, batch: &lending, connectOnDemand: connectOnDemand)
@@ -219,22 +219,23 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// One read of `next()` under the lock; starts the upstream if this demand asks for it.
-    /// `mayWait`: nothing was ready, the upstream was already running or idle, and this is
-    /// the only subscriber, so it may wait briefly for the producer (`CatchUpSpin`).
+    /// `catchUpBatch`: nothing was ready and the upstream was not just started, and this
+    /// subscriber may wait briefly for that many elements before suspending
+    /// (`MulticastStateMachine.catchUpBatch(for:)`, `CatchUpSpin`).
     @inlinable
     func takeNext(
         _ id: SubscriberID, batch: inout [Element]?, connectOnDemand: Bool
-    ) -> (action: Machine.NextAction, mayWait: Bool) {
+    ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
         self.state.withLock { state in
             let action = state.machine.next(id, batch: &batch, connectOnDemand: connectOnDemand)
             switch action {
             case .suspend(let epoch?):
                 self.startUpstream(epoch: epoch, in: &state)
-                return (action, false)
+                return (action, nil)
             case .suspend(nil):
-                return (action, state.machine.mayWaitForProducer)
+                return (action, state.machine.catchUpBatch(for: id))
             case .element, .terminal:
-                return (action, false)
+                return (action, nil)
             }
         }
     }

@@ -1,6 +1,7 @@
-// `CatchUpSpin`: a subscriber that caught up waits briefly for a busy producer instead of
-// suspending. Only timing changes, so these tests check the rules that bound the wait and
-// that every producer path feeds it; delivery itself is covered by every other suite.
+// `CatchUpSpin`: a sole subscriber that caught up waits briefly for a busy producer instead
+// of suspending. It is limited to lossless lanes, so what subscribers receive does not
+// change: these tests check the rules that bound the wait, who may wait, and that every
+// producer path feeds it; delivery itself is covered by every other suite.
 
 import Testing
 @testable import AsyncMulticast
@@ -9,42 +10,87 @@ import Testing
 struct CatchUpSpinTests {
     @Test func withoutOffersItGivesUpAndReleasesTheToken() {
         let spin = CatchUpSpin()
-        let first = spin.waitForOffers()
+        let first = spin.waitForOffers(upTo: CatchUpSpin.batch)
         #expect(!first, "nothing was offered: suspend")
         let isTaken = spin.isTaken.load(ordering: .relaxed)
         #expect(!isTaken, "the token is free again")
-        let second = spin.waitForOffers()
+        let second = spin.waitForOffers(upTo: CatchUpSpin.batch)
         #expect(!second, "and can be taken again")
     }
 
     @Test func onlyOneSubscriberSpinsAtATime() {
         let spin = CatchUpSpin()
         spin.isTaken.store(true, ordering: .relaxed)  // another subscriber is spinning
-        spin.recordOffer()
-        let waited = spin.waitForOffers()
+        var rounds = 0
+        let waited = spin.waitForOffers(upTo: 1, eachRound: { rounds += 1 })
         #expect(!waited, "without the token: suspend at once")
+        #expect(rounds == 0, "without spinning at all")
         let isTaken = spin.isTaken.load(ordering: .relaxed)
         #expect(isTaken, "the holder's token is left alone")
     }
 
-    @Test func offersDuringTheWaitAreReported() async throws {
-        // A waiter on one thread and a producer on another: each attempt spins for at most
-        // `maxSpin`, so on a machine with two threads free one soon overlaps the producer.
-        // The timeout is only a guard against that never happening.
-        try await withTimeout {
-            let holder = SpinHolder()
-            let stop = Lock(false)
-            let producer = Task.detached {
-                while !stop.withLock({ $0 }) { holder.spin.recordOffer() }
-            }
-            while !holder.spin.waitForOffers() {
-                await Task.yield()
-            }
-            stop.withLock { $0 = true }
-            await producer.value
-            let isTaken = holder.spin.isTaken.load(ordering: .relaxed)
-            #expect(!isTaken, "the token is released after a wait that saw offers too")
+    // The offers below are made from the waiting thread itself, through the round hook, so
+    // that the outcome does not depend on another thread being scheduled meanwhile.
+
+    @Test func itStopsAsSoonAsTheBatchArrived() {
+        let spin = CatchUpSpin()
+        let waited = spin.waitForOffers(upTo: 5, eachRound: { spin.recordOffer() })
+        #expect(waited)
+        let offers = spin.offers.load(ordering: .relaxed)
+        #expect(offers == 5, "one offer per round: it stopped after the fifth")
+        let isTaken = spin.isTaken.load(ordering: .relaxed)
+        #expect(!isTaken, "the token is released after a wait that saw offers too")
+    }
+
+    @Test func aProducerThatNeverStopsIsWaitedForAtMostMaxSpin() {
+        let spin = CatchUpSpin()
+        let clock = ContinuousClock()
+        let start = clock.now
+        let waited = spin.waitForOffers(upTo: .max, eachRound: { spin.recordOffer() })
+        let elapsed = start.duration(to: clock.now)
+        #expect(waited)
+        #expect(elapsed >= CatchUpSpin.maxSpin, "neither the batch nor a quiet spell ended it")
+        // Only a guard against an unbounded wait; the bound itself is maxSpin (20 µs).
+        #expect(elapsed < .seconds(1), "took \(elapsed)")
+    }
+
+    @Test func aCancelledTaskStopsWaiting() async {
+        let spin = SpinHolder()
+        let rounds = await Task {
+            withUnsafeCurrentTask { $0?.cancel() }
+            var rounds = 0
+            let waited = spin.spin.waitForOffers(upTo: .max, eachRound: {
+                rounds += 1
+                spin.spin.recordOffer()
+            })
+            #expect(waited, "what was offered before it noticed is still read")
+            return rounds
+        }.value
+        #expect(rounds == 1, "it noticed the cancellation after its first round")
+    }
+
+    @Test func onlyASoleSubscriberOnALosslessPolicyMayWait() {
+        func batch(_ policy: SharedBufferingPolicy) -> Int? {
+            var machine = MulticastStateMachine<Int, Never>(policy: policy, replay: 0, mode: .automatic)
+            let id = machine.subscribe().0
+            return machine.catchUpBatch(for: id)
         }
+        #expect(batch(.unbounded) == CatchUpSpin.batch)
+        #expect(batch(.bounded(64)) == CatchUpSpin.batch)
+        #expect(batch(.bounded(8)) == 8, "the producer parks after eight")
+        #expect(batch(.bounded(1)) == 1)
+        #expect(batch(.bufferingNewest(4)) == nil, "dropping: must be suspended to be handed elements")
+        #expect(batch(.bufferingNewest(0)) == nil)
+        #expect(batch(.bufferingOldest(4)) == nil)
+
+        var machine = MulticastStateMachine<Int, Never>(policy: .unbounded, replay: 0, mode: .automatic)
+        let a = machine.subscribe().0
+        let b = machine.subscribe().0
+        #expect(machine.catchUpBatch(for: a) == nil, "two subscribers: the producer wakes the other anyway")
+        _ = machine.unsubscribe(b)
+        #expect(machine.catchUpBatch(for: a) == CatchUpSpin.batch, "alone again")
+        _ = machine.unsubscribe(a)
+        #expect(machine.catchUpBatch(for: a) == nil, "a subscriber that left")
     }
 
     @Test func everyWayOfProducingRecordsAnOffer() async {
@@ -75,29 +121,6 @@ struct CatchUpSpinTests {
         #expect(received == [0, 1, 2])
         let upstreamOffers = shared.storage.catchUp.offers.load(ordering: .relaxed)
         #expect(upstreamOffers == 3)
-    }
-
-    @Test func onlyASoleSubscriberMayWait() async throws {
-        try await withTimeout {
-            let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
-            let shared = stream.share()
-            let mayWait = { shared.storage.state.withLock { $0.machine.mayWaitForProducer } }
-            let a = Sub(shared.makeAsyncIterator())
-            #expect(mayWait(), "the only subscriber")
-            let b = Sub(shared.makeAsyncIterator())
-            #expect(!mayWait(), "two subscribers")
-            let aNext = a.startNext()
-            try await shared.waitForWaiting(1)
-            #expect(!mayWait(), "also while the other one is suspended: the producer wakes it anyway")
-
-            upstream.yield(1)
-            #expect(await aNext.value == 1)
-            #expect(await b.next() == 1)
-            b.release()
-            #expect(mayWait(), "the only subscriber again")
-            upstream.finish()
-            #expect(await a.next() == nil)
-        }
     }
 }
 
