@@ -409,24 +409,6 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var subscriberCount = 0
 
-    /// How many elements subscriber `id`, having caught up, may wait for instead of
-    /// suspending (see `CatchUpSpin`); `nil`: it must not wait.
-    ///
-    /// - Only a sole subscriber waits. With more, the producer wakes the others anyway, so
-    ///   waiting would save little and would take a core from the subscribers it woke.
-    /// - Only on a lossless lane. A dropping policy hands elements directly only to a
-    ///   subscriber suspended in `next()`; one that waits without being registered would
-    ///   have them dropped instead.
-    /// - No more than the producer can offer before it parks: a subscriber that caught up
-    ///   holds nothing, so under `.bounded(n)` that is `n`, which for a small `n` is far
-    ///   below `CatchUpSpin.batch`; waiting for more would always end by the quiet limit.
-    @inlinable
-    func catchUpBatch(for id: SubscriberID) -> Int? {
-        guard self.subscriberCount == 1, let s = self.liveSlot(id) else { return nil }
-        let lane = self.lanes[Int(self.slots[s].lane)]
-        guard lane.dropLimit < 0, lane.freezeLimit == 0 else { return nil }
-        return Swift.min(CatchUpSpin.batch, lane.bound)
-    }
     @usableFromInline
     var upstream: Upstream = .idle
     @usableFromInline
@@ -778,6 +760,25 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         case .manual, .push:
             return nil
         }
+    }
+
+    /// How many elements subscriber `id`, having caught up, may wait for instead of
+    /// suspending (see `CatchUpSpin`); `nil`: it must not wait.
+    ///
+    /// - Only a sole subscriber waits. With more, the producer wakes the others anyway, so
+    ///   waiting would save little and would take a core from the subscribers it woke.
+    /// - Only on a lossless lane. A dropping policy hands elements directly only to a
+    ///   subscriber suspended in `next()`; one that waits without being registered would
+    ///   have them dropped instead.
+    /// - No more than the producer can offer before it parks: a subscriber that caught up
+    ///   holds nothing, so under `.bounded(n)` that is `n`, which for a small `n` is far
+    ///   below `CatchUpSpin.batch`; waiting for more would always end by the quiet limit.
+    @inlinable
+    func catchUpBatch(for id: SubscriberID) -> Int? {
+        guard self.subscriberCount == 1, let s = self.liveSlot(id) else { return nil }
+        let lane = self.lanes[Int(self.slots[s].lane)]
+        guard lane.dropLimit < 0, lane.freezeLimit == 0 else { return nil }
+        return Swift.min(CatchUpSpin.batch, lane.bound)
     }
 
     // MARK: Leaving
