@@ -93,8 +93,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         case idle
         /// An upstream iteration identified by `epoch` is running.
         case running(epoch: UInt64)
-        /// No subscriber is left but the keep-alive window, identified by `timer`, is open.
-        case lingering(epoch: UInt64, timer: UInt64)
+        /// No subscriber is left but the keep-alive window is open: iteration `epoch` goes
+        /// on until the window closes (`keepAliveExpired()`) or a subscriber comes back.
+        case lingering(epoch: UInt64)
         /// The upstream finished or failed; `terminal` is set and nothing starts again.
         case terminated
     }
@@ -118,12 +119,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// Cancel the upstream iteration of this epoch.
         @usableFromInline
         var cancelUpstream: UInt64?
-        /// Start the keep-alive timer with this id.
+        /// What the keep-alive timer must do.
         @usableFromInline
-        var startTimer: UInt64?
-        /// The keep-alive timer with this id is no longer needed.
-        @usableFromInline
-        var cancelTimer: UInt64?
+        var keepAliveTimer: KeepAliveTimerAction = .none
 
         @inlinable
         init() {}
@@ -131,8 +129,23 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         @inlinable
         var isEmpty: Bool {
             self.subscribers.isEmpty && self.producers.isEmpty && self.startUpstream == nil
-                && self.cancelUpstream == nil && self.startTimer == nil && self.cancelTimer == nil
+                && self.cancelUpstream == nil && self.keepAliveTimer == .none
         }
+    }
+
+    /// What the storage must do with the keep-alive timer. There is at most one timer task
+    /// per machine (`keepAliveTimerIsRunning`), re-armed rather than replaced: leaving and
+    /// coming back many times within the window never piles up sleeping tasks.
+    @usableFromInline
+    enum KeepAliveTimerAction: Sendable, Equatable {
+        case none
+        /// A keep-alive window opened now: its deadline is now + keepAlive. The running
+        /// timer task will see the new deadline when it wakes.
+        case restart
+        /// A keep-alive window opened now and no timer task is running: start one.
+        case start
+        /// The timer task is no longer needed (the upstream ended): cancel it.
+        case cancel
     }
 
     /// The outcome of `next(_:)`, the non-suspending fast path of a subscriber's `next()`.
@@ -180,26 +193,29 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         var cursor = 0
         @usableFromInline
         var generation: UInt32 = 0
+        /// Index into `lanes`, or `Slot.noLane` once the subscriber only drains what an
+        /// ended multicast connection left it (see `disconnect(epoch:)`).
         @usableFromInline
-        var lane: UInt16 = 0
+        var lane: UInt32 = 0
         @usableFromInline
         var isLive = false
-        /// The subscriber reads from `detached[slot]` (a `.bufferingOldest` overflow).
+        /// The subscriber reads from `detached[slot]`: a `.bufferingOldest` overflow, or what
+        /// an ended connection left it.
         @usableFromInline
         var isDetached = false
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
         @usableFromInline
         var waiterIndex: Int32 = -1
-        /// Elements past `cursor` handed out in the subscriber's last batch, not yet
-        /// committed (see `read`). At most `Lane.maxBatch`.
-        @usableFromInline
-        var lent: UInt8 = 0
+
+        /// The `lane` of a subscriber that belongs to no lane any more.
+        @inlinable
+        static var noLane: UInt32 { .max }
 
         @inlinable
         init() {}
 
         @inlinable
-        init(cursor: Int, generation: UInt32, lane: UInt16, isLive: Bool) {
+        init(cursor: Int, generation: UInt32, lane: UInt32, isLive: Bool) {
             self.cursor = cursor
             self.generation = generation
             self.lane = lane
@@ -246,12 +262,18 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// Index in its lane's `roomList`, or -1 while the queue is full.
         @usableFromInline
         var roomIndex = -1
-@inlinable
-        init(queue: [Element]) {
+        /// The queue is all the subscriber will ever receive: once it is empty the
+        /// subscriber ends (its multicast connection was cancelled).
+        @usableFromInline
+        var endsWhenEmpty = false
+
+        @inlinable
+        init(queue: [Element], endsWhenEmpty: Bool = false) {
             self.queue = queue
+            self.endsWhenEmpty = endsWhenEmpty
         }
 
-                @inlinable
+        @inlinable
         var pending: Int { self.queue.count - self.head }
 
         @inlinable
@@ -335,7 +357,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// refill the other half while a subscriber works through its batch.
         @usableFromInline
         let batchLimit: Int
-        /// The largest batch (it must fit `Slot.lent`).
+        /// The largest batch.
         @inlinable
         static var maxBatch: Int { 64 }
 
@@ -399,10 +421,6 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     var waiters: [Waiter] = []
     @usableFromInline
     var detached: [UInt32: Detached] = [:]
-    /// Subscribers that end (receive `nil`) when their cursor reaches the position: set for
-    /// the subscribers present when a multicast connection is cancelled.
-    @usableFromInline
-    var endPositions: [UInt32: Int] = [:]
     @usableFromInline
     var parkedProducers: [(token: UInt64, continuation: ProducerContinuation)] = []
 
@@ -415,8 +433,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     var terminal: Terminal?
     @usableFromInline
     var nextEpoch: UInt64 = 0
+    /// A keep-alive timer task exists (see `KeepAliveTimerAction`).
     @usableFromInline
-    var nextTimer: UInt64 = 0
+    var keepAliveTimerIsRunning = false
 
     @inlinable
     init(policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: Bool = false) {
@@ -468,11 +487,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// Registers a subscriber; it receives the replay window, then every element appended
     /// from now on, subject to `policy` (the machine's policy if `nil`).
     @inlinable
-    mutating func subscribe(policy: SharedBufferingPolicy? = nil) -> (SubscriberID, Effects) {
+    mutating func subscribe(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
         let policy = policy ?? self.defaultPolicy
         policy.validate()
         let laneIndex = self.laneIndex(for: policy)
-        var effects = Effects()
 
         var replay = Swift.min(self.replayCount, self.elements.count)
         switch policy {
@@ -496,7 +514,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
         let generation = self.slots[Int(slotIndex)].generation
         self.slots[Int(slotIndex)] = Slot(
-            cursor: cursor, generation: generation, lane: UInt16(laneIndex), isLive: true)
+            cursor: cursor, generation: generation, lane: UInt32(laneIndex), isLive: true)
 
         self.lanes[laneIndex].members += 1
         if cursor == self.tail {
@@ -509,22 +527,41 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
         self.subscriberCount += 1
 
-        if case .lingering(let epoch, let timer) = self.upstream {
-            // Back inside the keep-alive window: continue the same iteration.
+        if case .lingering(let epoch) = self.upstream {
+            // Back inside the keep-alive window: continue the same iteration. The timer
+            // task stays: when it wakes it finds the upstream running and ends.
             self.upstream = .running(epoch: epoch)
-            effects.cancelTimer = timer
         }
-        return (SubscriberID(slot: slotIndex, generation: generation), effects)
+        return SubscriberID(slot: slotIndex, generation: generation)
     }
 
+    /// The lane of `policy`, created if no live subscriber uses it. A lane exists exactly
+    /// while it has members (`removeLaneIfEmpty`), so the producer's per-element pass costs
+    /// as many steps as there are distinct policies among the live subscribers.
     @inlinable
     mutating func laneIndex(for policy: SharedBufferingPolicy) -> Int {
         if let index = self.lanes.firstIndex(where: { $0.policy == policy }) {
             return index
         }
-        precondition(self.lanes.count < Int(UInt16.max), "too many distinct buffering policies")
         self.lanes.append(Lane(policy: policy, tail: self.tail))
         return self.lanes.count - 1
+    }
+
+    /// Removes lane `l` if its last member left: the last lane takes its index, and the
+    /// slots of that lane's members are renumbered (a scan of the slots, on this cold path
+    /// only, so that reading never pays an indirection).
+    @inlinable
+    mutating func removeLaneIfEmpty(_ l: Int) {
+        guard self.lanes[l].members == 0 else { return }
+        let last = self.lanes.count - 1
+        if l != last {
+            self.lanes.swapAt(l, last)
+            for index in self.slots.indices
+            where self.slots[index].isLive && self.slots[index].lane == UInt32(last) {
+                self.slots[index].lane = UInt32(l)
+            }
+        }
+        self.lanes.removeLast()
     }
 
     @inlinable
@@ -554,26 +591,20 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// Takes the subscriber's next element if one is ready. Never suspends.
     ///
     /// Batching (lossless lanes only): besides the returned element, up to `batchLimit`
-    /// further ready elements are copied into `batch` (last first) *without* moving the
-    /// cursor; the slot remembers them as `lent`. Until committed they still count as
-    /// pending for this subscriber, so `.bounded` pacing stays exact (if anything,
-    /// conservative) while a subscriber takes many elements per lock acquisition. The
-    /// iterator reads again only once it returned the whole batch (or to leave, when
-    /// cancelled), so the next read commits `lent` first.
+    /// further ready elements are copied into `batch` (last first), and the cursor moves
+    /// past all of them: from here on they are the subscriber's, like the returned one, and
+    /// no longer count against its bound. So a subscriber never waits for room that only
+    /// its own unread batch takes up (it may be the producer that would have to make it),
+    /// and a `.bounded(n)` subscriber holds at most `n` elements in the shared buffer plus
+    /// at most `batchLimit` (half the bound, at most 64) in its iterator.
     @inlinable
     mutating func read(_ id: SubscriberID, batch: inout [Element]?) -> ReadResult {
         guard let s = self.liveSlot(id) else { return .terminal(.success(nil)) }
         assert(self.slots[s].waiterIndex < 0, "a subscriber reads while it is suspended")
-        let l = Int(self.slots[s].lane)
-        if self.slots[s].lent > 0 {
-            let lent = Int(self.slots[s].lent)
-            self.slots[s].lent = 0
-            self.commit(lent, slot: s, lane: l)
-        }
-
         if self.slots[s].isDetached {
-            return self.readDetached(s, lane: l)
+            return self.readDetached(s)
         }
+        let l = Int(self.slots[s].lane)
         let cursor = self.slots[s].cursor
         if cursor < self.lanes[l].minCursor {
             // The subscriber's cell was moved while it was not looking (see the type's docs).
@@ -589,25 +620,19 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
                 self.slots[s].isDetached = true
                 group.members -= 1
                 if group.members > 0 { self.lanes[l].frozen[cursor] = group }
-                return self.readDetached(s, lane: l)
+                return self.readDetached(s)
             case .bounded, .unbounded:
                 preconditionFailure("lossless subscriber behind the shared window")
             }
         }
 
         let position = self.slots[s].cursor
-        if !self.endPositions.isEmpty, let end = self.endPositions[UInt32(s)], position >= end {
-            self.removeSubscriber(s)
-            return .terminal(.success(nil))
-        }
         if position < self.tail {
             let element = self.elements[position]
-            self.commit(1, slot: s, lane: l)
+            var taken = 1
             let limit = self.lanes[l].batchLimit
             if limit > 0, batch != nil {
-                var end = self.tail
-                if !self.endPositions.isEmpty, let stop = self.endPositions[UInt32(s)] { end = Swift.min(end, stop) }
-                let extra = Swift.min(limit, end - position - 1)
+                let extra = Swift.min(limit, self.tail - position - 1)
                 if extra > 0 {
                     batch!.reserveCapacity(limit)
                     var p = position + extra
@@ -615,9 +640,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
                         batch!.append(self.elements[p])
                         p -= 1
                     }
-                    self.slots[s].lent = UInt8(extra)
+                    taken += extra
                 }
             }
+            self.commit(taken, slot: s, lane: l)
             return .element(element)
         }
         if let terminal = self.terminal {
@@ -647,9 +673,19 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
+    /// Reads from the subscriber's private queue (`Slot.isDetached`).
     @inlinable
-    mutating func readDetached(_ s: Int, lane l: Int) -> ReadResult {
+    mutating func readDetached(_ s: Int) -> ReadResult {
         let key = UInt32(s)
+        if self.detached[key]!.endsWhenEmpty {
+            // What an ended connection left it: no lane, nothing more will come.
+            guard self.detached[key]!.pending > 0 else {
+                self.removeSubscriber(s)
+                return .terminal(.success(nil))
+            }
+            return .element(self.detached[key]!.pop())
+        }
+        let l = Int(self.slots[s].lane)
         let element = self.detached[key]!.pop()
         if self.detached[key]!.pending == 0 {
             // Nothing private is left: rejoin the shared buffer at the tail.
@@ -775,7 +811,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     ///   below `CatchUpSpin.batch`; waiting for more would always end by the quiet limit.
     @inlinable
     func catchUpBatch(for id: SubscriberID) -> Int? {
-        guard self.subscriberCount == 1, let s = self.liveSlot(id) else { return nil }
+        guard self.subscriberCount == 1, let s = self.liveSlot(id), self.slots[s].lane != Slot.noLane else {
+            return nil
+        }
         let lane = self.lanes[Int(self.slots[s].lane)]
         guard lane.dropLimit < 0, lane.freezeLimit == 0 else { return nil }
         return Swift.min(CatchUpSpin.batch, lane.bound)
@@ -797,10 +835,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
             switch self.upstream {
             case .running(let epoch):
                 if self.hasKeepAlive {
-                    let timer = self.nextTimer
-                    self.nextTimer += 1
-                    self.upstream = .lingering(epoch: epoch, timer: timer)
-                    effects.startTimer = timer
+                    self.upstream = .lingering(epoch: epoch)
+                    effects.keepAliveTimer = self.keepAliveTimerIsRunning ? .restart : .start
+                    self.keepAliveTimerIsRunning = true
                 } else {
                     self.stopUpstream(epoch: epoch, into: &effects)
                 }
@@ -819,22 +856,43 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @discardableResult
     @inlinable
     mutating func removeSubscriber(_ s: Int) -> SubscriberContinuation? {
+        var continuation: SubscriberContinuation?
+        let waiterIndex = Int(self.slots[s].waiterIndex)
+        if waiterIndex >= 0 {
+            continuation = self.waiters[waiterIndex].continuation
+            let last = self.waiters.removeLast()
+            if waiterIndex < self.waiters.count {
+                self.waiters[waiterIndex] = last
+                self.slots[Int(last.slot)].waiterIndex = Int32(waiterIndex)
+            }
+            self.lanes[Int(self.slots[s].lane)].waiting -= 1
+            self.slots[s].waiterIndex = -1
+        }
+        if self.slots[s].lane == Slot.noLane {
+            self.detached[UInt32(s)] = nil
+        } else {
+            self.leaveLane(s)
+        }
+        self.slots[s].isLive = false
+        self.slots[s].isDetached = false
+        self.slots[s].generation &+= 1
+        self.freeSlots.append(UInt32(s))
+        self.subscriberCount -= 1
+        return continuation
+    }
+
+    /// Takes subscriber `s` (not waiting) out of its lane: its histogram unit, frozen group
+    /// or private queue, and its membership; the lane goes if it was the last member.
+    /// Afterwards the slot's `lane` is `Slot.noLane` and it holds no private queue.
+    @inlinable
+    mutating func leaveLane(_ s: Int) {
         let slot = self.slots[s]
         let l = Int(slot.lane)
-        var continuation: SubscriberContinuation?
-        if slot.waiterIndex >= 0 {
-            let index = Int(slot.waiterIndex)
-            continuation = self.waiters[index].continuation
-            let last = self.waiters.removeLast()
-            if index < self.waiters.count {
-                self.waiters[index] = last
-                self.slots[Int(last.slot)].waiterIndex = Int32(index)
-            }
-            self.lanes[l].waiting -= 1
-        }
+        assert(slot.waiterIndex < 0, "a waiting subscriber leaves its lane")
         if slot.isDetached {
             self.removeFromRoomList(UInt32(s), lane: l)
             self.detached[UInt32(s)] = nil
+            self.slots[s].isDetached = false
         } else if slot.cursor < self.lanes[l].minCursor {
             switch self.lanes[l].policy {
             case .bufferingNewest, .bufferingOldest(0):
@@ -852,15 +910,31 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         } else {
             self.decrementCount(at: slot.cursor, lane: l)
         }
-        if !self.endPositions.isEmpty { self.endPositions[UInt32(s)] = nil }
         self.lanes[l].members -= 1
-        self.slots[s].isLive = false
-        self.slots[s].isDetached = false
-        self.slots[s].waiterIndex = -1
-        self.slots[s].generation &+= 1
-        self.freeSlots.append(UInt32(s))
-        self.subscriberCount -= 1
-        return continuation
+        self.slots[s].lane = Slot.noLane
+        self.removeLaneIfEmpty(l)
+    }
+
+    /// The elements subscriber `s` (attached to a lane, not waiting) would still read, in
+    /// order, if nothing more were produced.
+    @inlinable
+    func pendingElements(of s: Int) -> [Element] {
+        let slot = self.slots[s]
+        let lane = self.lanes[Int(slot.lane)]
+        if slot.isDetached {
+            let queue = self.detached[UInt32(s)]!
+            return Array(queue.queue[queue.head...])
+        }
+        var from = slot.cursor
+        if from < lane.minCursor {
+            switch lane.policy {
+            case .bufferingOldest(let limit) where limit > 0:
+                return lane.frozen[from]!.elements
+            default:
+                from = lane.minCursor
+            }
+        }
+        return (from..<self.tail).map { self.elements[$0] }
     }
 
     @inlinable
@@ -908,7 +982,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     func isCurrent(epoch: UInt64) -> Bool {
         switch self.upstream {
-        case .running(let current), .lingering(let current, _):
+        case .running(let current), .lingering(let current):
             return current == epoch
         case .idle, .terminated:
             return false
@@ -1109,8 +1183,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return effects }
         let terminal: Terminal = failure.map { .failed($0) } ?? .finished
         self.terminal = terminal
-        if case .lingering(_, let timer) = self.upstream {
-            effects.cancelTimer = timer
+        if self.keepAliveTimerIsRunning {
+            self.keepAliveTimerIsRunning = false
+            effects.keepAliveTimer = .cancel
         }
         self.upstream = .terminated
         self.endWaiters(into: &effects, with: terminal.result)
@@ -1125,7 +1200,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     mutating func connect() -> (epoch: UInt64?, effects: Effects) {
         var effects = Effects()
         switch self.upstream {
-        case .running(let epoch), .lingering(let epoch, _):
+        case .running(let epoch), .lingering(let epoch):
             return (epoch, effects)
         case .terminated:
             return (nil, effects)
@@ -1140,24 +1215,44 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// Cancels the upstream iteration `epoch`. The subscribers present now receive what is
     /// buffered for them, then `nil`; later subscribers wait for the next connection.
+    ///
+    /// Each present subscriber leaves its lane at once, taking a private copy of exactly
+    /// what it still had to read: from now on it counts against no bound, no policy drops
+    /// or adds anything for it, and no element of a later connection reaches it. Members
+    /// at the same position share one copy.
     @inlinable
     mutating func disconnect(epoch: UInt64) -> Effects {
         var effects = Effects()
         guard self.terminal == nil, self.isCurrent(epoch: epoch) else { return effects }
         self.stopUpstream(epoch: epoch, into: &effects)
         self.endWaiters(into: &effects, with: .success(nil))
-        let end = self.tail
-        for index in self.slots.indices where self.slots[index].isLive {
-            self.endPositions[UInt32(index)] = end
+        var copies: [Int: [Element]] = [:]
+        for s in self.slots.indices where self.slots[s].isLive && self.slots[s].lane != Slot.noLane {
+            let slot = self.slots[s]
+            let pending: [Element]
+            if slot.isDetached || slot.cursor < self.lanes[Int(slot.lane)].minCursor {
+                pending = self.pendingElements(of: s)
+            } else if let shared = copies[slot.cursor] {
+                pending = shared
+            } else {
+                pending = self.pendingElements(of: s)
+                copies[slot.cursor] = pending
+            }
+            self.leaveLane(s)
+            self.detached[UInt32(s)] = Detached(queue: pending, endsWhenEmpty: true)
+            self.slots[s].isDetached = true
         }
+        self.trimElements()
         return effects
     }
 
-    /// The keep-alive timer `timer` expired: cancel the upstream if nobody came back.
+    /// The keep-alive timer task found the deadline of the last window passed: cancel the
+    /// upstream if nobody came back. The timer task ends either way.
     @inlinable
-    mutating func keepAliveExpired(timer: UInt64) -> Effects {
+    mutating func keepAliveExpired() -> Effects {
         var effects = Effects()
-        if case .lingering(let epoch, let current) = self.upstream, current == timer {
+        self.keepAliveTimerIsRunning = false
+        if case .lingering(let epoch) = self.upstream {
             self.stopUpstream(epoch: epoch, into: &effects)
         }
         return effects

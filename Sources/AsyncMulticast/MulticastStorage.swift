@@ -22,8 +22,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
         @usableFromInline
         var retiringTask: Task<Void, Never>?
+        /// The keep-alive timer task, while the machine says one runs.
         @usableFromInline
-        var timerTask: (timer: UInt64, task: Task<Void, Never>)?
+        var timerTask: Task<Void, Never>?
+        /// When the open keep-alive window closes (meaningful while the machine lingers).
+        @usableFromInline
+        var keepAliveDeadline = ContinuousClock.Instant.now
         @usableFromInline
         var nextProducerToken: UInt64 = 0
 
@@ -57,8 +61,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         self.state = Lock(State(machine: Machine(
             policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero)))
         self.upstreamBody = upstream
-        self.keepAlive = keepAlive
+        self.keepAlive = Swift.min(keepAlive, Self.longestKeepAlive)
     }
+
+    /// Longer keep-alive windows are this one (about 35,000 years: forever, for a process),
+    /// so that computing a deadline can never overflow.
+    @inlinable
+    static var longestKeepAlive: Duration { .seconds(1 << 40) }
+
+    /// The timer task never sleeps longer than this at once: it wakes, finds the deadline
+    /// still ahead, and sleeps again, so that no duration is too long for the clock.
+    @inlinable
+    static var longestTimerSleep: Duration { .seconds(86_400) }
 
     @inlinable
     var subscriberCount: Int {
@@ -73,11 +87,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     func transition(_ transition: (inout Machine) -> Machine.Effects) {
         let (effects, upstreamTask, timerTask) = self.state.withLock { state in
             let effects = transition(&state.machine)
-            if let epoch = effects.startUpstream { self.startUpstream(epoch: epoch, in: &state) }
-            return (effects, Self.takeUpstreamTask(&state, for: effects),
-                    Self.takeTimerTask(&state, for: effects))
+            return (effects, self.startAndTakeTasks(&state, for: effects),
+                    self.armKeepAlive(&state, for: effects))
         }
         self.perform(effects, cancelling: upstreamTask, timerTask)
+    }
+
+    /// Under the lock: starts the upstream task `effects` asks for, and takes the one it
+    /// cancels (to be cancelled outside the lock).
+    @inlinable
+    func startAndTakeTasks(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
+        if let epoch = effects.startUpstream { self.startUpstream(epoch: epoch, in: &state) }
+        return Self.takeUpstreamTask(&state, for: effects)
     }
 
     @inlinable
@@ -89,12 +110,50 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         return running.task
     }
 
+    /// Under the lock: opens the keep-alive window `effects` asks for (a new deadline, and
+    /// the timer task if none runs), or takes the timer task to cancel outside the lock.
     @inlinable
-    static func takeTimerTask(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
-        guard let timer = effects.cancelTimer ?? effects.cancelUpstream.flatMap({ _ in state.timerTask?.timer }),
-              let pending = state.timerTask, pending.timer == timer else { return nil }
-        state.timerTask = nil
-        return pending.task
+    func armKeepAlive(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
+        switch effects.keepAliveTimer {
+        case .none:
+            return nil
+        case .restart:
+            state.keepAliveDeadline = .now + self.keepAlive
+            return nil
+        case .start:
+            state.keepAliveDeadline = .now + self.keepAlive
+            // Creating a task only enqueues it; it takes the lock when it runs.
+            state.timerTask = Task.detached { await self.runKeepAliveTimer() }
+            return nil
+        case .cancel:
+            defer { state.timerTask = nil }
+            return state.timerTask
+        }
+    }
+
+    /// The keep-alive timer task: sleeps until the deadline of the latest window (it moves
+    /// each time the last subscriber leaves), then lets the machine decide. Cancelled only
+    /// when the upstream ended.
+    @inlinable
+    func runKeepAliveTimer() async {
+        while true {
+            let step = self.state.withLock { state -> (sleep: Duration?, effects: Machine.Effects, upstream: Task<Void, Never>?) in
+                let remaining = state.keepAliveDeadline - .now
+                if remaining > .zero { return (remaining, Machine.Effects(), nil) }
+                state.timerTask = nil
+                let effects = state.machine.keepAliveExpired()
+                return (nil, effects, self.startAndTakeTasks(&state, for: effects))
+            }
+            guard let remaining = step.sleep else {
+                self.perform(step.effects, cancelling: step.upstream)
+                return
+            }
+            do {
+                try await Task.sleep(for: Swift.min(remaining, Self.longestTimerSleep))
+            } catch {
+                return  // cancelled: the upstream ended
+            }
+        }
     }
 
     @inlinable
@@ -111,7 +170,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         upstreamTask?.cancel()
         timerTask?.cancel()
-        if let timer = effects.startTimer { self.startTimer(timer) }
     }
 
     /// Creates and registers the task of upstream iteration `epoch`. Called under the lock,
@@ -137,32 +195,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         })
     }
 
-    @inlinable
-    func startTimer(_ timer: UInt64) {
-        let keepAlive = self.keepAlive
-        let task = Task.detached {
-            try? await Task.sleep(for: keepAlive)
-            self.transition { $0.keepAliveExpired(timer: timer) }
-        }
-        let isStale = self.state.withLock { state -> Bool in
-            guard case .lingering(_, let current) = state.machine.upstream, current == timer else { return true }
-            state.timerTask = (timer, task)
-            return false
-        }
-        if isStale { task.cancel() }
-    }
-
     // MARK: Subscribers
 
     @inlinable
     func subscribe(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
-        var id: SubscriberID?
-        self.transition { machine in
-            let (newID, effects) = machine.subscribe(policy: policy)
-            id = newID
-            return effects
-        }
-        return id!
+        self.state.withLock { $0.machine.subscribe(policy: policy) }
     }
 
     @inlinable
@@ -393,7 +430,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             // The iteration is over: forget its task in the same critical section.
             if state.upstreamTask?.epoch == epoch { state.upstreamTask = nil }
             let effects = state.machine.finish(epoch: epoch, failure: failure)
-            return (effects, Self.takeTimerTask(&state, for: effects))
+            return (effects, self.armKeepAlive(&state, for: effects))
         }
         self.perform(effects, cancelling: nil, timerTask)
     }
@@ -447,20 +484,26 @@ extension MulticastStorage {
             var iterator = base.makeAsyncIterator()
             do throws(Failure) {
                 while let element = try await iterator.next(isolation: nil) {
-                    let proceed = switch sink.yield(element) {
-                    case .proceed: true
-                    case .stop: false
-                    case .park: await sink.waitForRoom()
-                    }
-                    guard proceed else {
+                    switch sink.yield(element) {
+                    case .proceed:
+                        continue
+                    case .stop:
                         // Stopped (the last subscriber left, or the connection was
-                        // cancelled) while parked by back-pressure or between elements: the
-                        // base has not seen the cancellation yet. One more `next()` in this
-                        // cancelled task lets it observe it (an `AsyncStream` fires its
-                        // `onTermination(.cancelled)`); whatever it returns is discarded.
-                        _ = try? await iterator.next(isolation: nil)
-                        return
+                        // cancelled). If this task was already cancelled, the `next()` that
+                        // just returned ran after the cancellation: the base has seen it,
+                        // and a base that ignores it would only make the next iteration
+                        // wait for one more element. Otherwise it has not seen it yet.
+                        if Task.isCancelled { return }
+                    case .park:
+                        if await sink.waitForRoom() { continue }
+                        // Stopped while parked by back-pressure: the base has not seen
+                        // the cancellation, it was not asked for anything meanwhile.
                     }
+                    // One more `next()` in this cancelled task lets the base observe the
+                    // cancellation (an `AsyncStream` fires its `onTermination(.cancelled)`);
+                    // whatever it returns is discarded.
+                    _ = try? await iterator.next(isolation: nil)
+                    return
                 }
                 sink.finish(failure: nil)
             } catch {

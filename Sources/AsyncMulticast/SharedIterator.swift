@@ -16,8 +16,8 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     @usableFromInline let subscription: Subscription
     /// Ready elements taken in one lock acquisition and not returned yet, **last first**
     /// (so taking one is a `popLast()` and the iterator needs no index: idle subscribers
-    /// are kept small). The shared buffer counts them as pending for this subscriber until
-    /// the next refill commits them.
+    /// are kept small). They were handed over when taken: the shared buffer no longer
+    /// holds or counts them for this subscriber.
     @usableFromInline
     var batch: [Element] = []
 
@@ -41,8 +41,7 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         if !self.batch.isEmpty, !Task.isCancelled {
             return self.batch.removeLast()
         }
-        // The batch is used up (or the task was cancelled, and the subscriber leaves):
-        // the storage commits what the batch held before refilling it.
+        // The batch is used up (or the task was cancelled, and the subscriber leaves).
         self.batch.removeAll(keepingCapacity: true)
         return try await self.subscription.storage.next(
             self.subscription.id, batch: &self.batch,

@@ -72,7 +72,7 @@ struct CatchUpSpinTests {
     @Test func onlyASoleSubscriberOnALosslessPolicyMayWait() {
         func batch(_ policy: SharedBufferingPolicy) -> Int? {
             var machine = MulticastStateMachine<Int, Never>(policy: policy, replay: 0, mode: .automatic)
-            let id = machine.subscribe().0
+            let id = machine.subscribe()
             return machine.catchUpBatch(for: id)
         }
         #expect(batch(.unbounded) == CatchUpSpin.batch)
@@ -84,8 +84,8 @@ struct CatchUpSpinTests {
         #expect(batch(.bufferingOldest(4)) == nil)
 
         var machine = MulticastStateMachine<Int, Never>(policy: .unbounded, replay: 0, mode: .automatic)
-        let a = machine.subscribe().0
-        let b = machine.subscribe().0
+        let a = machine.subscribe()
+        let b = machine.subscribe()
         #expect(machine.catchUpBatch(for: a) == nil, "two subscribers: the producer wakes the other anyway")
         _ = machine.unsubscribe(b)
         #expect(machine.catchUpBatch(for: a) == CatchUpSpin.batch, "alone again")

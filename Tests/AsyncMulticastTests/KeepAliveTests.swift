@@ -120,10 +120,10 @@ struct KeepAliveTests {
 struct MulticastStateMachineKeepAliveTests {
     typealias Machine = MulticastStateMachine<Int, Never>
 
-    @Test("lingering → subscribe cancels the timer → a stale keepAliveExpired does nothing")
-    func lingeringAndStaleTimer() {
+    @Test("lingering → subscribe continues the iteration → the timer finds it running and ends")
+    func lingeringAndRejoin() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
-        let (a, _) = machine.subscribe()
+        let a = machine.subscribe()
         guard case .suspend(let start) = machine.next(a) else {
             Issue.record("expected to suspend")
             return
@@ -132,31 +132,24 @@ struct MulticastStateMachineKeepAliveTests {
 
         let leave = machine.unsubscribe(a)
         #expect(leave.cancelUpstream == nil, "keep-alive: not cancelled yet")
-        #expect(leave.startTimer == 0)
-        #expect(machine.upstream == .lingering(epoch: 0, timer: 0))
+        #expect(leave.keepAliveTimer == .start)
+        #expect(machine.upstream == .lingering(epoch: 0))
         #expect(machine.isCurrent(epoch: 0), "the lingering upstream may still produce")
         if case .stop = machine.produce(1, epoch: 0) { Issue.record("a lingering upstream's element was refused") }
 
-        let (b, back) = machine.subscribe()
-        #expect(back.cancelTimer == 0, "arriving inside the window cancels the timer")
-        #expect(back.startUpstream == nil)
+        let b = machine.subscribe()
         #expect(machine.upstream == .running(epoch: 0), "the same iteration continues")
 
-        #expect(machine.keepAliveExpired(timer: 0).isEmpty, "the stale timer does nothing")
-        #expect(machine.upstream == .running(epoch: 0))
-
         let leaveAgain = machine.unsubscribe(b)
-        #expect(leaveAgain.startTimer == 1, "a new window with a new timer id")
-        #expect(machine.upstream == .lingering(epoch: 0, timer: 1))
-        #expect(machine.keepAliveExpired(timer: 0).isEmpty, "still stale")
-        #expect(machine.upstream == .lingering(epoch: 0, timer: 1))
+        #expect(leaveAgain.keepAliveTimer == .restart, "the running timer is re-armed, not replaced")
+        #expect(machine.upstream == .lingering(epoch: 0))
 
-        let expired = machine.keepAliveExpired(timer: 1)
+        let expired = machine.keepAliveExpired()
         #expect(expired.cancelUpstream == 0)
         #expect(machine.upstream == .idle)
         if case .proceed = machine.produce(2, epoch: 0) { Issue.record("a cancelled epoch produced") }
 
-        let (c, _) = machine.subscribe()
+        let c = machine.subscribe()
         guard case .suspend(let restart) = machine.next(c) else {
             Issue.record("expected to suspend")
             return
@@ -164,14 +157,58 @@ struct MulticastStateMachineKeepAliveTests {
         #expect(restart == 1, "the next demand starts a new epoch")
     }
 
+    @Test("a timer that wakes after the subscriber came back ends without stopping anything")
+    func timerFindsTheUpstreamRunning() {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
+        let a = machine.subscribe()
+        _ = machine.next(a)
+        #expect(machine.unsubscribe(a).keepAliveTimer == .start)
+        let b = machine.subscribe()
+        #expect(machine.keepAliveExpired().isEmpty, "the subscriber is back: nothing to stop")
+        #expect(machine.upstream == .running(epoch: 0))
+        #expect(machine.unsubscribe(b).keepAliveTimer == .start, "that timer ended: a new one starts")
+    }
+
+    @Test("many departures within the window start one timer task")
+    func oneTimerForManyDepartures() {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
+        var starts = 0
+        var restarts = 0
+        let first = machine.subscribe()
+        _ = machine.next(first)
+        _ = machine.unsubscribe(first)
+        starts += 1
+        for _ in 0..<20_000 {
+            let id = machine.subscribe()
+            switch machine.unsubscribe(id).keepAliveTimer {
+            case .start: starts += 1
+            case .restart: restarts += 1
+            case .none, .cancel: Issue.record("unexpected timer action")
+            }
+        }
+        #expect(starts == 1)
+        #expect(restarts == 20_000)
+        #expect(machine.upstream == .lingering(epoch: 0))
+    }
+
+    @Test("the upstream ending while a timer runs cancels the timer")
+    func finishCancelsTheTimer() {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
+        let a = machine.subscribe()
+        _ = machine.next(a)
+        _ = machine.unsubscribe(a)
+        #expect(machine.finish(epoch: 0, failure: nil).keepAliveTimer == .cancel)
+        #expect(machine.upstream == .terminated)
+    }
+
     @Test("without keep-alive the last subscriber leaving cancels at once")
     func noKeepAlive() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic)
-        let (a, _) = machine.subscribe()
+        let a = machine.subscribe()
         _ = machine.next(a)
         let leave = machine.unsubscribe(a)
         #expect(leave.cancelUpstream == 0)
-        #expect(leave.startTimer == nil)
+        #expect(leave.keepAliveTimer == .none)
         #expect(machine.upstream == .idle)
     }
 }

@@ -259,7 +259,7 @@ struct MulticastStateMachineConnectionTests {
     func epochs() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
         #expect(machine.upstream == .idle)
-        let (a, _) = machine.subscribe()
+        let a = machine.subscribe()
         expectSuspend(machine.next(a), starting: nil)  // manual: demand does not start
 
         let (epoch0, connectEffects) = machine.connect()
@@ -286,11 +286,11 @@ struct MulticastStateMachineConnectionTests {
         #expect(produced(machine.produce(4, epoch: 1)))
     }
 
-    @Test("end positions: subscribers present at disconnect get their buffered elements, then nil; later ones do not end")
-    func endPositions() {
+    @Test("subscribers present at disconnect get their buffered elements, then nil; later ones do not end")
+    func presentSubscribersEndAfterTheirBuffer() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
-        let (early, _) = machine.subscribe()
-        let (reader, _) = machine.subscribe()
+        let early = machine.subscribe()
+        let reader = machine.subscribe()
         let (epoch, _) = machine.connect()
         let e = epoch!
         #expect(produced(machine.produce(1, epoch: e)))
@@ -298,7 +298,7 @@ struct MulticastStateMachineConnectionTests {
         expectElement(machine.next(reader), 1)
 
         _ = machine.disconnect(epoch: e)
-        let (late, _) = machine.subscribe()
+        let late = machine.subscribe()
         #expect(machine.subscriberCount == 3)
 
         expectElement(machine.next(early), 1)
@@ -320,7 +320,7 @@ struct MulticastStateMachineConnectionTests {
     @Test("a subscriber waiting at disconnect is resumed with nil at once")
     func waitingSubscriberEndsAtDisconnect() async {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
-        let (a, _) = machine.subscribe()
+        let a = machine.subscribe()
         let (epoch, _) = machine.connect()
         var disconnectResumed = 0
         let result = await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
@@ -339,18 +339,18 @@ struct MulticastStateMachineConnectionTests {
     @Test("autoconnect mode: demand starts the upstream, leaving never stops it")
     func autoconnectMode() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .autoconnect)
-        let (a, _) = machine.subscribe()
+        let a = machine.subscribe()
         expectSuspend(machine.next(a), starting: 0)
         let leave = machine.unsubscribe(a)
         #expect(leave.cancelUpstream == nil)
-        #expect(leave.startTimer == nil)
+        #expect(leave.keepAliveTimer == .none)
         #expect(machine.upstream == .running(epoch: 0))
     }
 
     @Test("manual mode with connectOnDemand (autoconnect's iterators) starts the upstream on demand")
     func manualConnectOnDemand() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
-        let (a, _) = machine.subscribe()
+        let a = machine.subscribe()
         expectSuspend(machine.next(a), starting: nil)
         expectSuspend(machine.next(a, connectOnDemand: true), starting: 0)
         #expect(machine.upstream == .running(epoch: 0))
@@ -366,7 +366,7 @@ struct MulticastStateMachineConnectionTests {
         let (again, effects) = machine.connect()
         #expect(again == nil)
         #expect(effects.isEmpty)
-        let (late, _) = machine.subscribe()
+        let late = machine.subscribe()
         expectElement(machine.next(late), 9)
         expectEnd(machine.next(late))
     }

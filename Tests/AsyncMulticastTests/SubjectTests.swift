@@ -363,7 +363,7 @@ struct MulticastStateMachinePushTests {
     func complete() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .push)
         #expect(machine.upstream == .running(epoch: 0))
-        let (a, _) = machine.subscribe()
+        let a = machine.subscribe()
         guard case .suspend(let start) = machine.next(a) else {
             Issue.record("expected to suspend")
             return
@@ -385,14 +385,14 @@ struct MulticastStateMachinePushTests {
         #expect(element(machine.next(a)) == 1, "buffered elements first")
         #expect(isEnd(machine.next(a)), "then nil")
         #expect(!machine.isSubscribed(a))
-        let (late, _) = machine.subscribe()
+        let late = machine.subscribe()
         #expect(isEnd(machine.next(late)), "a later subscriber ends at once")
     }
 
     @Test("push mode: complete(failure:) resumes waiting subscribers with the error")
     func completeWithFailure() async {
         var machine = Machine(policy: .unbounded, replay: 1, mode: .push)
-        let (a, _) = machine.subscribe()
+        let a = machine.subscribe()
         var resumed = 0
         let result = await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
             _ = machine.suspend(a, continuation: continuation)
@@ -403,7 +403,7 @@ struct MulticastStateMachinePushTests {
         #expect(resumed == 1)
         #expect(result == .failure(I3Error(code: 4)))
         #expect(machine.subscriberCount == 0)
-        if case .terminal(.failure(let error)) = machine.next(machine.subscribe().0) {
+        if case .terminal(.failure(let error)) = machine.next(machine.subscribe()) {
             #expect(error == I3Error(code: 4))
         } else {
             Issue.record("a later subscriber should get the error")
@@ -413,7 +413,7 @@ struct MulticastStateMachinePushTests {
     @Test("push mode with .bounded(1): produceIfRoom refuses when full; a synchronous send buffers past the bound")
     func boundedPush() {
         var machine = Machine(policy: .bounded(1), replay: 0, mode: .push)
-        let (a, _) = machine.subscribe()
+        let a = machine.subscribe()
         #expect(machine.produceIfRoom(1, epoch: 0) != nil)
         #expect(!machine.hasRoom)
         #expect(machine.produceIfRoom(2, epoch: 0) == nil, "full: wait for room")
