@@ -111,7 +111,9 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///
     /// - Parameters:
     ///   - buffering: how unconsumed elements are kept for each subscriber.
-    ///   - keepAlive: how long the upstream outlives its last subscriber; not negative.
+    ///   - keepAlive: how long the upstream outlives its last subscriber; not negative. Any
+    ///     length is accepted: one longer than the process lives (`.seconds(Int64.max)`)
+    ///     means subscribers leaving never stop the upstream.
     @inlinable
     public func share(
         buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration
@@ -139,7 +141,9 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// - Parameters:
     ///   - count: how many of the latest elements a new subscriber receives first; `>= 0`.
     ///   - buffering: how unconsumed elements are kept for each subscriber.
-    ///   - keepAlive: how long the upstream outlives its last subscriber; not negative.
+    ///   - keepAlive: how long the upstream outlives its last subscriber; not negative. Any
+    ///     length is accepted: one longer than the process lives (`.seconds(Int64.max)`)
+    ///     means subscribers leaving never stop the upstream.
     @inlinable
     public func replay(
         _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero

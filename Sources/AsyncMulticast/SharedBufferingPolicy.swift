@@ -10,11 +10,16 @@
 /// let feed  = prices.share()                                     // .bounded(64): lossless, paced
 /// ```
 public enum SharedBufferingPolicy: Sendable, Hashable {
-    /// Lossless back-pressure: once a subscriber has `n` unconsumed elements the upstream is
-    /// not pulled until every subscriber is down to `n - max(1, n / 2)` (half the bound; for
-    /// `n` of 1 or 2, as soon as there is room), so the upstream runs at the pace of the
-    /// slowest subscriber, and each pause buys a batch of elements rather than one (pausing
-    /// and resuming costs a thread wake-up). `n` must be at least 1.
+    /// Lossless back-pressure: once a subscriber has `n` elements not yet handed to it, the
+    /// upstream is not pulled until every subscriber is down to `n - max(1, n / 2)` (half the
+    /// bound; for `n` of 1 or 2, as soon as there is room), so the upstream runs at the pace
+    /// of the slowest subscriber, and each pause buys a batch of elements rather than one
+    /// (pausing and resuming costs a thread wake-up). `n` must be at least 1.
+    ///
+    /// An iterator that finds several elements ready takes up to `n / 2` of them at once (at
+    /// most 64) and returns them on its following `next()` calls: they are handed over and no
+    /// longer count. So a subscriber never waits for room only it could make, for example
+    /// when it echoes what it reads into the same subject with `send(waitingForRoom:)`.
     ///
     /// A push source that cannot wait (a subject's synchronous `send`) buffers past `n` as if
     /// the policy were ``unbounded``.

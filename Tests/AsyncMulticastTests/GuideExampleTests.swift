@@ -359,7 +359,7 @@ struct GuideExampleTests {
 
             print("fast:", await fast.next()!, await fast.next()!)
             // slow holds 1 and 2 now: the upstream pauses, a third fast.next() would wait.
-            print("slow:", await slow.next()!)          // room for one more element
+            print("slow:", await slow.next()!)          // 1 (and 2, into its iterator): room again
             print("fast:", await fast.next()!)
         }
     }

@@ -586,6 +586,25 @@ func g3SubjectsWaitingForRoom() async {
     #expect(lines.count == 4)
 }
 
+// Guides/Subjects.md: Waiting for room: send(waitingForRoom:) (a subscriber that answers)
+@Test(.timeLimit(.minutes(1)))
+func g3SubjectsEcho() async {
+    let log = G3Log()
+    @Sendable func print(_ items: Any...) { log.append(items) }
+
+    let echo = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(4))
+    var reader = echo.makeAsyncIterator()
+    for n in 1...3 { echo.send(n) }                  // a burst
+    var seen: [Int] = []
+    while seen.count < 9, let n = await reader.next() {
+        seen.append(n)
+        await echo.send(waitingForRoom: n + 10)      // the answer goes to the same subject
+    }
+    print(seen)
+
+    #expect(log.lines == ["[1, 2, 3, 11, 12, 13, 21, 22, 23]"])
+}
+
 // Guides/Subjects.md: One subscriber may drop, another may not
 @Test(.timeLimit(.minutes(1)))
 func g3SubjectsPerSubscriberBuffering() async {
