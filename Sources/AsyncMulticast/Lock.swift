@@ -60,6 +60,9 @@ final class Lock<State>: @unchecked Sendable {  // @unchecked: `state` is only t
         let lockResult = pthread_mutex_lock(self.mutex)
         assert(lockResult == 0, "pthread_mutex_lock failed with \(lockResult)")
         defer {
+            #if ASYNC_MULTICAST_INVARIANTS
+            (self.state.pointee as? any InvariantChecking)?.checkInvariants()
+            #endif
             let unlockResult = pthread_mutex_unlock(self.mutex)
             assert(unlockResult == 0, "pthread_mutex_unlock failed with \(unlockResult)")
         }
@@ -88,7 +91,10 @@ final class Lock<State: Sendable>: @unchecked Sendable {  // @unchecked: `State`
         _ body: (inout State) throws(Failure) -> Result
     ) throws(Failure) -> Result {
         try self.mutex.withLock { (state: inout sending State) throws(Failure) -> Result in
-            try body(&state)
+            #if ASYNC_MULTICAST_INVARIANTS
+            defer { (state as? any InvariantChecking)?.checkInvariants() }
+            #endif
+            return try body(&state)
         }
     }
 }

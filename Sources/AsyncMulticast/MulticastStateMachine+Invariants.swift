@@ -1,0 +1,128 @@
+// The machine's invariants, checked by code. The model tests call `checkInvariants()` after
+// every transition; building with `-DASYNC_MULTICAST_INVARIANTS` makes the storage call it
+// after every transition too, so that the real-task tests check it under real interleavings.
+//
+// Positions, for one lane (all absolute; `tail` is the next position to be produced):
+//
+//   elements.startIndex     lane.minCursor             tail - replayCount          tail
+//        |                        |                            |                     |
+//        v                        v                            v                     v
+//        [ kept for a slower lane | counts[minCursor..<tail]: members per cursor    ] atTail
+//                                   ^ frozen groups sit before minCursor (their own copies)
+//
+// INVARIANTS:
+// - elements.endIndex == tail; elements.startIndex == max(0, min(tail - replayCount, every
+//   lane's minCursor)): everything someone may read is stored, and nothing else.
+// - A lane exists exactly while it has members, and no two lanes share a policy.
+// - lane.members == atTail + sum(counts) + frozen members + members reading a private queue.
+// - counts.endIndex == tail, and counts.first is nil or positive.
+// - lane.waiting == its members suspended in `next()`, all of them at the tail (in atTail).
+// - A bounded member holds at most its bound (tail - minCursor), except past a push that
+//   cannot wait; a dropping member at most its limit.
+// - A subscriber of an ended connection (`Slot.noLane`) reads only its private queue, which
+//   ends it, and is never waiting.
+// - terminal != nil exactly when upstream == .terminated.
+// - A producer is parked only while some member holds more than its lane's resume level.
+
+/// State whose invariants `Lock` checks after every critical section when the library is
+/// built with `-DASYNC_MULTICAST_INVARIANTS`.
+@usableFromInline
+protocol InvariantChecking {
+    func checkInvariants()
+}
+
+extension MulticastStorage.State: InvariantChecking {
+    @usableFromInline
+    func checkInvariants() {
+        self.machine.checkInvariants()
+    }
+}
+
+extension MulticastStateMachine {
+    /// Stops with a description of the first broken invariant (see the top of this file).
+    @usableFromInline
+    func checkInvariants() {
+        precondition(self.elements.endIndex == self.tail)
+        precondition((self.terminal != nil) == (self.upstream == .terminated),
+                     "terminal \(String(describing: self.terminal)) with upstream \(self.upstream)")
+
+        var keepFrom = self.tail - self.replayCount
+        for lane in self.lanes { keepFrom = Swift.min(keepFrom, lane.minCursor) }
+        precondition(self.elements.startIndex == Swift.max(keepFrom, 0),
+                     "stored from \(self.elements.startIndex), needed from \(Swift.max(keepFrom, 0))")
+
+        var membersByLane = [Int](repeating: 0, count: self.lanes.count)
+        var waitingByLane = [Int](repeating: 0, count: self.lanes.count)
+        var detachedByLane = [Int](repeating: 0, count: self.lanes.count)
+        var live = 0
+        for (s, slot) in self.slots.enumerated() where slot.isLive {
+            live += 1
+            if slot.lane == Slot.noLane {
+                precondition(slot.isDetached && self.detached[UInt32(s)]?.endsWhenEmpty == true,
+                             "an ended connection's subscriber without its final queue")
+                precondition(slot.waiterIndex < 0, "an ended connection's subscriber is waiting")
+                continue
+            }
+            let l = Int(slot.lane)
+            precondition(l < self.lanes.count, "slot \(s) in a lane that does not exist")
+            membersByLane[l] += 1
+            if slot.isDetached {
+                precondition(self.detached[UInt32(s)]?.endsWhenEmpty == false)
+                detachedByLane[l] += 1
+            }
+            if slot.waiterIndex >= 0 {
+                waitingByLane[l] += 1
+                precondition(Int(slot.waiterIndex) < self.waiters.count
+                             && self.waiters[Int(slot.waiterIndex)].slot == UInt32(s))
+                precondition(slot.cursor == self.tail && !slot.isDetached, "a waiting subscriber is behind")
+            }
+        }
+        precondition(live == self.subscriberCount, "\(live) live slots, subscriberCount \(self.subscriberCount)")
+        precondition(self.waiters.count == waitingByLane.reduce(0, +))
+        for key in self.detached.keys {
+            precondition(self.slots[Int(key)].isLive && self.slots[Int(key)].isDetached, "a private queue without its subscriber")
+        }
+
+        var policies = Set<SharedBufferingPolicy>()
+        for (l, lane) in self.lanes.enumerated() {
+            precondition(lane.members > 0, "lane \(l) (\(lane.policy)) has no members")
+            precondition(policies.insert(lane.policy).inserted, "two lanes for \(lane.policy)")
+            precondition(lane.members == membersByLane[l], "lane \(l): members \(lane.members), slots \(membersByLane[l])")
+            precondition(lane.waiting == waitingByLane[l])
+            precondition(lane.counts.endIndex == self.tail, "lane \(l)'s histogram ends at \(lane.counts.endIndex)")
+            if let first = lane.counts.first { precondition(first > 0, "lane \(l)'s histogram starts with 0") }
+            let histogram = (lane.counts.startIndex..<lane.counts.endIndex).reduce(0) { $0 + lane.counts[$1] }
+            let frozen = lane.frozen.values.reduce(0) { $0 + $1.members }
+            precondition(lane.members == lane.atTail + histogram + frozen + detachedByLane[l],
+                         "lane \(l): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[l]) detached")
+            precondition(lane.atTail >= lane.waiting)
+            for (position, group) in lane.frozen {
+                precondition(position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit)
+            }
+            for (index, key) in lane.roomList.enumerated() {
+                let queue = self.detached[key]!
+                precondition(queue.roomIndex == index && queue.pending < lane.freezeLimit)
+            }
+            if lane.dropLimit >= 0 {
+                precondition(self.tail - lane.minCursor <= lane.dropLimit, "lane \(l) holds more than \(lane.dropLimit)")
+            }
+        }
+        if !self.parkedProducers.isEmpty {
+            precondition(!self.hasRoomToResume, "a producer waits while every subscriber has room")
+        }
+        if self.keepAliveTimerIsRunning { precondition(self.hasKeepAlive) }
+    }
+
+    /// What subscriber `id` will still receive if nothing more is produced, in order:
+    /// everything not yet handed to it (its iterator's batch is not included).
+    @usableFromInline
+    func undelivered(_ id: SubscriberID) -> [Element] {
+        guard let s = self.liveSlot(id) else { return [] }
+        let slot = self.slots[s]
+        if slot.lane == Slot.noLane || slot.isDetached {
+            let queue = self.detached[UInt32(s)]!
+            return Array(queue.queue[queue.head...])
+        }
+        return self.pendingElements(of: s)
+    }
+}
