@@ -42,14 +42,20 @@ extension MulticastStateMachine {
     /// Stops with a description of the first broken invariant (see the top of this file).
     @usableFromInline
     func checkInvariants() {
-        precondition(self.elements.endIndex == self.tail)
-        precondition((self.terminal != nil) == (self.upstream == .terminated),
-                     "terminal \(String(describing: self.terminal)) with upstream \(self.upstream)")
+        if let violation = self.invariantViolation() {
+            preconditionFailure("MulticastStateMachine invariant broken: \(violation)")
+        }
+    }
+
+    /// The first broken invariant (see the top of this file), or `nil`.
+    @usableFromInline
+    func invariantViolation() -> String? {
+        guard self.elements.endIndex == self.tail else { return "the buffer does not end at the tail" }
+        guard (self.terminal != nil) == (self.upstream == .terminated) else { return "terminal \(String(describing: self.terminal)) with upstream \(self.upstream)" }
 
         var keepFrom = self.tail - self.replayCount
         for lane in self.lanes { keepFrom = Swift.min(keepFrom, lane.minCursor) }
-        precondition(self.elements.startIndex == Swift.max(keepFrom, 0),
-                     "stored from \(self.elements.startIndex), needed from \(Swift.max(keepFrom, 0))")
+        guard self.elements.startIndex == Swift.max(keepFrom, 0) else { return "stored from \(self.elements.startIndex), needed from \(Swift.max(keepFrom, 0))" }
 
         var membersByLane = [Int](repeating: 0, count: self.lanes.count)
         var waitingByLane = [Int](repeating: 0, count: self.lanes.count)
@@ -58,59 +64,58 @@ extension MulticastStateMachine {
         for (s, slot) in self.slots.enumerated() where slot.isLive {
             live += 1
             if slot.lane == Slot.noLane {
-                precondition(slot.isDetached && self.detached[UInt32(s)]?.endsWhenEmpty == true,
-                             "an ended connection's subscriber without its final queue")
-                precondition(slot.waiterIndex < 0, "an ended connection's subscriber is waiting")
+                guard slot.isDetached && self.detached[UInt32(s)]?.endsWhenEmpty == true else { return "an ended connection's subscriber without its final queue" }
+                guard slot.waiterIndex < 0 else { return "an ended connection's subscriber is waiting" }
                 continue
             }
             let l = Int(slot.lane)
-            precondition(l < self.lanes.count, "slot \(s) in a lane that does not exist")
+            guard l < self.lanes.count else { return "slot \(s) in a lane that does not exist" }
             membersByLane[l] += 1
             if slot.isDetached {
-                precondition(self.detached[UInt32(s)]?.endsWhenEmpty == false)
+                guard self.detached[UInt32(s)]?.endsWhenEmpty == false else { return "a subscriber in a lane reads a final queue" }
                 detachedByLane[l] += 1
             }
             if slot.waiterIndex >= 0 {
                 waitingByLane[l] += 1
-                precondition(Int(slot.waiterIndex) < self.waiters.count
-                             && self.waiters[Int(slot.waiterIndex)].slot == UInt32(s))
-                precondition(slot.cursor == self.tail && !slot.isDetached, "a waiting subscriber is behind")
+                guard Int(slot.waiterIndex) < self.waiters.count
+                             && self.waiters[Int(slot.waiterIndex)].slot == UInt32(s) else { return "slot \(s) and its waiter entry disagree" }
+                guard slot.cursor == self.tail && !slot.isDetached else { return "a waiting subscriber is behind" }
             }
         }
-        precondition(live == self.subscriberCount, "\(live) live slots, subscriberCount \(self.subscriberCount)")
-        precondition(self.waiters.count == waitingByLane.reduce(0, +))
+        guard live == self.subscriberCount else { return "\(live) live slots, subscriberCount \(self.subscriberCount)" }
+        guard self.waiters.count == waitingByLane.reduce(0, +) else { return "\(self.waiters.count) waiters, \(waitingByLane.reduce(0, +)) waiting slots" }
         for key in self.detached.keys {
-            precondition(self.slots[Int(key)].isLive && self.slots[Int(key)].isDetached, "a private queue without its subscriber")
+            guard self.slots[Int(key)].isLive && self.slots[Int(key)].isDetached else { return "a private queue without its subscriber" }
         }
 
         var policies = Set<SharedBufferingPolicy>()
         for (l, lane) in self.lanes.enumerated() {
-            precondition(lane.members > 0, "lane \(l) (\(lane.policy)) has no members")
-            precondition(policies.insert(lane.policy).inserted, "two lanes for \(lane.policy)")
-            precondition(lane.members == membersByLane[l], "lane \(l): members \(lane.members), slots \(membersByLane[l])")
-            precondition(lane.waiting == waitingByLane[l])
-            precondition(lane.counts.endIndex == self.tail, "lane \(l)'s histogram ends at \(lane.counts.endIndex)")
-            if let first = lane.counts.first { precondition(first > 0, "lane \(l)'s histogram starts with 0") }
+            guard lane.members > 0 else { return "lane \(l) (\(lane.policy)) has no members" }
+            guard policies.insert(lane.policy).inserted else { return "two lanes for \(lane.policy)" }
+            guard lane.members == membersByLane[l] else { return "lane \(l): members \(lane.members), slots \(membersByLane[l])" }
+            guard lane.waiting == waitingByLane[l] else { return "lane \(l): waiting \(lane.waiting), waiting slots \(waitingByLane[l])" }
+            guard lane.counts.endIndex == self.tail else { return "lane \(l)'s histogram ends at \(lane.counts.endIndex)" }
+            if let first = lane.counts.first { guard first > 0 else { return "lane \(l)'s histogram starts with 0" } }
             let histogram = (lane.counts.startIndex..<lane.counts.endIndex).reduce(0) { $0 + lane.counts[$1] }
             let frozen = lane.frozen.values.reduce(0) { $0 + $1.members }
-            precondition(lane.members == lane.atTail + histogram + frozen + detachedByLane[l],
-                         "lane \(l): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[l]) detached")
-            precondition(lane.atTail >= lane.waiting)
+            guard lane.members == lane.atTail + histogram + frozen + detachedByLane[l] else { return "lane \(l): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[l]) detached" }
+            guard lane.atTail >= lane.waiting else { return "lane \(l): more waiting members than members at the tail" }
             for (position, group) in lane.frozen {
-                precondition(position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit)
+                guard position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit else { return "lane \(l): a frozen group at \(position) is not a full, older cell" }
             }
             for (index, key) in lane.roomList.enumerated() {
                 let queue = self.detached[key]!
-                precondition(queue.roomIndex == index && queue.pending < lane.freezeLimit)
+                guard queue.roomIndex == index && queue.pending < lane.freezeLimit else { return "lane \(l): the room list holds a full or misplaced queue" }
             }
             if lane.dropLimit >= 0 {
-                precondition(self.tail - lane.minCursor <= lane.dropLimit, "lane \(l) holds more than \(lane.dropLimit)")
+                guard self.tail - lane.minCursor <= lane.dropLimit else { return "lane \(l) holds more than \(lane.dropLimit)" }
             }
         }
         if !self.parkedProducers.isEmpty {
-            precondition(!self.hasRoomToResume, "a producer waits while every subscriber has room")
+            guard !self.hasRoomToResume else { return "a producer waits while every subscriber has room" }
         }
-        if self.keepAliveTimerIsRunning { precondition(self.hasKeepAlive) }
+        if self.keepAliveTimerIsRunning { guard self.hasKeepAlive else { return "a keep-alive timer without keep-alive" } }
+        return nil
     }
 
     /// What subscriber `id` will still receive if nothing more is produced, in order:

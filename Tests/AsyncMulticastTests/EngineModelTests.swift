@@ -1,0 +1,733 @@
+// A seeded, randomized model test of the whole engine: every face's operations (share and
+// replay with keep-alive, multicast connect / cancel / reconnect with autoconnect, subjects
+// with send and send(waitingForRoom:), per-subscriber views joining and leaving, iterators
+// holding batches they have not returned yet, subscribers and producers suspended on real
+// continuations) are applied to `MulticastStateMachine` and to a plain reference model: one
+// queue per subscriber, as if each had its own `AsyncStream`.
+//
+// After every step it compares what each subscriber may still receive, what counts against
+// each bound, whether a waiting producer should have been released, the upstream's state,
+// and `checkInvariants()`. A failing seed is shortened to the fewest steps that still fail,
+// and those steps are printed.
+//
+// MODEL_TEST_SEEDS=<n> in the environment runs n seeds instead of the default.
+
+import Foundation  // ProcessInfo, for MODEL_TEST_SEEDS
+import Testing
+@testable import AsyncMulticast
+
+// MARK: - Steps
+
+/// One step of a run. Its numbers are resolved against the state when it runs (`pick` modulo
+/// the live subscribers, for example), so every sequence of steps is valid, and a failing one
+/// can be shortened by deleting steps.
+enum ModelStep: CustomStringConvertible, Sendable {
+    /// A subscriber joins with policy `policy` of `ModelRun.policies` (-1: the default).
+    case join(policy: Int)
+    /// A subscriber's `next()`; with `wait`, it suspends if nothing is ready.
+    case read(pick: Int, wait: Bool)
+    /// A subscriber leaves (its task was cancelled or its iterator released).
+    case leave(pick: Int)
+    /// The upstream offers the next value (pull modes), or a subject's synchronous `send`.
+    case produce
+    /// A subject's `send(waitingForRoom:)` of the next value.
+    case sendWaitingForRoom
+    /// A producer told to wait for room polls (`park: false`) or parks.
+    case waitForRoom(pick: Int, park: Bool)
+    /// A subject sender released with room tries its element again.
+    case retrySend(pick: Int)
+    case connect
+    /// The current connection is cancelled (`stale`: an old connection's cancel).
+    case disconnect(stale: Bool)
+    /// The keep-alive timer finds its deadline passed.
+    case keepAliveExpires
+    case finish(fail: Bool)
+    /// An upstream iteration that was stopped offers one more value.
+    case produceStale
+
+    var description: String {
+        switch self {
+        case .join(let policy): return "join(\(policy < 0 ? "default" : "\(ModelRun.policies[policy])"))"
+        case .read(let pick, let wait): return wait ? "read-or-wait(#\(pick))" : "read(#\(pick))"
+        case .leave(let pick): return "leave(#\(pick))"
+        case .produce: return "produce"
+        case .sendWaitingForRoom: return "send(waitingForRoom:)"
+        case .waitForRoom(let pick, let park): return park ? "park(#\(pick))" : "poll-for-room(#\(pick))"
+        case .retrySend(let pick): return "retry-send(#\(pick))"
+        case .connect: return "connect"
+        case .disconnect(let stale): return stale ? "cancel(stale connection)" : "cancel(connection)"
+        case .keepAliveExpires: return "keep-alive expires"
+        case .finish(let fail): return fail ? "fail" : "finish"
+        case .produceStale: return "produce(stale epoch)"
+        }
+    }
+}
+
+/// Which face a run drives, and how.
+struct ModelConfig: CustomStringConvertible, Sendable {
+    var mode: UpstreamMode
+    var replay: Int
+    var keepAlive: Bool
+    var autoconnect: Bool
+    var defaultPolicy: SharedBufferingPolicy
+    var mixedPolicies: Bool
+
+    init(seed: UInt64) {
+        var rng = LCG(seed: seed ^ 0x5EED)
+        self.mode = [UpstreamMode.automatic, .manual, .push][Int(rng.next() % 3)]
+        self.replay = [0, 0, 1, 3][Int(rng.next() % 4)]
+        self.keepAlive = self.mode == .automatic && rng.next() % 2 == 0
+        self.autoconnect = self.mode == .manual && rng.next() % 2 == 0
+        self.defaultPolicy = ModelRun.policies[Int(rng.next() % UInt64(ModelRun.policies.count))]
+        self.mixedPolicies = rng.next() % 3 != 0
+    }
+
+    var description: String {
+        let face: String
+        switch self.mode {
+        case .automatic: face = self.replay > 0 ? "replay(\(self.replay))" : "share()"
+        case .manual: face = "multicast(replay: \(self.replay))" + (self.autoconnect ? ".autoconnect()" : "")
+        case .push: face = "subject(replay: \(self.replay))"
+        case .autoconnect: face = "autoconnect mode"
+        }
+        return "\(face), buffering \(self.defaultPolicy)\(self.keepAlive ? ", keepAlive" : "")"
+            + (self.mixedPolicies ? ", with views" : "")
+    }
+
+    /// `count` random steps, weighted towards what this face can do.
+    func steps(seed: UInt64, count: Int) -> [ModelStep] {
+        var rng = LCG(seed: seed)
+        var steps: [ModelStep] = []
+        func pick() -> Int { Int(rng.next() % 64) }
+        while steps.count < count {
+            let roll = Int(rng.next() % 100)
+            switch roll {
+            case 0..<10:
+                let policy = self.mixedPolicies ? Int(rng.next() % UInt64(ModelRun.policies.count + 4)) - 2 : -1
+                steps.append(.join(policy: Swift.min(policy, ModelRun.policies.count - 1)))
+            case 10..<38: steps.append(.read(pick: pick(), wait: rng.next() % 3 == 0))
+            case 38..<43: steps.append(.leave(pick: pick()))
+            case 43..<70:
+                steps.append(self.mode == .push && rng.next() % 2 == 0 ? .sendWaitingForRoom : .produce)
+            case 70..<80: steps.append(.waitForRoom(pick: pick(), park: rng.next() % 3 != 0))
+            case 80..<84: steps.append(self.mode == .push ? .retrySend(pick: pick()) : .produceStale)
+            case 84..<89 where self.mode == .manual: steps.append(.connect)
+            case 89..<92 where self.mode == .manual: steps.append(.disconnect(stale: rng.next() % 4 == 0))
+            case 84..<92 where self.keepAlive: steps.append(.keepAliveExpires)
+            case 92..<93: steps.append(.finish(fail: rng.next() % 2 == 0))
+            default: steps.append(.read(pick: pick(), wait: false))
+            }
+        }
+        return steps
+    }
+}
+
+// MARK: - Real continuations
+
+/// A real continuation, suspended in a task of its own, whose resumption is recorded: the
+/// machine stores and returns real continuations, and a test can only tell which one it
+/// resumed by what the waiting task received.
+struct Suspended<Value: Sendable>: Sendable {
+    let continuation: UnsafeContinuation<Value, Never>
+    let received: Lock<Value?>
+
+    static func make() async -> Suspended<Value> {
+        let received = Lock<Value?>(nil)
+        let (handoff, sender) = AsyncStream.makeStream(of: UnsafeContinuation<Value, Never>.self)
+        Task {
+            let value = await withUnsafeContinuation { sender.yield($0) }
+            received.withLock { $0 = value }
+        }
+        for await continuation in handoff { return Suspended(continuation: continuation, received: received) }
+        preconditionFailure("no continuation was handed over")
+    }
+
+    /// Waits (a bounded number of yields) until the waiting task received its value.
+    func value() async -> Value? {
+        for _ in 0..<20_000 {
+            if let value = self.received.withLock({ $0 }) { return value }
+            await Task.yield()
+        }
+        return nil
+    }
+}
+
+// MARK: - The run
+
+struct ModelFailure: Error, CustomStringConvertible {
+    let step: Int
+    let message: String
+    var description: String { "step \(self.step): \(self.message)" }
+}
+
+/// One run of steps against a machine and the reference model.
+struct ModelRun {
+    typealias Result = Swift.Result<Int?, TestError>
+
+    static let policies: [SharedBufferingPolicy] = [
+        .bounded(1), .bounded(2), .bounded(4), .bounded(8), .unbounded,
+        .bufferingNewest(0), .bufferingNewest(1), .bufferingNewest(3),
+        .bufferingOldest(0), .bufferingOldest(1), .bufferingOldest(3),
+    ]
+
+    struct Subscriber {
+        let id: SubscriberID
+        let policy: SharedBufferingPolicy
+        /// The iterator's batch, as `SharedIterator` keeps it: last first.
+        var batch: [Int] = []
+        /// Not yet handed to the iterator, in order.
+        var pending: [Int]
+        /// Its multicast connection ended: it drains `pending`, then ends.
+        var ending = false
+        var waiting: Suspended<Result>?
+
+        var bound: Int? {
+            if !self.ending, case .bounded(let n) = self.policy { return n }
+            return nil
+        }
+
+        var batchLimit: Int {
+            if self.ending { return 0 }
+            switch self.policy {
+            case .bounded(let n): return Swift.min(n / 2, 64)
+            case .unbounded: return 64
+            case .bufferingNewest, .bufferingOldest: return 0
+            }
+        }
+
+        mutating func receive(_ value: Int) {
+            switch self.policy {
+            case .bounded, .unbounded:
+                self.pending.append(value)
+            case .bufferingNewest(let n):
+                self.pending.append(value)
+                if self.pending.count > n { self.pending.removeFirst() }
+            case .bufferingOldest(let n):
+                if self.pending.count < n { self.pending.append(value) }
+            }
+        }
+    }
+
+    enum Producer {
+        /// May offer its next value.
+        case free
+        /// Was told to wait for room (`.park`, or `produceIfRoom` said no), with the value a
+        /// subject sender still has to send.
+        case mustWait(value: Int?)
+        case parked(Suspended<Bool>, value: Int?)
+        /// A subject sender released with room: retries its value.
+        case ready(value: Int)
+    }
+
+    let config: ModelConfig
+    var machine: Machine
+    var subscribers: [Subscriber] = []
+    var produced: [Int] = []
+    var upstream: Machine.Upstream
+    var nextEpoch: UInt64 = 0
+    var terminal: Result?
+    var timerRunning = false
+    /// The upstream's producer (pull modes, at most one: the current epoch's), or a subject's
+    /// waiting senders.
+    var producers: [Producer] = []
+    var value = 0
+    var nextToken: UInt64 = 0
+    var staleEpochs: [UInt64] = []
+    var step = 0
+
+    init(config: ModelConfig) {
+        self.config = config
+        self.machine = Machine(
+            policy: config.defaultPolicy, replay: config.replay, mode: config.mode, keepAlive: config.keepAlive)
+        self.upstream = config.mode == .push ? .running(epoch: 0) : .idle
+        if config.mode == .push { self.nextEpoch = 1 }
+    }
+
+    var currentEpoch: UInt64? {
+        switch self.upstream {
+        case .running(let epoch), .lingering(let epoch): return epoch
+        case .idle, .terminated: return nil
+        }
+    }
+
+    var hasRoom: Bool {
+        self.subscribers.allSatisfy { sub in sub.bound.map { sub.pending.count <= $0 - 1 } ?? true }
+    }
+
+    var hasRoomToResume: Bool {
+        self.subscribers.allSatisfy { sub in
+            sub.bound.map { sub.pending.count <= $0 - Swift.max(1, $0 / 2) } ?? true
+        }
+    }
+
+    func fail(_ message: String) -> ModelFailure { ModelFailure(step: self.step, message: message) }
+
+    func check(_ condition: Bool, _ message: @autoclosure () -> String) throws(ModelFailure) {
+        if !condition { throw self.fail(message()) }
+    }
+
+    // MARK: Applying the effects a transition returned
+
+    /// Checks that `effects` resume exactly `subscribers` with `result` and the parked
+    /// producers the model releases with `producerResult`, then resumes them all.
+    mutating func expect(
+        _ effects: Machine.Effects, resuming subscribers: [Suspended<Result>], with result: Result?,
+        releasing producers: [Suspended<Bool>], with producerResult: Bool,
+        cancelling cancelled: UInt64? = nil, starting started: UInt64? = nil,
+        timer: Machine.KeepAliveTimerAction = .none
+    ) async throws(ModelFailure) {
+        try self.check(effects.subscribers.count == subscribers.count,
+                       "resumed \(effects.subscribers.count) subscribers, expected \(subscribers.count)")
+        if let result, !subscribers.isEmpty {
+            try self.check(effects.subscriberResult == result,
+                           "subscribers resumed with \(effects.subscriberResult), expected \(result)")
+        }
+        try self.check(effects.producers.count == producers.count,
+                       "released \(effects.producers.count) producers, expected \(producers.count)")
+        if !producers.isEmpty {
+            try self.check(effects.producerResult == producerResult,
+                           "producers released with \(effects.producerResult), expected \(producerResult)")
+        }
+        try self.check(effects.cancelUpstream == cancelled,
+                       "cancelUpstream \(String(describing: effects.cancelUpstream)), expected \(String(describing: cancelled))")
+        try self.check(effects.startUpstream == started,
+                       "startUpstream \(String(describing: effects.startUpstream)), expected \(String(describing: started))")
+        try self.check(effects.keepAliveTimer == timer, "timer action \(effects.keepAliveTimer), expected \(timer)")
+        for continuation in effects.subscribers { continuation.resume(returning: effects.subscriberResult) }
+        for continuation in effects.producers { continuation.resume(returning: effects.producerResult) }
+        // The right continuations were resumed: the ones the model expected received it.
+        for waiting in subscribers {
+            let received = await waiting.value()
+            try self.check(received != nil, "an expected subscriber continuation was not the one resumed")
+        }
+        for waiting in producers {
+            let received = await waiting.value()
+            try self.check(received == producerResult, "an expected producer continuation was not the one resumed")
+        }
+    }
+
+    /// Takes every parked producer out of the model (they are being released).
+    mutating func takeParked(releasing: Bool) -> [Suspended<Bool>] {
+        var taken: [Suspended<Bool>] = []
+        self.producers = self.producers.compactMap { producer in
+            guard case .parked(let waiting, let value) = producer else { return producer }
+            taken.append(waiting)
+            if !releasing { return nil }  // stopped: the producer ends
+            if self.config.mode == .push, let value { return .ready(value: value) }
+            return .free
+        }
+        return taken
+    }
+
+    /// The parked producers the model releases now, if any (room to resume).
+    mutating func releasedIfRoom() -> [Suspended<Bool>] {
+        self.hasRoomToResume ? self.takeParked(releasing: true) : []
+    }
+
+    /// The upstream iteration stops: parked producers are released with `false`, the others end.
+    mutating func stopUpstream(_ epoch: UInt64) -> [Suspended<Bool>] {
+        self.staleEpochs.append(epoch)
+        self.upstream = .idle
+        let parked = self.takeParked(releasing: false)
+        self.producers.removeAll()
+        return parked
+    }
+
+    // MARK: Steps
+
+    mutating func apply(_ step: ModelStep) async throws(ModelFailure) {
+        switch step {
+        case .join(let index):
+            let policy = index < 0 ? nil : ModelRun.policies[index]
+            let effective = policy ?? self.config.defaultPolicy
+            let id = self.machine.subscribe(policy: policy)
+            var replayed = Array(self.produced.suffix(self.config.replay))
+            switch effective {
+            case .bufferingNewest(let n), .bufferingOldest(let n): replayed = Array(replayed.suffix(n))
+            case .bounded, .unbounded: break
+            }
+            self.subscribers.append(Subscriber(id: id, policy: effective, pending: replayed))
+            if case .lingering(let epoch) = self.upstream { self.upstream = .running(epoch: epoch) }
+
+        case .read(let pick, let wait):
+            guard !self.subscribers.isEmpty else { return }
+            let k = pick % self.subscribers.count
+            guard self.subscribers[k].waiting == nil else { return }  // one next() at a time
+            if !self.subscribers[k].batch.isEmpty {
+                // From the iterator's own batch (checked when it was taken): the machine is
+                // not involved, and nothing it counts changes.
+                self.subscribers[k].batch.removeLast()
+                return
+            }
+            var lending: [Int]? = []
+            let action = self.machine.next(self.subscribers[k].id, batch: &lending, connectOnDemand: self.config.autoconnect)
+            self.subscribers[k].batch = lending ?? []
+            if !self.subscribers[k].pending.isEmpty {
+                let expected = self.subscribers[k].pending.removeFirst()
+                let take = Swift.min(self.subscribers[k].batchLimit, self.subscribers[k].pending.count)
+                let batch = Array(self.subscribers[k].pending.prefix(take))
+                self.subscribers[k].pending.removeFirst(take)
+                guard case .element(let element, let producers) = action else {
+                    throw self.fail("read \(action), expected element \(expected)")
+                }
+                try self.check(element == expected, "read \(element), expected \(expected)")
+                try self.check(Array(self.subscribers[k].batch.reversed()) == batch,
+                               "batch \(Array(self.subscribers[k].batch.reversed())), expected \(batch)")
+                var effects = Machine.Effects()
+                effects.producers = producers
+                try await self.expect(effects, resuming: [], with: nil, releasing: self.releasedIfRoom(), with: true)
+                return
+            }
+            if self.subscribers[k].ending || self.terminal != nil {
+                let expected: Result = self.subscribers[k].ending ? .success(nil) : self.terminal!
+                guard case .terminal(let result) = action else { throw self.fail("read \(action), expected the end") }
+                try self.check(result == expected, "ended with \(result), expected \(expected)")
+                self.subscribers.remove(at: k)
+                return
+            }
+            var start: UInt64?
+            if self.upstream == .idle
+                && (self.config.mode == .automatic || (self.config.mode == .manual && self.config.autoconnect)) {
+                start = self.nextEpoch
+                self.upstream = .running(epoch: self.nextEpoch)
+                self.nextEpoch += 1
+                self.producers = [.free]
+            }
+            guard case .suspend(let started) = action, started == start else {
+                throw self.fail("read \(action), expected to suspend starting \(String(describing: start))")
+            }
+            guard wait else { return }
+            let waiting = await Suspended<Result>.make()
+            let effects = self.machine.suspend(
+                self.subscribers[k].id, continuation: waiting.continuation, connectOnDemand: self.config.autoconnect)
+            try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
+            self.subscribers[k].waiting = waiting
+
+        case .leave(let pick):
+            guard !self.subscribers.isEmpty else { return }
+            let k = pick % self.subscribers.count
+            let leaving = self.subscribers.remove(at: k)
+            let effects = self.machine.unsubscribe(leaving.id)
+            let resumed = leaving.waiting.map { [$0] } ?? []
+            if self.config.mode == .automatic, self.subscribers.isEmpty, case .running(let epoch) = self.upstream {
+                if self.config.keepAlive {
+                    self.upstream = .lingering(epoch: epoch)
+                    let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .restart : .start
+                    self.timerRunning = true
+                    try await self.expect(effects, resuming: resumed, with: .success(nil),
+                                          releasing: self.releasedIfRoom(), with: true, timer: timer)
+                } else {
+                    try await self.expect(effects, resuming: resumed, with: .success(nil),
+                                          releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
+                }
+            } else {
+                try await self.expect(effects, resuming: resumed, with: .success(nil),
+                                      releasing: self.releasedIfRoom(), with: true)
+            }
+
+        case .produce:
+            if self.config.mode == .push {
+                let value = self.nextValue()
+                let action = self.machine.produce(value, epoch: 0, respectingBounds: false)
+                try await self.expectProduced(action, value, park: false)
+                return
+            }
+            guard let epoch = self.currentEpoch, let index = self.producers.firstIndex(where: {
+                if case .free = $0 { return true } else { return false }
+            }) else { return }
+            let value = self.nextValue()
+            let action = self.machine.produce(value, epoch: epoch)
+            try await self.expectProduced(action, value, park: true)
+            if !self.hasRoom { self.producers[index] = .mustWait(value: nil) }
+
+        case .sendWaitingForRoom:
+            guard self.config.mode == .push else { return }
+            try await self.send(self.nextValue(), index: nil)
+
+        case .retrySend(let pick):
+            let ready = self.producers.indices.filter { if case .ready = self.producers[$0] { return true } else { return false } }
+            guard !ready.isEmpty else { return }
+            let index = ready[pick % ready.count]
+            guard case .ready(let value) = self.producers[index] else { return }
+            try await self.send(value, index: index)
+
+        case .waitForRoom(let pick, let park):
+            let waiting = self.producers.indices.filter { if case .mustWait = self.producers[$0] { return true } else { return false } }
+            guard !waiting.isEmpty else { return }
+            let index = waiting[pick % waiting.count]
+            guard case .mustWait(let value) = self.producers[index] else { return }
+            let epoch = self.config.mode == .push ? 0 : (self.currentEpoch ?? self.staleEpochs.last ?? 0)
+            let expected: Machine.ProduceOutcome =
+                self.terminal != nil || self.currentEpoch == nil ? .stop : self.hasRoomToResume ? .proceed : .park
+            if !park {
+                let status = self.machine.producerStatus(epoch: epoch)
+                try self.check(status == expected, "producerStatus \(status), expected \(expected)")
+                switch status {
+                case .proceed: self.producers[index] = value.map { .ready(value: $0) } ?? .free
+                case .stop: self.producers.remove(at: index)
+                case .park: break
+                }
+                return
+            }
+            let parked = await Suspended<Bool>.make()
+            let effects = self.machine.parkProducer(epoch: epoch, token: self.nextToken, continuation: parked.continuation)
+            self.nextToken += 1
+            switch expected {
+            case .stop:
+                self.producers.remove(at: index)
+                try await self.expect(effects, resuming: [], with: nil, releasing: [parked], with: false)
+            case .proceed:
+                self.producers[index] = value.map { .ready(value: $0) } ?? .free
+                try await self.expect(effects, resuming: [], with: nil, releasing: [parked], with: true)
+            case .park:
+                self.producers[index] = .parked(parked, value: value)
+                try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
+            }
+
+        case .connect:
+            guard self.config.mode == .manual else { return }
+            let (epoch, effects) = self.machine.connect()
+            switch self.upstream {
+            case .idle:
+                try self.check(epoch == self.nextEpoch, "connect() gave \(String(describing: epoch))")
+                self.upstream = .running(epoch: self.nextEpoch)
+                self.producers = [.free]
+                self.nextEpoch += 1
+                try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true, starting: epoch)
+            case .running(let current), .lingering(let current):
+                try self.check(epoch == current, "connect() while connected gave \(String(describing: epoch))")
+                try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
+            case .terminated:
+                try self.check(epoch == nil, "connect() after the end gave \(String(describing: epoch))")
+                try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
+            }
+
+        case .disconnect(let stale):
+            guard self.config.mode == .manual else { return }
+            if stale {
+                guard let old = self.staleEpochs.last else { return }
+                try self.check(self.machine.disconnect(epoch: old).isEmpty, "a stale cancel had effects")
+                return
+            }
+            guard let epoch = self.currentEpoch, self.terminal == nil else { return }
+            let effects = self.machine.disconnect(epoch: epoch)
+            let resumed = self.subscribers.compactMap(\.waiting)
+            self.subscribers.removeAll { $0.waiting != nil }
+            for k in self.subscribers.indices { self.subscribers[k].ending = true }
+            try await self.expect(effects, resuming: resumed, with: .success(nil),
+                                  releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
+
+        case .keepAliveExpires:
+            guard self.timerRunning else { return }
+            self.timerRunning = false
+            let effects = self.machine.keepAliveExpired()
+            if case .lingering(let epoch) = self.upstream {
+                try await self.expect(effects, resuming: [], with: nil,
+                                      releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
+            } else {
+                try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
+            }
+
+        case .finish(let fail):
+            guard let epoch = self.currentEpoch, self.terminal == nil else { return }
+            let failure: TestError? = fail ? .other(self.step) : nil
+            let effects = self.config.mode == .push
+                ? self.machine.complete(failure: failure)
+                : self.machine.finish(epoch: epoch, failure: failure)
+            let result: Result = failure.map { .failure($0) } ?? .success(nil)
+            self.terminal = result
+            self.upstream = .terminated
+            let resumed = self.subscribers.compactMap(\.waiting)
+            self.subscribers.removeAll { $0.waiting != nil }
+            let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .cancel : .none
+            self.timerRunning = false
+            let parked = self.takeParked(releasing: false)
+            self.producers.removeAll()
+            try await self.expect(effects, resuming: resumed, with: result, releasing: parked, with: false, timer: timer)
+
+        case .produceStale:
+            guard let old = self.staleEpochs.last ?? (self.terminal != nil ? self.nextEpoch &- 1 : nil) else { return }
+            let action = self.machine.produce(-1, epoch: old)
+            guard case .stop = action else { throw self.fail("a stopped epoch's element was taken: \(action)") }
+        }
+    }
+
+    mutating func nextValue() -> Int {
+        defer { self.value += 1 }
+        return self.value
+    }
+
+    /// Delivers `value` in the model and checks what producing it returned.
+    mutating func expectProduced(_ action: Machine.ProduceAction, _ value: Int, park: Bool) async throws(ModelFailure) {
+        guard self.terminal == nil else {
+            guard case .stop = action else { throw self.fail("produced after the end: \(action)") }
+            return
+        }
+        let resumed = self.deliver(value)
+        let effects: Machine.Effects
+        switch action {
+        case .proceed(let e):
+            try self.check(!park || self.hasRoom, "proceed, but a bounded subscriber is full")
+            effects = e
+        case .park(let e):
+            try self.check(park && !self.hasRoom, "park, but every subscriber has room (or it cannot wait)")
+            effects = e
+        case .stop:
+            throw self.fail("the current producer was stopped")
+        }
+        try await self.expect(effects, resuming: resumed, with: .success(value), releasing: [], with: true)
+    }
+
+    /// Appends `value` for every subscriber of the model; returns the waiting ones it resumes.
+    mutating func deliver(_ value: Int) -> [Suspended<Result>] {
+        self.produced.append(value)
+        var resumed: [Suspended<Result>] = []
+        for k in self.subscribers.indices where !self.subscribers[k].ending {
+            if let waiting = self.subscribers[k].waiting {
+                resumed.append(waiting)
+                self.subscribers[k].waiting = nil
+            } else {
+                self.subscribers[k].receive(value)
+            }
+        }
+        return resumed
+    }
+
+    /// A subject's `send(waitingForRoom:)` of `value` (a retry when `index` is a sender).
+    mutating func send(_ value: Int, index: Int?) async throws(ModelFailure) {
+        let action = self.machine.produceIfRoom(value, epoch: 0)
+        if self.terminal != nil {
+            guard case .stop? = action else { throw self.fail("send after the end: \(String(describing: action))") }
+            if let index { self.producers.remove(at: index) }
+            return
+        }
+        guard self.hasRoom else {
+            try self.check(action == nil, "sent past a full bound")
+            if let index { self.producers[index] = .mustWait(value: value) } else { self.producers.append(.mustWait(value: value)) }
+            return
+        }
+        guard let action else { throw self.fail("send waits, but every subscriber has room") }
+        if let index { self.producers.remove(at: index) }
+        try await self.expectProduced(action, value, park: false)
+    }
+
+    // MARK: Comparing
+
+    func compare() throws(ModelFailure) {
+        if let violation = self.machine.invariantViolation() { throw self.fail("invariant: \(violation)") }
+        try self.check(self.machine.subscriberCount == self.subscribers.count,
+                       "subscriberCount \(self.machine.subscriberCount), expected \(self.subscribers.count)")
+        for (k, sub) in self.subscribers.enumerated() {
+            let undelivered = self.machine.undelivered(sub.id)
+            try self.check(undelivered == sub.pending, "subscriber #\(k) (\(sub.policy)) may still receive \(undelivered), expected \(sub.pending)")
+        }
+        try self.check(self.machine.hasRoom == self.hasRoom, "hasRoom \(self.machine.hasRoom), expected \(self.hasRoom)")
+        try self.check(self.machine.hasRoomToResume == self.hasRoomToResume,
+                       "hasRoomToResume \(self.machine.hasRoomToResume), expected \(self.hasRoomToResume)")
+        let parked = self.producers.filter { if case .parked = $0 { return true } else { return false } }.count
+        try self.check(self.machine.parkedProducers.count == parked,
+                       "\(self.machine.parkedProducers.count) parked producers, expected \(parked)")
+        try self.check(parked == 0 || !self.hasRoomToResume, "a producer waits while every subscriber has room")
+        try self.check(self.machine.upstream == self.upstream, "upstream \(self.machine.upstream), expected \(self.upstream)")
+        try self.check(self.machine.waiters.count == self.subscribers.filter { $0.waiting != nil }.count, "waiting subscribers differ")
+        try self.check(self.machine.keepAliveTimerIsRunning == self.timerRunning, "timer running \(self.machine.keepAliveTimerIsRunning)")
+    }
+
+    /// Runs `steps` on a fresh machine; the first disagreement, if any.
+    static func run(_ steps: [ModelStep], config: ModelConfig) async -> ModelFailure? {
+        var run = ModelRun(config: config)
+        for (index, step) in steps.enumerated() {
+            run.step = index
+            do {
+                try await run.apply(step)
+                try run.compare()
+            } catch {
+                run.tearDown()
+                return error
+            }
+        }
+        run.tearDown()
+        return nil
+    }
+
+    /// Ends the run so that no task is left suspended: ending the machine resumes its
+    /// waiting subscribers and parked producers.
+    mutating func tearDown() {
+        let effects: Machine.Effects
+        if self.config.mode == .push {
+            effects = self.machine.complete(failure: nil)
+        } else if let epoch = self.currentEpoch {
+            effects = self.machine.finish(epoch: epoch, failure: nil)
+        } else {
+            effects = Machine.Effects()
+        }
+        for continuation in effects.subscribers { continuation.resume(returning: effects.subscriberResult) }
+        for continuation in effects.producers { continuation.resume(returning: false) }
+        // The machine hands back nothing when it could not end (an idle multicast): then the
+        // model's continuations are still suspended, and resuming them here is the only
+        // resumption. (After a mismatch some may be left suspended: that run has failed.)
+        if effects.subscribers.isEmpty {
+            for sub in self.subscribers { sub.waiting?.continuation.resume(returning: .success(nil)) }
+        }
+        if effects.producers.isEmpty {
+            for producer in self.takeParked(releasing: false) { producer.continuation.resume(returning: false) }
+        }
+        self.subscribers.removeAll()
+        self.producers.removeAll()
+    }
+}
+
+// MARK: - Shrinking
+
+/// The shortest sequence found that still fails: deletes runs of steps, halving their length.
+func shortestFailing(_ steps: [ModelStep], config: ModelConfig, failure: ModelFailure) async -> ([ModelStep], ModelFailure) {
+    var best = Array(steps.prefix(failure.step + 1))
+    var bestFailure = failure
+    var chunk = Swift.max(1, best.count / 2)
+    while true {
+        var index = 0
+        while index < best.count {
+            var candidate = best
+            candidate.removeSubrange(index..<Swift.min(index + chunk, best.count))
+            if let failure = await ModelRun.run(candidate, config: config) {
+                best = Array(candidate.prefix(failure.step + 1))
+                bestFailure = failure
+            } else {
+                index += chunk
+            }
+        }
+        if chunk == 1 { break }
+        chunk /= 2
+    }
+    return (best, bestFailure)
+}
+
+// MARK: - The test
+
+@Suite("Engine against a reference model")
+struct EngineModelTests {
+    /// Seeds per test case; `MODEL_TEST_SEEDS` (total) overrides the default.
+    static let shards = 8
+    static var seedsPerShard: Int {
+        if let text = ProcessInfo.processInfo.environment["MODEL_TEST_SEEDS"], let total = Int(text) { return Swift.max(1, total / shards) }
+        return 250
+    }
+
+    @Test("random steps agree with per-subscriber queues", arguments: 0..<shards)
+    func agreesWithTheModel(shard: Int) async {
+        let count = Self.seedsPerShard
+        for n in 0..<count {
+            let seed = UInt64(shard * count + n)
+            let config = ModelConfig(seed: seed)
+            let steps = config.steps(seed: seed, count: 300)
+            guard let failure = await ModelRun.run(steps, config: config) else { continue }
+            let (shortest, shortestFailure) = await shortestFailing(steps, config: config, failure: failure)
+            Issue.record("""
+                seed \(seed), \(config): \(shortestFailure)
+                shortest failing sequence (\(shortest.count) steps):
+                \(shortest.enumerated().map { "  \($0.offset): \($0.element)" }.joined(separator: "\n"))
+                """)
+            return
+        }
+    }
+}
