@@ -1,4 +1,4 @@
-// Issue 3: keepAlive — share(buffering:keepAlive:) and replay(_:buffering:keepAlive:).
+// keepAlive — share(buffering:keepAlive:) and replay(_:buffering:keepAlive:).
 //
 // "Arrives inside the window" uses a 60 s window so it cannot flake; "cancelled when the
 // window ends" uses 50 ms and just awaits the onTermination signal under a hang guard.
@@ -109,6 +109,45 @@ struct KeepAliveTests {
         #expect(await b.next() == 3, "produced inside the window by the same iteration")
         source.control.yield(4)
         #expect(await b.next() == 4)
+        #expect(source.control.iteratorCount == 1)
+        await b.leave()
+    }
+
+    @Test("leaving and coming back 2,000 times inside the window re-arms one timer task")
+    func oneTimerTaskForManyDepartures() async {
+        let source = I3Source()
+        let shared = source.share(keepAlive: .seconds(3_600))
+        await self.startReadAndLeave(shared, source, 1)
+        let timer = shared.storage.state.withLock { $0.timerTask }
+        #expect(timer != nil, "the first departure started the timer")
+        for _ in 0..<2_000 {
+            var iterator: SharedIterator<Int, Never>? = shared.makeAsyncIterator()
+            #expect(shared.subscriberCount == 1)
+            iterator = nil  // leaves: a new window opens
+            _ = iterator
+        }
+        #expect(shared.storage.state.withLock { $0.timerTask } == timer, "still the first timer task")
+        #expect(source.control.iteratorCount == 1, "the same iteration throughout")
+        #expect(source.control.end(of: 0) == nil)
+    }
+
+    @Test("a keep-alive too long for any clock is accepted and never ends the iteration", arguments: [
+        Duration.seconds(Int64.max),
+        Duration(secondsComponent: .max, attosecondsComponent: 999_999_999_999_999_999),
+        Duration.seconds(1e19),
+    ])
+    func keepAliveBeyondAnyClock(keepAlive: Duration) async {
+        let source = I3Source()
+        let shared = source.share(keepAlive: keepAlive)
+        #expect(shared.storage.keepAlive == MulticastStorage<Int, Never>.longestKeepAlive)
+        await self.startReadAndLeave(shared, source, 1)
+        // The timer task starts, computes its deadline and sleeps (a day at most per sleep):
+        // wait until it has run once and is asleep, the step that used to trap.
+        await i3Eventually("the timer task to start") { shared.storage.state.withLock { $0.timerTask != nil } }
+        await i3LetOthersRun()
+        let b = await I3Subscriber.join { shared.makeAsyncIterator() }
+        source.control.yield(2)
+        #expect(await b.next() == 2, "the same iteration continues")
         #expect(source.control.iteratorCount == 1)
         await b.leave()
     }
