@@ -536,7 +536,7 @@ struct ModelRun {
                 : self.machine.finish(epoch: epoch, failure: failure)
             let result: Result = failure.map { .failure($0) } ?? .success(nil)
             self.terminal = result
-            self.upstream = .terminated
+            self.upstream = .terminated(failure.map { .failed($0) } ?? .finished)
             let resumed = self.subscribers.compactMap(\.waiting)
             self.subscribers.removeAll { $0.waiting != nil }
             let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .cancel : .none

@@ -237,7 +237,7 @@ struct MulticastStateMachineKeepAliveTests {
         _ = machine.next(a)
         _ = machine.unsubscribe(a)
         #expect(machine.finish(epoch: 0, failure: nil).keepAliveTimer == .cancel)
-        #expect(machine.upstream == .terminated)
+        #expect(machine.upstream == .terminated(.finished))
     }
 
     @Test("without keep-alive the last subscriber leaving cancels at once")

@@ -362,7 +362,7 @@ struct MulticastStateMachineConnectionTests {
         let (epoch, _) = machine.connect()
         #expect(produced(machine.produce(9, epoch: epoch!)))
         _ = machine.finish(epoch: epoch!, failure: nil)
-        #expect(machine.upstream == .terminated)
+        #expect(machine.upstream == .terminated(.finished))
         let (again, effects) = machine.connect()
         #expect(again == nil)
         #expect(effects.isEmpty)

@@ -128,7 +128,7 @@ struct ShareSemanticsTests {
             let second = try await late.next()
             #expect(second == nil)
             #expect(probe.iterators == 1, "a terminated sequence never restarts its upstream")
-            #expect(shared.storage.upstreamState == .terminated)
+            #expect(shared.storage.upstreamState == .terminated(.finished))
         }
     }
 

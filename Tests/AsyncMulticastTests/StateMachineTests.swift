@@ -539,7 +539,7 @@ struct StateMachineTests {
             effects.perform()
         }
         #expect(failed == .failure(.boom))
-        #expect(machine.upstream == .terminated)
+        #expect(machine.upstream == .terminated(.failed(.boom)))
         #expect(!machine.isSubscribed(waiting), "a subscriber that got the terminal event has left")
         #expect(machine.take(buffered) == .element(0))
         #expect(machine.take(buffered) == .element(1))

@@ -376,7 +376,7 @@ struct MulticastStateMachinePushTests {
         }
         let completed = machine.complete(failure: nil)
         #expect(completed.subscribers.isEmpty, "nobody was waiting")
-        #expect(machine.upstream == .terminated)
+        #expect(machine.upstream == .terminated(.finished))
         #expect(machine.complete(failure: I3Error(code: 1)).isEmpty, "completing twice does nothing")
         if case .stop = machine.produce(2, epoch: 0, respectingBounds: false) {} else {
             Issue.record("a send after completion was taken")

@@ -1,0 +1,369 @@
+// Lanes: one per buffering policy in use. Each keeps a histogram of its members' cursors, the
+// `.bufferingOldest` frozen cells and private queues, and the room rules. All the index
+// arithmetic of the shared buffer lives here.
+
+extension MulticastStateMachine {
+    /// The pending elements of subscribers of a `.bufferingOldest(n)` cell that overflowed.
+    @usableFromInline
+    struct FrozenGroup: Sendable {
+        @usableFromInline
+        var elements: [Element]
+        @usableFromInline
+        var members: Int
+
+        @inlinable
+        init(elements: [Element], members: Int) {
+            self.elements = elements
+            self.members = members
+        }
+    }
+
+    /// A `.bufferingOldest` subscriber reading from its own queue after an overflow.
+    @usableFromInline
+    struct Detached: Sendable {
+        @usableFromInline
+        var queue: [Element]
+        @usableFromInline
+        var head = 0
+        /// Index in its lane's `roomList`, or -1 while the queue is full.
+        @usableFromInline
+        var roomIndex = -1
+        /// The queue is all the subscriber will ever receive: once it is empty the
+        /// subscriber ends (its multicast connection was cancelled).
+        @usableFromInline
+        var endsWhenEmpty = false
+
+        @inlinable
+        init(queue: [Element], endsWhenEmpty: Bool = false) {
+            self.queue = queue
+            self.endsWhenEmpty = endsWhenEmpty
+        }
+
+        @inlinable
+        var pending: Int { self.queue.count - self.head }
+
+        @inlinable
+        mutating func pop() -> Element {
+            let element = self.queue[self.head]
+            self.head += 1
+            if self.head >= 32, self.head * 2 >= self.queue.count {
+                self.queue.removeFirst(self.head)
+                self.head = 0
+            }
+            return element
+        }
+    }
+
+    @usableFromInline
+    struct Lane: Sendable {
+        @usableFromInline
+        let policy: SharedBufferingPolicy
+        @usableFromInline
+        var members = 0
+        /// `counts[p]`: members whose cursor is `p`, for `p` in `minCursor..<tail`.
+        /// Invariants: `counts.endIndex == tail`; `counts.first` is nil or positive.
+        @usableFromInline
+        var counts: IndexedRing<Int>
+        /// Attached members whose cursor is `tail`, waiting ones included.
+        @usableFromInline
+        var atTail = 0
+        /// Members suspended in `next()` (all of them have cursor `tail`).
+        @usableFromInline
+        var waiting = 0
+        /// `.bufferingOldest`: frozen cells by the cursor their members still hold.
+        @usableFromInline
+        var frozen: [Int: FrozenGroup] = [:]
+        /// `.bufferingOldest`: detached members whose queue has room.
+        @usableFromInline
+        var roomList: [UInt32] = []
+
+        @inlinable
+        init(policy: SharedBufferingPolicy, tail: Int) {
+            self.policy = policy
+            self.counts = IndexedRing(startIndex: tail)
+            // The policy's numbers, unpacked once: `append` reads them for every element.
+            switch policy {
+            case .bounded(let limit):
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) =
+                    (Swift.min(limit / 2, Self.maxBatch), limit, -1, 0)
+            case .unbounded:
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (Self.maxBatch, .max, -1, 0)
+            case .bufferingNewest(let limit):
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (0, .max, limit, 0)
+            case .bufferingOldest(0):
+                // Drops like `.bufferingNewest(0)`: the new element is the only one a
+                // member holds, so whole cells move.
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (0, .max, 0, 0)
+            case .bufferingOldest(let limit):
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (0, .max, -1, limit)
+            }
+        }
+
+        /// `.bounded(n)`: `n`; otherwise `Int.max`. A producer parks once a member holds this many.
+        @usableFromInline
+        let bound: Int
+        /// A producer may append while every member holds at most this many: `bound - 1`.
+        @inlinable
+        var roomLevel: Int { self.bound - 1 }
+        /// A parked producer resumes once every member holds at most this many (see
+        /// `hasRoomToResume`): `bound - max(1, bound / 2)`.
+        @inlinable
+        var resumeLevel: Int { self.bound - Swift.max(1, self.bound / 2) }
+        /// Members holding more than this drop their oldest (`.bufferingNewest(n)`, and
+        /// `.bufferingOldest(0)`); -1 for the other policies.
+        @usableFromInline
+        let dropLimit: Int
+        /// `.bufferingOldest(n)` with n > 0: `n` (full cells freeze); otherwise 0.
+        @usableFromInline
+        let freezeLimit: Int
+
+        /// How many ready elements beyond the one returned a member may take per lock
+        /// acquisition (see `read`). Lossless lanes only: a dropping policy must be able to
+        /// drop what a subscriber has not consumed. Half the bound, so the upstream can
+        /// refill the other half while a subscriber works through its batch.
+        @usableFromInline
+        let batchLimit: Int
+        /// The largest batch.
+        @inlinable
+        static var maxBatch: Int { 64 }
+
+        /// The oldest position a member of this lane still reads (`tail` if none).
+        @inlinable
+        var minCursor: Int { self.counts.startIndex }
+
+        @inlinable
+        mutating func dropLeadingZeros() {
+            while let first = self.counts.first, first == 0 {
+                self.counts.removeFirst()
+            }
+        }
+
+        /// Records that `count` members now have the element at `position` (== old tail) pending.
+        @inlinable
+        mutating func appendCount(_ count: Int, at position: Int) {
+            assert(self.counts.endIndex == position, "lane histogram must end at the tail")
+            if self.counts.isEmpty && count == 0 {
+                self.counts.rebase(to: position + 1)
+            } else {
+                self.counts.append(count)
+            }
+        }
+
+        /// Moves the oldest histogram cell one position forward (its members drop one element).
+        @inlinable
+        mutating func advanceOldestCell(tail: Int) {
+            let moved = self.counts.removeFirst()
+            if self.counts.startIndex == tail {
+                self.atTail += moved
+            } else {
+                self.counts[self.counts.startIndex] += moved
+            }
+            self.dropLeadingZeros()
+        }
+    }
+
+    /// Whether every bounded subscriber has room for one more element, i.e. whether a
+    /// producer may append without waiting.
+    @inlinable
+    var hasRoom: Bool {
+        self.everyMemberHolds(atMost: \.roomLevel)
+    }
+
+    /// Whether a *parked* producer may go on: every bounded subscriber is down to its
+    /// lane's `resumeLevel` (half the bound). A producer parks at the bound and resumes at
+    /// half of it, like a high/low watermark pair: one wake-up then buys `bound / 2`
+    /// elements instead of one, and a wake-up costs far more than an element. Liveness is
+    /// unaffected: a subscriber above the level has elements to read.
+    @inlinable
+    var hasRoomToResume: Bool {
+        self.everyMemberHolds(atMost: \.resumeLevel)
+    }
+
+    /// Whether every member of every lane holds at most `level` of its lane pending.
+    @inlinable
+    func everyMemberHolds(atMost level: KeyPath<Lane, Int>) -> Bool {
+        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor > lane[keyPath: level] {
+            return false
+        }
+        return true
+    }
+
+    /// The lane of `policy`, created if no live subscriber uses it. A lane exists exactly
+    /// while it has members (`removeLaneIfEmpty`), so the producer's per-element pass costs
+    /// as many steps as there are distinct policies among the live subscribers.
+    @inlinable
+    mutating func laneIndex(for policy: SharedBufferingPolicy) -> Int {
+        if let index = self.lanes.firstIndex(where: { $0.policy == policy }) {
+            return index
+        }
+        self.lanes.append(Lane(policy: policy, tail: self.tail))
+        return self.lanes.count - 1
+    }
+
+    /// Removes lane `l` if its last member left: the last lane takes its index, and the
+    /// slots of that lane's members are renumbered (a scan of the slots, on this cold path
+    /// only, so that reading never pays an indirection).
+    @inlinable
+    mutating func removeLaneIfEmpty(_ l: Int) {
+        guard self.lanes[l].members == 0 else { return }
+        let last = self.lanes.count - 1
+        if l != last {
+            self.lanes.swapAt(l, last)
+            for index in self.slots.indices
+            where self.slots[index].isLive && self.slots[index].lane == UInt32(last) {
+                self.slots[index].lane = UInt32(l)
+            }
+        }
+        self.lanes.removeLast()
+    }
+
+    /// Moves an attached subscriber's cursor `count` positions forward (it has received the
+    /// elements there), keeping the lane histogram and the shared window in step.
+    @inlinable
+    mutating func commit(_ count: Int, slot s: Int, lane l: Int) {
+        let position = self.slots[s].cursor
+        let next = position + count
+        precondition(next <= self.tail, "committed past the tail")
+        self.slots[s].cursor = next
+        self.lanes[l].counts[position] -= 1
+        if next == self.tail {
+            self.lanes[l].atTail += 1
+        } else {
+            self.lanes[l].counts[next] += 1
+        }
+        if position == self.lanes[l].minCursor {
+            self.lanes[l].dropLeadingZeros()
+            self.trimElements()
+        }
+    }
+
+    @inlinable
+    mutating func removeFromRoomList(_ key: UInt32, lane l: Int) {
+        guard let index = self.detached[key]?.roomIndex, index >= 0 else { return }
+        let last = self.lanes[l].roomList.removeLast()
+        if last != key {
+            self.lanes[l].roomList[index] = last
+            self.detached[last]!.roomIndex = index
+        }
+        self.detached[key]!.roomIndex = -1
+    }
+
+    /// Drops stored elements nobody will read again (outside the replay window).
+    @inlinable
+    mutating func trimElements() {
+        var keepFrom = self.tail - self.replayCount
+        for lane in self.lanes where lane.minCursor < keepFrom {
+            keepFrom = lane.minCursor
+        }
+        self.trimElements(before: keepFrom)
+    }
+
+    /// Drops the stored elements before `position` (`append` computes it on its own pass).
+    @inlinable
+    mutating func trimElements(before position: Int) {
+        while self.elements.startIndex < position {
+            self.elements.removeFirst()
+        }
+    }
+
+    /// Takes subscriber `s` (not waiting) out of its lane: its histogram unit, frozen group
+    /// or private queue, and its membership; the lane goes if it was the last member.
+    /// Afterwards the slot's `lane` is `Slot.noLane` and it holds no private queue.
+    @inlinable
+    mutating func leaveLane(_ s: Int) {
+        let slot = self.slots[s]
+        let l = Int(slot.lane)
+        assert(slot.waiterIndex < 0, "a waiting subscriber leaves its lane")
+        if slot.isDetached {
+            self.removeFromRoomList(UInt32(s), lane: l)
+            self.detached[UInt32(s)] = nil
+            self.slots[s].isDetached = false
+        } else if slot.cursor < self.lanes[l].minCursor {
+            switch self.lanes[l].policy {
+            case .bufferingNewest, .bufferingOldest(0):
+                self.decrementCount(at: self.lanes[l].minCursor, lane: l)
+            case .bufferingOldest:
+                let group = self.lanes[l].frozen[slot.cursor]!
+                if group.members == 1 {
+                    self.lanes[l].frozen[slot.cursor] = nil
+                } else {
+                    self.lanes[l].frozen[slot.cursor]!.members -= 1
+                }
+            case .bounded, .unbounded:
+                preconditionFailure("lossless subscriber behind the shared window")
+            }
+        } else {
+            self.decrementCount(at: slot.cursor, lane: l)
+        }
+        self.lanes[l].members -= 1
+        self.slots[s].lane = Slot.noLane
+        self.removeLaneIfEmpty(l)
+    }
+
+    /// The elements subscriber `s` (attached to a lane, not waiting) would still read, in
+    /// order, if nothing more were produced.
+    @inlinable
+    func pendingElements(of s: Int) -> [Element] {
+        let slot = self.slots[s]
+        let lane = self.lanes[Int(slot.lane)]
+        if slot.isDetached {
+            let queue = self.detached[UInt32(s)]!
+            return Array(queue.queue[queue.head...])
+        }
+        var from = slot.cursor
+        if from < lane.minCursor {
+            switch lane.policy {
+            case .bufferingOldest(let limit) where limit > 0:
+                return lane.frozen[from]!.elements
+            default:
+                from = lane.minCursor
+            }
+        }
+        return (from..<self.tail).map { self.elements[$0] }
+    }
+
+    @inlinable
+    mutating func decrementCount(at position: Int, lane l: Int) {
+        if position == self.tail {
+            self.lanes[l].atTail -= 1
+        } else {
+            self.lanes[l].counts[position] -= 1
+            if position == self.lanes[l].minCursor {
+                self.lanes[l].dropLeadingZeros()
+                self.trimElements()
+            }
+        }
+    }
+
+    /// `.bufferingOldest(limit)`: the members holding `limit` elements cannot take the one
+    /// being appended at `position`. Copy their `limit` pending elements once and let the
+    /// cell stop pinning the shared buffer.
+    @inlinable
+    mutating func freezeFullCell(lane l: Int, limit: Int, appending position: Int) {
+        let full = position - limit
+        guard !self.lanes[l].counts.isEmpty, self.lanes[l].minCursor == full else { return }
+        let members = self.lanes[l].counts[full]
+        assert(members > 0, "histogram cells at the window start are positive")
+        assert(self.lanes[l].frozen[full] == nil, "a cell freezes once")
+        var copy: [Element] = []
+        copy.reserveCapacity(limit)
+        for p in full..<position { copy.append(self.elements[p]) }
+        self.lanes[l].frozen[full] = FrozenGroup(elements: copy, members: members)
+        self.lanes[l].counts[full] = 0
+        self.lanes[l].dropLeadingZeros()
+    }
+
+    @inlinable
+    mutating func deliverToRoomList(_ element: Element, lane l: Int, limit: Int) {
+        var index = 0
+        while index < self.lanes[l].roomList.count {
+            let key = self.lanes[l].roomList[index]
+            self.detached[key]!.queue.append(element)
+            if self.detached[key]!.pending >= limit {
+                self.removeFromRoomList(key, lane: l)  // swaps the last one into `index`
+            } else {
+                index += 1
+            }
+        }
+    }
+}

@@ -1,0 +1,190 @@
+// Producing: an element offered by the upstream or a subject, and producers waiting for room.
+
+extension MulticastStateMachine {
+    /// The outcome of a producer offering an element, on the hot path: no payload, so
+    /// returning it through the lock costs nothing (the waiters to resume travel separately,
+    /// see `produce(_:epoch:respectingBounds:resuming:)`).
+    @usableFromInline
+    enum ProduceOutcome: Sendable, Equatable {
+        /// The element is in; go on producing.
+        case proceed
+        /// The element is in; park (see `parkProducer`) before producing the next one.
+        case park
+        /// The element was not taken (stale epoch or terminated). Stop producing.
+        case stop
+    }
+
+    /// The outcome of a producer offering an element, with its effects (cold paths and tests).
+    @usableFromInline
+    enum ProduceAction: Sendable {
+        /// The element is in; go on producing.
+        case proceed(Effects)
+        /// The element is in; park (see `parkProducer`) before producing the next one.
+        case park(Effects)
+        /// The element was not taken: this producer is stale (cancelled epoch) or the
+        /// sequence has terminated. Stop producing.
+        case stop
+    }
+
+    /// Hands every parked producer to `effects`, to be resumed with `result`.
+    @inlinable
+    mutating func releaseProducers(into effects: inout Effects, result: Bool) {
+        effects.producers = self.parkedProducers.map(\.continuation)
+        effects.producerResult = result
+        self.parkedProducers.removeAll()
+    }
+
+    /// The upstream iteration `epoch` produced `element`.
+    ///
+    /// With `respectingBounds` false (a subject's synchronous `send`) the element is taken
+    /// even when a bounded subscriber is full.
+    @inlinable
+    mutating func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) -> ProduceAction {
+        var effects = Effects()
+        let outcome = self.produce(
+            element, epoch: epoch, respectingBounds: respectingBounds, resuming: &effects.subscribers)
+        if !effects.subscribers.isEmpty { effects.subscriberResult = .success(element) }
+        switch outcome {
+        case .proceed: return .proceed(effects)
+        case .park: return .park(effects)
+        case .stop: return .stop
+        }
+    }
+
+    /// `produce(_:epoch:respectingBounds:)` for the hot path: the subscribers that were
+    /// waiting for `element` are appended to `resuming` (the caller resumes them with it).
+    @inlinable
+    mutating func produce(
+        _ element: Element, epoch: UInt64, respectingBounds: Bool,
+        resuming: inout [SubscriberContinuation]
+    ) -> ProduceOutcome {
+        guard self.isCurrent(epoch: epoch) else { return .stop }
+        let hasRoom = self.append(element, resuming: &resuming)
+        return respectingBounds && !hasRoom ? .park : .proceed
+    }
+
+    /// Stores `element` for every subscriber and hands it straight to the waiting ones,
+    /// whose continuations are appended to `resuming`. Returns `hasRoom` as it is afterwards.
+    ///
+    /// One pass over the lanes does everything per element (histogram, drops, the oldest
+    /// position still needed, room): this is the producer's hot path.
+    @inlinable
+    @discardableResult
+    mutating func append(_ element: Element, resuming: inout [SubscriberContinuation]) -> Bool {
+        let position = self.tail
+        let newTail = position + 1
+        var needed = self.replayCount > 0
+        var keepFrom = newTail - self.replayCount
+        var hasRoom = true
+
+        for l in self.lanes.indices {
+            guard self.lanes[l].members > 0 else {
+                // Nobody to count: the (empty) histogram just follows the tail.
+                if self.lanes[l].counts.isEmpty { self.lanes[l].counts.rebase(to: newTail) }
+                keepFrom = Swift.min(keepFrom, self.lanes[l].minCursor)
+                continue
+            }
+            let freezeLimit = self.lanes[l].freezeLimit
+            if freezeLimit > 0 {
+                self.freezeFullCell(lane: l, limit: freezeLimit, appending: position)
+                self.deliverToRoomList(element, lane: l, limit: freezeLimit)
+            }
+            let nonWaiting = self.lanes[l].atTail - self.lanes[l].waiting
+            self.lanes[l].appendCount(nonWaiting, at: position)
+            // Waiting members take the element right away (below): they stay caught up.
+            self.lanes[l].atTail = self.lanes[l].waiting
+            self.lanes[l].waiting = 0
+            // Members now holding `dropLimit + 1` drop their oldest: the whole cell moves on.
+            let dropLimit = self.lanes[l].dropLimit
+            if dropLimit >= 0 {
+                let floor = newTail - dropLimit
+                while !self.lanes[l].counts.isEmpty && self.lanes[l].minCursor < floor {
+                    self.lanes[l].advanceOldestCell(tail: newTail)
+                }
+            }
+            let minCursor = self.lanes[l].minCursor
+            if !self.lanes[l].counts.isEmpty { needed = true }
+            keepFrom = Swift.min(keepFrom, minCursor)
+            if newTail - minCursor > self.lanes[l].roomLevel { hasRoom = false }
+        }
+
+        if needed || !self.elements.isEmpty {
+            self.elements.append(element)
+        } else {
+            self.elements.rebase(to: newTail)
+        }
+
+        if !self.waiters.isEmpty {
+            resuming.reserveCapacity(self.waiters.count)
+            for waiter in self.waiters {
+                self.slots[Int(waiter.slot)].cursor = newTail
+                self.slots[Int(waiter.slot)].waiterIndex = -1
+                resuming.append(waiter.continuation)
+            }
+            self.waiters.removeAll(keepingCapacity: true)
+        }
+        // What `trimElements()` would do, with the minimum computed above.
+        self.trimElements(before: keepFrom)
+        assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
+        return hasRoom
+    }
+
+    /// Appends `element` only if every bounded subscriber has room (a subject's suspending
+    /// `send`); otherwise returns `nil` and the producer should wait with `parkProducer`.
+    @inlinable
+    mutating func produceIfRoom(_ element: Element, epoch: UInt64) -> ProduceAction? {
+        guard self.isCurrent(epoch: epoch) else { return .stop }
+        guard self.hasRoom else { return nil }
+        return self.produce(element, epoch: epoch, respectingBounds: false)
+    }
+
+    /// The most recently produced element, if the shared buffer still holds it (it always
+    /// does with a replay window).
+    @inlinable
+    var latestElement: Element? {
+        self.elements.isEmpty ? nil : self.elements[self.tail - 1]
+    }
+
+    /// What a producer of `epoch` that was told to `.park` should do now, without parking:
+    /// `.stop` (stale or terminated), `.proceed` (room to resume, see `hasRoomToResume`)
+    /// or `.park` (still full).
+    @inlinable
+    func producerStatus(epoch: UInt64) -> ProduceOutcome {
+        if !self.isCurrent(epoch: epoch) { return .stop }
+        return self.hasRoomToResume ? .proceed : .park
+    }
+
+    /// Parks a producer that was told to `.park` until there is room (resumed with `true`)
+    /// or it must stop (`false`). Resumed at once if that is already decided.
+    @inlinable
+    mutating func parkProducer(
+        epoch: UInt64, token: UInt64, continuation: ProducerContinuation
+    ) -> Effects {
+        var effects = Effects()
+        switch self.producerStatus(epoch: epoch) {
+        case .stop:
+            effects.producers = [continuation]
+            effects.producerResult = false
+        case .proceed:
+            effects.producers = [continuation]
+            effects.producerResult = true
+        case .park:
+            self.parkedProducers.append((token, continuation))
+        }
+        return effects
+    }
+
+    /// Removes a parked producer (its task was cancelled) and returns its continuation.
+    @inlinable
+    mutating func unparkProducer(token: UInt64) -> ProducerContinuation? {
+        guard let index = self.parkedProducers.firstIndex(where: { $0.token == token }) else { return nil }
+        return self.parkedProducers.remove(at: index).continuation
+    }
+
+    @inlinable
+    mutating func takeProducersIfRoom() -> [ProducerContinuation] {
+        guard !self.parkedProducers.isEmpty, self.hasRoomToResume else { return [] }
+        defer { self.parkedProducers.removeAll() }
+        return self.parkedProducers.map(\.continuation)
+    }
+}

@@ -1,0 +1,188 @@
+// Reading: a subscriber's `next()`, without suspending (`next`) and suspended (`suspend`).
+
+extension MulticastStateMachine {
+    /// The outcome of `next(_:)`, the non-suspending fast path of a subscriber's `next()`.
+    @usableFromInline
+    enum NextAction: Sendable {
+        /// Return this element; resume `producers` with `true` (room was made).
+        case element(Element, producers: [ProducerContinuation])
+        /// Return this terminal value (`nil` or an error). The subscriber has left.
+        case terminal(Result<Element?, Failure>)
+        /// Nothing is available: suspend and call `suspend(_:continuation:)`. Start the
+        /// upstream of this epoch first if it is not `nil`.
+        case suspend(startUpstream: UInt64?)
+    }
+
+    @usableFromInline
+    enum ReadResult {
+        case element(Element)
+        case terminal(Result<Element?, Failure>)
+        case empty(slot: Int)
+    }
+
+    /// Takes the subscriber's next element if one is ready. Never suspends.
+    ///
+    /// Batching (lossless lanes only): besides the returned element, up to `batchLimit`
+    /// further ready elements are copied into `batch` (last first), and the cursor moves
+    /// past all of them: from here on they are the subscriber's, like the returned one, and
+    /// no longer count against its bound. So a subscriber never waits for room that only
+    /// its own unread batch takes up (it may be the producer that would have to make it),
+    /// and a `.bounded(n)` subscriber holds at most `n` elements in the shared buffer plus
+    /// at most `batchLimit` (half the bound, at most 64) in its iterator.
+    @inlinable
+    mutating func read(_ id: SubscriberID, batch: inout [Element]?) -> ReadResult {
+        guard let s = self.liveSlot(id) else { return .terminal(.success(nil)) }
+        assert(self.slots[s].waiterIndex < 0, "a subscriber reads while it is suspended")
+        if self.slots[s].isDetached {
+            return self.readDetached(s)
+        }
+        let l = Int(self.slots[s].lane)
+        let cursor = self.slots[s].cursor
+        if cursor < self.lanes[l].minCursor {
+            // The subscriber's cell was moved while it was not looking (see the type's docs).
+            switch self.lanes[l].policy {
+            case .bufferingNewest, .bufferingOldest(0):
+                // `.bufferingOldest(0)` drops like `.bufferingNewest(0)`: whole cells move (see `append`).
+                self.slots[s].cursor = self.lanes[l].minCursor
+            case .bufferingOldest:
+                guard var group = self.lanes[l].frozen.removeValue(forKey: cursor) else {
+                    preconditionFailure("bufferingOldest subscriber behind the window without a frozen group")
+                }
+                self.detached[UInt32(s)] = Detached(queue: group.elements)
+                self.slots[s].isDetached = true
+                group.members -= 1
+                if group.members > 0 { self.lanes[l].frozen[cursor] = group }
+                return self.readDetached(s)
+            case .bounded, .unbounded:
+                preconditionFailure("lossless subscriber behind the shared window")
+            }
+        }
+
+        let position = self.slots[s].cursor
+        if position < self.tail {
+            let element = self.elements[position]
+            var taken = 1
+            let limit = self.lanes[l].batchLimit
+            if limit > 0, batch != nil {
+                let extra = Swift.min(limit, self.tail - position - 1)
+                if extra > 0 {
+                    batch!.reserveCapacity(limit)
+                    var p = position + extra
+                    while p > position {
+                        batch!.append(self.elements[p])
+                        p -= 1
+                    }
+                    taken += extra
+                }
+            }
+            self.commit(taken, slot: s, lane: l)
+            return .element(element)
+        }
+        if let terminal = self.terminal {
+            self.removeSubscriber(s)
+            return .terminal(terminal.result)
+        }
+        return .empty(slot: s)
+    }
+
+    /// Reads from the subscriber's private queue (`Slot.isDetached`).
+    @inlinable
+    mutating func readDetached(_ s: Int) -> ReadResult {
+        let key = UInt32(s)
+        if self.detached[key]!.endsWhenEmpty {
+            // What an ended connection left it: no lane, nothing more will come.
+            guard self.detached[key]!.pending > 0 else {
+                self.removeSubscriber(s)
+                return .terminal(.success(nil))
+            }
+            return .element(self.detached[key]!.pop())
+        }
+        let l = Int(self.slots[s].lane)
+        let element = self.detached[key]!.pop()
+        if self.detached[key]!.pending == 0 {
+            // Nothing private is left: rejoin the shared buffer at the tail.
+            self.removeFromRoomList(key, lane: l)
+            self.detached[key] = nil
+            self.slots[s].isDetached = false
+            self.slots[s].cursor = self.tail
+            self.lanes[l].atTail += 1
+        } else if self.detached[key]!.roomIndex < 0 {
+            self.detached[key]!.roomIndex = self.lanes[l].roomList.count
+            self.lanes[l].roomList.append(key)
+        }
+        return .element(element)
+    }
+
+    /// The fast path of a subscriber's `next()`: takes a ready element or terminal event
+    /// without suspending; otherwise says to suspend (and whether to start the upstream).
+    ///
+    /// `connectOnDemand`: the subscriber belongs to an autoconnecting multicast, so its
+    /// demand starts an idle upstream even in `.manual` mode.
+    @inlinable
+    mutating func next(_ id: SubscriberID, connectOnDemand: Bool = false) -> NextAction {
+        var noBatch: [Element]? = nil
+        return self.next(id, batch: &noBatch, connectOnDemand: connectOnDemand)
+    }
+
+    /// `next(_:connectOnDemand:)` with batching; see `read(_:committing:batch:)`.
+    @inlinable
+    mutating func next(
+        _ id: SubscriberID, batch: inout [Element]?, connectOnDemand: Bool
+    ) -> NextAction {
+        switch self.read(id, batch: &batch) {
+        case .element(let element):
+            return .element(element, producers: self.takeProducersIfRoom())
+        case .terminal(let result):
+            return .terminal(result)
+        case .empty:
+            return .suspend(startUpstream: self.startUpstreamOnDemand(connectOnDemand))
+        }
+    }
+
+    /// The slow path: the subscriber suspended with `continuation`. Either it is resumed at
+    /// once (an element arrived, it was cancelled, or the sequence ended in the meantime) or
+    /// the continuation is stored until an element or terminal event arrives.
+    @inlinable
+    mutating func suspend(
+        _ id: SubscriberID, continuation: SubscriberContinuation, connectOnDemand: Bool = false
+    ) -> Effects {
+        var effects = Effects()
+        var noBatch: [Element]? = nil
+        switch self.read(id, batch: &noBatch) {
+        case .element(let element):
+            effects.subscribers = [continuation]
+            effects.subscriberResult = .success(element)
+            effects.producers = self.takeProducersIfRoom()
+        case .terminal(let result):
+            effects.subscribers = [continuation]
+            effects.subscriberResult = result
+        case .empty(let s):
+            self.slots[s].waiterIndex = Int32(self.waiters.count)
+            self.waiters.append(Waiter(slot: UInt32(s), continuation: continuation))
+            self.lanes[Int(self.slots[s].lane)].waiting += 1
+            effects.startUpstream = self.startUpstreamOnDemand(connectOnDemand)
+        }
+        return effects
+    }
+
+    /// How many elements subscriber `id`, having caught up, may wait for instead of
+    /// suspending (see `CatchUpSpin`); `nil`: it must not wait.
+    ///
+    /// - Only a sole subscriber waits. With more, the producer wakes the others anyway, so
+    ///   waiting would save little and would take a core from the subscribers it woke.
+    /// - Only on a lossless lane. A dropping policy hands elements directly only to a
+    ///   subscriber suspended in `next()`; one that waits without being registered would
+    ///   have them dropped instead.
+    /// - No more than the producer can offer before it parks: a subscriber that caught up
+    ///   holds nothing, so under `.bounded(n)` that is `n`, which for a small `n` is far
+    ///   below `CatchUpSpin.batch`; waiting for more would always end by the quiet limit.
+    @inlinable
+    func catchUpBatch(for id: SubscriberID) -> Int? {
+        guard self.subscriberCount == 1, let s = self.liveSlot(id), self.slots[s].lane != Slot.noLane else {
+            return nil
+        }
+        let lane = self.lanes[Int(self.slots[s].lane)]
+        guard lane.dropLimit < 0, lane.freezeLimit == 0 else { return nil }
+        return Swift.min(CatchUpSpin.batch, lane.bound)
+    }
+}

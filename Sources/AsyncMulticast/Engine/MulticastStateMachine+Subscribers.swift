@@ -1,0 +1,190 @@
+// The subscriber table: slots and their generations, joining, leaving, and the subscribers suspended in `next()`.
+
+extension MulticastStateMachine {
+    @usableFromInline
+    struct Slot: Sendable {
+        @usableFromInline
+        var cursor = 0
+        @usableFromInline
+        var generation: UInt32 = 0
+        /// Index into `lanes`, or `Slot.noLane` once the subscriber only drains what an
+        /// ended multicast connection left it (see `disconnect(epoch:)`).
+        @usableFromInline
+        var lane: UInt32 = 0
+        @usableFromInline
+        var isLive = false
+        /// The subscriber reads from `detached[slot]`: a `.bufferingOldest` overflow, or what
+        /// an ended connection left it.
+        @usableFromInline
+        var isDetached = false
+        /// Index into `waiters` while suspended in `next()`, otherwise -1.
+        @usableFromInline
+        var waiterIndex: Int32 = -1
+
+        /// The `lane` of a subscriber that belongs to no lane any more.
+        @inlinable
+        static var noLane: UInt32 { .max }
+
+        @inlinable
+        init() {}
+
+        @inlinable
+        init(cursor: Int, generation: UInt32, lane: UInt32, isLive: Bool) {
+            self.cursor = cursor
+            self.generation = generation
+            self.lane = lane
+            self.isLive = isLive
+        }
+    }
+
+    @usableFromInline
+    struct Waiter: Sendable {
+        @usableFromInline
+        var slot: UInt32
+        @usableFromInline
+        var continuation: SubscriberContinuation
+
+        @inlinable
+        init(slot: UInt32, continuation: SubscriberContinuation) {
+            self.slot = slot
+            self.continuation = continuation
+        }
+    }
+
+    /// Registers a subscriber; it receives the replay window, then every element appended
+    /// from now on, subject to `policy` (the machine's policy if `nil`).
+    @inlinable
+    mutating func subscribe(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
+        let policy = policy ?? self.defaultPolicy
+        policy.validate()
+        let laneIndex = self.laneIndex(for: policy)
+
+        var replay = Swift.min(self.replayCount, self.elements.count)
+        switch policy {
+        case .bufferingNewest(let limit), .bufferingOldest(let limit):
+            // A dropping subscriber never holds more than `limit` (the lane invariant
+            // `append` relies on), so it gets at most `limit` replayed elements: the newest,
+            // whatever the policy, since a replay is about the latest values.
+            replay = Swift.min(replay, limit)
+        case .bounded, .unbounded:
+            break
+        }
+        let cursor = self.tail - replay
+
+        let slotIndex: UInt32
+        if let free = self.freeSlots.popLast() {
+            slotIndex = free
+        } else {
+            precondition(self.slots.count < Int(UInt32.max), "too many subscribers")
+            slotIndex = UInt32(self.slots.count)
+            self.slots.append(Slot())
+        }
+        let generation = self.slots[Int(slotIndex)].generation
+        self.slots[Int(slotIndex)] = Slot(
+            cursor: cursor, generation: generation, lane: UInt32(laneIndex), isLive: true)
+
+        self.lanes[laneIndex].members += 1
+        if cursor == self.tail {
+            self.lanes[laneIndex].atTail += 1
+        } else {
+            while self.lanes[laneIndex].counts.startIndex > cursor {
+                self.lanes[laneIndex].counts.prepend(0)
+            }
+            self.lanes[laneIndex].counts[cursor] += 1
+        }
+        self.subscriberCount += 1
+
+        if case .lingering(let epoch) = self.upstream {
+            // Back inside the keep-alive window: continue the same iteration. The timer
+            // task stays: when it wakes it finds the upstream running and ends.
+            self.upstream = .running(epoch: epoch)
+        }
+        return SubscriberID(slot: slotIndex, generation: generation)
+    }
+
+    @inlinable
+    func liveSlot(_ id: SubscriberID) -> Int? {
+        let index = Int(id.slot)
+        guard index < self.slots.count else { return nil }
+        let slot = self.slots[index]
+        guard slot.isLive, slot.generation == id.generation else { return nil }
+        return index
+    }
+
+    /// Whether `id` still names a registered subscriber.
+    @inlinable
+    func isSubscribed(_ id: SubscriberID) -> Bool {
+        self.liveSlot(id) != nil
+    }
+
+    /// The subscriber leaves: its task was cancelled or its iterator was released.
+    /// A suspended `next()` is resumed with `nil`. Leaving twice is harmless.
+    @inlinable
+    mutating func unsubscribe(_ id: SubscriberID) -> Effects {
+        var effects = Effects()
+        guard let s = self.liveSlot(id) else { return effects }
+        if let continuation = self.removeSubscriber(s) {
+            effects.subscribers = [continuation]
+            effects.subscriberResult = .success(nil)
+        }
+        if self.subscriberCount == 0, self.mode == .automatic {
+            switch self.upstream {
+            case .running(let epoch):
+                if self.hasKeepAlive {
+                    self.upstream = .lingering(epoch: epoch)
+                    effects.keepAliveTimer = self.keepAliveTimerIsRunning ? .restart : .start
+                    self.keepAliveTimerIsRunning = true
+                } else {
+                    self.stopUpstream(epoch: epoch, into: &effects)
+                }
+            case .idle, .lingering, .terminated:
+                break
+            }
+        }
+        if effects.producers.isEmpty {
+            effects.producers = self.takeProducersIfRoom()
+        }
+        return effects
+    }
+
+    /// Frees the subscriber's slot and its share of the bookkeeping. Returns its stored
+    /// continuation if it was suspended (the caller decides what to resume it with).
+    @discardableResult
+    @inlinable
+    mutating func removeSubscriber(_ s: Int) -> SubscriberContinuation? {
+        var continuation: SubscriberContinuation?
+        let waiterIndex = Int(self.slots[s].waiterIndex)
+        if waiterIndex >= 0 {
+            continuation = self.waiters[waiterIndex].continuation
+            let last = self.waiters.removeLast()
+            if waiterIndex < self.waiters.count {
+                self.waiters[waiterIndex] = last
+                self.slots[Int(last.slot)].waiterIndex = Int32(waiterIndex)
+            }
+            self.lanes[Int(self.slots[s].lane)].waiting -= 1
+            self.slots[s].waiterIndex = -1
+        }
+        if self.slots[s].lane == Slot.noLane {
+            self.detached[UInt32(s)] = nil
+        } else {
+            self.leaveLane(s)
+        }
+        self.slots[s].isLive = false
+        self.slots[s].isDetached = false
+        self.slots[s].generation &+= 1
+        self.freeSlots.append(UInt32(s))
+        self.subscriberCount -= 1
+        return continuation
+    }
+
+    /// Ends every waiting subscriber (they are caught up, so nothing is buffered for them)
+    /// with `result`: they leave and `effects` resumes them.
+    @inlinable
+    mutating func endWaiters(into effects: inout Effects, with result: Result<Element?, Failure>) {
+        let waiting = self.waiters.map(\.slot)
+        for slot in waiting {
+            effects.subscribers.append(self.removeSubscriber(Int(slot))!)
+        }
+        effects.subscriberResult = result
+    }
+}

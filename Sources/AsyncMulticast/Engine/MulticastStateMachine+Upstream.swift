@@ -1,0 +1,140 @@
+// The upstream's lifecycle: started on demand or by `connect()`, stopped by the last subscriber
+// leaving, the keep-alive window or `disconnect`, ended by `finish` or `complete`.
+
+extension MulticastStateMachine {
+    /// What the storage must do with the keep-alive timer. There is at most one timer task
+    /// per machine (`keepAliveTimerIsRunning`), re-armed rather than replaced: leaving and
+    /// coming back many times within the window never piles up sleeping tasks.
+    @usableFromInline
+    enum KeepAliveTimerAction: Sendable, Equatable {
+        case none
+        /// A keep-alive window opened now: its deadline is now + keepAlive. The running
+        /// timer task will see the new deadline when it wakes.
+        case restart
+        /// A keep-alive window opened now and no timer task is running: start one.
+        case start
+        /// The timer task is no longer needed (the upstream ended): cancel it.
+        case cancel
+    }
+
+    @inlinable
+    mutating func startUpstreamOnDemand(_ connectOnDemand: Bool) -> UInt64? {
+        guard case .idle = self.upstream else { return nil }
+        switch self.mode {
+        case .manual where connectOnDemand:
+            fallthrough
+        case .automatic, .autoconnect:
+            let epoch = self.nextEpoch
+            self.nextEpoch += 1
+            self.upstream = .running(epoch: epoch)
+            return epoch
+        case .manual, .push:
+            return nil
+        }
+    }
+
+    @inlinable
+    mutating func stopUpstream(epoch: UInt64, into effects: inout Effects) {
+        self.upstream = .idle
+        effects.cancelUpstream = epoch
+        self.releaseProducers(into: &effects, result: false)
+    }
+
+    /// Whether `epoch` is the upstream iteration currently allowed to produce.
+    @inlinable
+    func isCurrent(epoch: UInt64) -> Bool {
+        switch self.upstream {
+        case .running(let current), .lingering(let current):
+            return current == epoch
+        case .idle, .terminated:
+            return false
+        }
+    }
+
+    /// The upstream iteration `epoch` ended: `nil` when it finished, else its error.
+    /// Subscribers receive what is buffered, then the terminal event.
+    @inlinable
+    mutating func finish(epoch: UInt64, failure: Failure?) -> Effects {
+        var effects = Effects()
+        guard self.isCurrent(epoch: epoch) else { return effects }
+        let terminal: Terminal = failure.map { .failed($0) } ?? .finished
+        if self.keepAliveTimerIsRunning {
+            self.keepAliveTimerIsRunning = false
+            effects.keepAliveTimer = .cancel
+        }
+        self.upstream = .terminated(terminal)
+        self.endWaiters(into: &effects, with: terminal.result)
+        self.releaseProducers(into: &effects, result: false)
+        return effects
+    }
+
+    /// Starts the upstream if it is idle. Returns the running epoch (`nil` once terminated).
+    @inlinable
+    mutating func connect() -> (epoch: UInt64?, effects: Effects) {
+        var effects = Effects()
+        switch self.upstream {
+        case .running(let epoch), .lingering(let epoch):
+            return (epoch, effects)
+        case .terminated:
+            return (nil, effects)
+        case .idle:
+            let epoch = self.nextEpoch
+            self.nextEpoch += 1
+            self.upstream = .running(epoch: epoch)
+            effects.startUpstream = epoch
+            return (epoch, effects)
+        }
+    }
+
+    /// Cancels the upstream iteration `epoch`. The subscribers present now receive what is
+    /// buffered for them, then `nil`; later subscribers wait for the next connection.
+    ///
+    /// Each present subscriber leaves its lane at once, taking a private copy of exactly
+    /// what it still had to read: from now on it counts against no bound, no policy drops
+    /// or adds anything for it, and no element of a later connection reaches it. Members
+    /// at the same position share one copy.
+    @inlinable
+    mutating func disconnect(epoch: UInt64) -> Effects {
+        var effects = Effects()
+        guard self.isCurrent(epoch: epoch) else { return effects }
+        self.stopUpstream(epoch: epoch, into: &effects)
+        self.endWaiters(into: &effects, with: .success(nil))
+        var copies: [Int: [Element]] = [:]
+        for s in self.slots.indices where self.slots[s].isLive && self.slots[s].lane != Slot.noLane {
+            let slot = self.slots[s]
+            let pending: [Element]
+            if slot.isDetached || slot.cursor < self.lanes[Int(slot.lane)].minCursor {
+                pending = self.pendingElements(of: s)
+            } else if let shared = copies[slot.cursor] {
+                pending = shared
+            } else {
+                pending = self.pendingElements(of: s)
+                copies[slot.cursor] = pending
+            }
+            self.leaveLane(s)
+            self.detached[UInt32(s)] = Detached(queue: pending, endsWhenEmpty: true)
+            self.slots[s].isDetached = true
+        }
+        self.trimElements()
+        return effects
+    }
+
+    /// The keep-alive timer task found the deadline of the last window passed: cancel the
+    /// upstream if nobody came back. The timer task ends either way.
+    @inlinable
+    mutating func keepAliveExpired() -> Effects {
+        var effects = Effects()
+        self.keepAliveTimerIsRunning = false
+        if case .lingering(let epoch) = self.upstream {
+            self.stopUpstream(epoch: epoch, into: &effects)
+        }
+        return effects
+    }
+
+    /// Completes a push-fed machine (a subject). Ignored once completed.
+    @inlinable
+    mutating func complete(failure: Failure?) -> Effects {
+        guard case .running(let epoch) = self.upstream else { return Effects() }
+        return self.finish(epoch: epoch, failure: failure)
+    }
+}

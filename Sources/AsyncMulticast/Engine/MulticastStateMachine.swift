@@ -1,0 +1,251 @@
+// The engine behind every face of the library. Its state and its transitions are split by
+// concern: +Subscribers (the subscriber table), +Lanes (per-policy histograms and all index
+// arithmetic), +Reading, +Producing, +Upstream (start, stop, keep-alive, connections, the
+// end) and +Invariants (the rules below, checked by code).
+//
+// POSITIONS. Every element produced gets an absolute position; `tail` is the next one. For
+// one lane (the subscribers sharing a buffering policy):
+//
+//   elements.startIndex        lane.minCursor      tail - replayCount                 tail
+//        |                          |                     |                            |
+//        v                          v                     v                            v
+//        [ kept for a slower lane ][ counts[p]: members whose cursor is p, for p < tail ]
+//                                                              + atTail: members at tail
+//                                                              + waiting: those suspended
+//   - A `.bufferingNewest(n)` cell that would hold n + 1 moves forward (drops its oldest).
+//   - A `.bufferingOldest(n)` cell that is full freezes: its n elements are copied into a
+//     FrozenGroup keyed by its old cursor (< minCursor); each member then reads a private
+//     queue (`detached`) with room for n, and rejoins at the tail when it is empty.
+//   - Elements taken into an iterator's batch are past the cursor: handed over, not counted.
+//   - When a multicast connection ends, every subscriber leaves its lane with a private
+//     queue of what it still had to read (`Slot.noLane`), then ends.
+//
+// INVARIANTS (see +Invariants):
+// - elements.endIndex == tail; elements.startIndex == max(0, min(tail - replayCount, every
+//   lane's minCursor)): everything someone may read is stored, and nothing else.
+// - A lane exists exactly while it has members, and no two lanes share a policy.
+// - lane.members == atTail + sum(counts) + frozen members + members reading a private queue.
+// - counts.endIndex == tail, and counts.first is nil or positive.
+// - lane.waiting == its members suspended in `next()`, all of them at the tail (in atTail).
+// - A dropping member holds at most its limit. (A bounded one holds at most its bound, except
+//   past a subject's synchronous `send`, which cannot wait.)
+// - A subscriber of an ended connection (`Slot.noLane`) reads only its private queue, which
+//   ends it, and is never waiting.
+// - A producer is parked only while some member holds more than its lane's resume level.
+// - The end (finished or failed) is part of the upstream state: `.terminated(Terminal)`.
+
+/// Identifies one subscriber inside a ``MulticastStateMachine``.
+///
+/// `slot` indexes the machine's subscriber table; `generation` changes every time a slot is
+/// freed, so an id that outlived its subscriber never touches the slot's next occupant.
+@usableFromInline
+struct SubscriberID: Hashable, Sendable {
+    @usableFromInline
+    var slot: UInt32
+    @usableFromInline
+    var generation: UInt32
+
+    @inlinable
+    init(slot: UInt32, generation: UInt32) {
+        self.slot = slot
+        self.generation = generation
+    }
+}
+
+/// Who drives the upstream, and when it starts and stops.
+@usableFromInline
+enum UpstreamMode: Sendable, Hashable {
+    /// `share()` / `replay(_:)`: the first demand starts the upstream, the last subscriber
+    /// leaving stops it (after the keep-alive window), a later demand restarts it.
+    case automatic
+    /// `multicast().autoconnect()`: the first demand starts it; leaving never stops it.
+    case autoconnect
+    /// `multicast()`: only `connect()` starts it and only the connection stops it.
+    case manual
+    /// Subjects: there is no upstream task; elements are pushed in with `send`.
+    case push
+}
+
+/// The engine behind every face of the library: `share`, `replay`, `multicast` and subjects.
+///
+/// A pure, synchronous state machine: it owns the shared buffer, every subscriber's cursor,
+/// the suspended subscribers' continuations and the upstream's lifecycle, and each transition
+/// returns what must happen next (resume these continuations, start or cancel the upstream).
+/// It never resumes a continuation itself, never creates a task and holds no lock; the
+/// ``MulticastStorage`` that owns it does those things, outside its lock.
+///
+/// ## The shared buffer
+/// Every element the upstream produces gets an absolute position (0, 1, 2, …). Elements are
+/// stored once, in `elements`, which keeps the window from the oldest position some
+/// subscriber still has to read (or the replay window, if that starts earlier) to `tail`.
+/// A subscriber is a cursor: the position it reads next.
+///
+/// ## Why taking an element is O(1)
+/// Subscribers are grouped in *lanes*, one per buffering policy in use (normally just one).
+/// A lane keeps a histogram `counts[p]` = number of its subscribers whose cursor is `p`, for
+/// `p` in `minCursor..<tail`, plus `atTail` for the caught-up ones. Reading moves one unit of
+/// the histogram one step; the window's start moves past positions whose count reached zero.
+/// Nobody is scanned when the slowest subscriber advances (unlike a min-over-all-cursors
+/// rescan), and every trimmed position was appended once, so trimming is amortized O(1).
+///
+/// The dropping policies act on whole histogram cells too:
+/// - `.bufferingNewest(n)`: when an append gives the cell at `tail - n - 1` an `n + 1`-th
+///   pending element, the whole cell moves one step forward (those subscribers drop their
+///   oldest). Their stored cursors are fixed lazily: a cursor below the lane's window start
+///   reads from the window start.
+/// - `.bufferingOldest(n)`: that cell instead *freezes*: its `n` pending elements are copied
+///   once into a `FrozenGroup` and its subscribers stop holding the shared buffer (so a
+///   sleeping subscriber cannot pin memory). Each member, on its next read, continues from
+///   a private queue that receives new elements only while it has room, and rejoins the
+///   shared buffer when that queue is empty.
+///
+/// Waiting subscribers (suspended in `next()`) are always caught up; an appended element is
+/// handed to them directly and never occupies their histogram.
+@usableFromInline
+struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
+    @usableFromInline
+    typealias SubscriberContinuation = UnsafeContinuation<Result<Element?, Failure>, Never>
+
+    /// Resumed with `true` when the producer may go on, `false` when it must stop.
+    @usableFromInline
+    typealias ProducerContinuation = UnsafeContinuation<Bool, Never>
+
+    @usableFromInline
+    enum Terminal: Sendable {
+        case finished
+        case failed(Failure)
+
+        @inlinable
+        var result: Result<Element?, Failure> {
+            switch self {
+            case .finished: return .success(nil)
+            case .failed(let error): return .failure(error)
+            }
+        }
+    }
+
+    @usableFromInline
+    enum Upstream: Sendable {
+        /// Not running; the next demand (or `connect()`) starts epoch `nextEpoch`.
+        case idle
+        /// An upstream iteration identified by `epoch` is running.
+        case running(epoch: UInt64)
+        /// No subscriber is left but the keep-alive window is open: iteration `epoch` goes
+        /// on until the window closes (`keepAliveExpired()`) or a subscriber comes back.
+        case lingering(epoch: UInt64)
+        /// The upstream finished or failed with this event: nothing starts again.
+        case terminated(Terminal)
+    }
+
+    /// What the caller of a transition must do, outside the lock.
+    @usableFromInline
+    struct Effects: Sendable {
+        /// Resume each of these with `subscriberResult`.
+        @usableFromInline
+        var subscribers: [SubscriberContinuation] = []
+        @usableFromInline
+        var subscriberResult: Result<Element?, Failure> = .success(nil)
+        /// Resume each of these with `producerResult`.
+        @usableFromInline
+        var producers: [ProducerContinuation] = []
+        @usableFromInline
+        var producerResult = true
+        /// Start a new upstream iteration for this epoch.
+        @usableFromInline
+        var startUpstream: UInt64?
+        /// Cancel the upstream iteration of this epoch.
+        @usableFromInline
+        var cancelUpstream: UInt64?
+        /// What the keep-alive timer must do.
+        @usableFromInline
+        var keepAliveTimer: KeepAliveTimerAction = .none
+
+        @inlinable
+        init() {}
+
+        @inlinable
+        var isEmpty: Bool {
+            self.subscribers.isEmpty && self.producers.isEmpty && self.startUpstream == nil
+                && self.cancelUpstream == nil && self.keepAliveTimer == .none
+        }
+    }
+
+    /// Elements a new subscriber receives first: the latest `replayCount` already produced.
+    @usableFromInline
+    let replayCount: Int
+
+    @usableFromInline
+    let mode: UpstreamMode
+
+    /// Whether the last subscriber leaving opens a keep-alive window instead of cancelling.
+    @usableFromInline
+    let hasKeepAlive: Bool
+
+    @usableFromInline
+    let defaultPolicy: SharedBufferingPolicy
+
+    @usableFromInline
+    var elements = IndexedRing<Element>()
+
+    @usableFromInline
+    var lanes: [Lane] = []
+
+    @usableFromInline
+    var slots: [Slot] = []
+
+    @usableFromInline
+    var freeSlots: [UInt32] = []
+
+    @usableFromInline
+    var waiters: [Waiter] = []
+
+    @usableFromInline
+    var detached: [UInt32: Detached] = [:]
+
+    @usableFromInline
+    var parkedProducers: [(token: UInt64, continuation: ProducerContinuation)] = []
+
+    @usableFromInline
+    var subscriberCount = 0
+
+    @usableFromInline
+    var upstream: Upstream = .idle
+
+
+    @usableFromInline
+    var nextEpoch: UInt64 = 0
+
+    /// A keep-alive timer task exists (see `KeepAliveTimerAction`).
+    @usableFromInline
+    var keepAliveTimerIsRunning = false
+
+    @inlinable
+    init(policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: Bool = false) {
+        policy.validate()
+        precondition(replay >= 0, "replay must be at least 0, got \(replay)")
+        self.defaultPolicy = policy
+        self.replayCount = replay
+        self.mode = mode
+        self.hasKeepAlive = keepAlive
+        if mode == .push { self.upstream = .running(epoch: 0) }
+    }
+
+    /// How the upstream ended, once it has.
+    @inlinable
+    var terminal: Terminal? {
+        if case .terminated(let terminal) = self.upstream { return terminal }
+        return nil
+    }
+
+    /// Absolute position of the next element to be produced.
+    @inlinable
+    var tail: Int { self.elements.endIndex }
+
+    /// Number of elements currently stored in the shared buffer (for tests and diagnostics).
+    @inlinable
+    var bufferedCount: Int { self.elements.count }
+}
+
+extension MulticastStateMachine.Terminal: Equatable where Failure: Equatable {}
+extension MulticastStateMachine.Upstream: Equatable where Failure: Equatable {}
+
