@@ -45,7 +45,7 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         self.batch.removeAll(keepingCapacity: true)
         return try await self.subscription.storage.next(
             self.subscription.id, batch: &self.batch,
-            connectOnDemand: self.subscription.connectsOnDemand, isolation: actor)
+            connectsOnDemand: self.subscription.connectsOnDemand, isolation: actor)
     }
 
     /// The next element; see ``next(isolation:)``.

@@ -72,7 +72,7 @@ struct CatchUpSpinTests {
     @Test func onlyASoleSubscriberOnALosslessPolicyMayWait() {
         func batch(_ policy: SharedBufferingPolicy) -> Int? {
             var machine = MulticastStateMachine<Int, Never>(policy: policy, replay: 0, mode: .automatic)
-            let id = machine.subscribe()
+            let id = machine.subscriberJoined()
             return machine.catchUpBatch(for: id)
         }
         #expect(batch(.unbounded) == CatchUpSpin.batch)
@@ -84,12 +84,12 @@ struct CatchUpSpinTests {
         #expect(batch(.bufferingOldest(4)) == nil)
 
         var machine = MulticastStateMachine<Int, Never>(policy: .unbounded, replay: 0, mode: .automatic)
-        let a = machine.subscribe()
-        let b = machine.subscribe()
+        let a = machine.subscriberJoined()
+        let b = machine.subscriberJoined()
         #expect(machine.catchUpBatch(for: a) == nil, "two subscribers: the producer wakes the other anyway")
-        _ = machine.unsubscribe(b)
+        _ = machine.subscriberLeft(b)
         #expect(machine.catchUpBatch(for: a) == CatchUpSpin.batch, "alone again")
-        _ = machine.unsubscribe(a)
+        _ = machine.subscriberLeft(a)
         #expect(machine.catchUpBatch(for: a) == nil, "a subscriber that left")
     }
 

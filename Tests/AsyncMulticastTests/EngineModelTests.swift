@@ -88,7 +88,6 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         case .automatic: face = self.replay > 0 ? "replay(\(self.replay))" : "share()"
         case .manual: face = "multicast(replay: \(self.replay))" + (self.autoconnect ? ".autoconnect()" : "")
         case .push: face = "subject(replay: \(self.replay))"
-        case .autoconnect: face = "autoconnect mode"
         }
         return "\(face), buffering \(self.defaultPolicy)\(self.keepAlive ? ", keepAlive" : "")"
             + (self.mixedPolicies ? ", with views" : "")
@@ -340,7 +339,7 @@ struct ModelRun {
         case .join(let index):
             let policy = index < 0 ? nil : ModelRun.policies[index]
             let effective = policy ?? self.config.defaultPolicy
-            let id = self.machine.subscribe(policy: policy)
+            let id = self.machine.subscriberJoined(policy: policy)
             var replayed = Array(self.produced.suffix(self.config.replay))
             switch effective {
             case .bufferingNewest(let n), .bufferingOldest(let n): replayed = Array(replayed.suffix(n))
@@ -360,7 +359,7 @@ struct ModelRun {
                 return
             }
             var lending: [Int]? = []
-            let action = self.machine.next(self.subscribers[k].id, batch: &lending, connectOnDemand: self.config.autoconnect)
+            let action = self.machine.nextRequested(self.subscribers[k].id, batch: &lending, connectsOnDemand: self.config.autoconnect)
             self.subscribers[k].batch = lending ?? []
             if !self.subscribers[k].pending.isEmpty {
                 let expected = self.subscribers[k].pending.removeFirst()
@@ -398,8 +397,8 @@ struct ModelRun {
             }
             guard wait else { return }
             let waiting = await Suspended<Result>.make()
-            let effects = self.machine.suspend(
-                self.subscribers[k].id, continuation: waiting.continuation, connectOnDemand: self.config.autoconnect)
+            let effects = self.machine.subscriberSuspended(
+                self.subscribers[k].id, continuation: waiting.continuation, connectsOnDemand: self.config.autoconnect)
             try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
             self.subscribers[k].waiting = waiting
 
@@ -407,7 +406,7 @@ struct ModelRun {
             guard !self.subscribers.isEmpty else { return }
             let k = pick % self.subscribers.count
             let leaving = self.subscribers.remove(at: k)
-            let effects = self.machine.unsubscribe(leaving.id)
+            let effects = self.machine.subscriberLeft(leaving.id)
             let resumed = leaving.waiting.map { [$0] } ?? []
             if self.config.mode == .automatic, self.subscribers.isEmpty, case .running(let epoch) = self.upstream {
                 if self.config.keepAlive {
@@ -470,7 +469,7 @@ struct ModelRun {
                 return
             }
             let parked = await Suspended<Bool>.make()
-            let effects = self.machine.parkProducer(epoch: epoch, token: self.nextToken, continuation: parked.continuation)
+            let effects = self.machine.producerParked(epoch: epoch, token: self.nextToken, continuation: parked.continuation)
             self.nextToken += 1
             switch expected {
             case .stop:
@@ -486,7 +485,7 @@ struct ModelRun {
 
         case .connect:
             guard self.config.mode == .manual else { return }
-            let (epoch, effects) = self.machine.connect()
+            let (epoch, effects) = self.machine.connectRequested()
             switch self.upstream {
             case .idle:
                 try self.check(epoch == self.nextEpoch, "connect() gave \(String(describing: epoch))")
@@ -506,11 +505,11 @@ struct ModelRun {
             guard self.config.mode == .manual else { return }
             if stale {
                 guard let old = self.staleEpochs.last else { return }
-                try self.check(self.machine.disconnect(epoch: old).isEmpty, "a stale cancel had effects")
+                try self.check(self.machine.connectionCancelled(epoch: old).isEmpty, "a stale cancel had effects")
                 return
             }
             guard let epoch = self.currentEpoch, self.terminal == nil else { return }
-            let effects = self.machine.disconnect(epoch: epoch)
+            let effects = self.machine.connectionCancelled(epoch: epoch)
             let resumed = self.subscribers.compactMap(\.waiting)
             self.subscribers.removeAll { $0.waiting != nil }
             for k in self.subscribers.indices { self.subscribers[k].ending = true }
@@ -532,8 +531,8 @@ struct ModelRun {
             guard let epoch = self.currentEpoch, self.terminal == nil else { return }
             let failure: TestError? = fail ? .other(self.step) : nil
             let effects = self.config.mode == .push
-                ? self.machine.complete(failure: failure)
-                : self.machine.finish(epoch: epoch, failure: failure)
+                ? self.machine.subjectCompleted(failure: failure)
+                : self.machine.upstreamEnded(epoch: epoch, failure: failure)
             let result: Result = failure.map { .failure($0) } ?? .success(nil)
             self.terminal = result
             self.upstream = .terminated(failure.map { .failed($0) } ?? .finished)
@@ -655,9 +654,9 @@ struct ModelRun {
     mutating func tearDown() {
         let effects: Machine.Effects
         if self.config.mode == .push {
-            effects = self.machine.complete(failure: nil)
+            effects = self.machine.subjectCompleted(failure: nil)
         } else if let epoch = self.currentEpoch {
-            effects = self.machine.finish(epoch: epoch, failure: nil)
+            effects = self.machine.upstreamEnded(epoch: epoch, failure: nil)
         } else {
             effects = Machine.Effects()
         }

@@ -162,24 +162,24 @@ struct MulticastStateMachineKeepAliveTests {
     @Test("lingering → subscribe continues the iteration → the timer finds it running and ends")
     func lingeringAndRejoin() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
-        let a = machine.subscribe()
-        guard case .suspend(let start) = machine.next(a) else {
+        let a = machine.subscriberJoined()
+        guard case .suspend(let start) = machine.nextRequested(a) else {
             Issue.record("expected to suspend")
             return
         }
         #expect(start == 0)
 
-        let leave = machine.unsubscribe(a)
+        let leave = machine.subscriberLeft(a)
         #expect(leave.cancelUpstream == nil, "keep-alive: not cancelled yet")
         #expect(leave.keepAliveTimer == .start)
         #expect(machine.upstream == .lingering(epoch: 0))
         #expect(machine.isCurrent(epoch: 0), "the lingering upstream may still produce")
         if case .stop = machine.produce(1, epoch: 0) { Issue.record("a lingering upstream's element was refused") }
 
-        let b = machine.subscribe()
+        let b = machine.subscriberJoined()
         #expect(machine.upstream == .running(epoch: 0), "the same iteration continues")
 
-        let leaveAgain = machine.unsubscribe(b)
+        let leaveAgain = machine.subscriberLeft(b)
         #expect(leaveAgain.keepAliveTimer == .restart, "the running timer is re-armed, not replaced")
         #expect(machine.upstream == .lingering(epoch: 0))
 
@@ -188,8 +188,8 @@ struct MulticastStateMachineKeepAliveTests {
         #expect(machine.upstream == .idle)
         if case .proceed = machine.produce(2, epoch: 0) { Issue.record("a cancelled epoch produced") }
 
-        let c = machine.subscribe()
-        guard case .suspend(let restart) = machine.next(c) else {
+        let c = machine.subscriberJoined()
+        guard case .suspend(let restart) = machine.nextRequested(c) else {
             Issue.record("expected to suspend")
             return
         }
@@ -199,13 +199,13 @@ struct MulticastStateMachineKeepAliveTests {
     @Test("a timer that wakes after the subscriber came back ends without stopping anything")
     func timerFindsTheUpstreamRunning() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
-        let a = machine.subscribe()
-        _ = machine.next(a)
-        #expect(machine.unsubscribe(a).keepAliveTimer == .start)
-        let b = machine.subscribe()
+        let a = machine.subscriberJoined()
+        _ = machine.nextRequested(a)
+        #expect(machine.subscriberLeft(a).keepAliveTimer == .start)
+        let b = machine.subscriberJoined()
         #expect(machine.keepAliveExpired().isEmpty, "the subscriber is back: nothing to stop")
         #expect(machine.upstream == .running(epoch: 0))
-        #expect(machine.unsubscribe(b).keepAliveTimer == .start, "that timer ended: a new one starts")
+        #expect(machine.subscriberLeft(b).keepAliveTimer == .start, "that timer ended: a new one starts")
     }
 
     @Test("many departures within the window start one timer task")
@@ -213,13 +213,13 @@ struct MulticastStateMachineKeepAliveTests {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
         var starts = 0
         var restarts = 0
-        let first = machine.subscribe()
-        _ = machine.next(first)
-        _ = machine.unsubscribe(first)
+        let first = machine.subscriberJoined()
+        _ = machine.nextRequested(first)
+        _ = machine.subscriberLeft(first)
         starts += 1
         for _ in 0..<20_000 {
-            let id = machine.subscribe()
-            switch machine.unsubscribe(id).keepAliveTimer {
+            let id = machine.subscriberJoined()
+            switch machine.subscriberLeft(id).keepAliveTimer {
             case .start: starts += 1
             case .restart: restarts += 1
             case .none, .cancel: Issue.record("unexpected timer action")
@@ -233,19 +233,19 @@ struct MulticastStateMachineKeepAliveTests {
     @Test("the upstream ending while a timer runs cancels the timer")
     func finishCancelsTheTimer() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
-        let a = machine.subscribe()
-        _ = machine.next(a)
-        _ = machine.unsubscribe(a)
-        #expect(machine.finish(epoch: 0, failure: nil).keepAliveTimer == .cancel)
+        let a = machine.subscriberJoined()
+        _ = machine.nextRequested(a)
+        _ = machine.subscriberLeft(a)
+        #expect(machine.upstreamEnded(epoch: 0, failure: nil).keepAliveTimer == .cancel)
         #expect(machine.upstream == .terminated(.finished))
     }
 
     @Test("without keep-alive the last subscriber leaving cancels at once")
     func noKeepAlive() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic)
-        let a = machine.subscribe()
-        _ = machine.next(a)
-        let leave = machine.unsubscribe(a)
+        let a = machine.subscriberJoined()
+        _ = machine.nextRequested(a)
+        let leave = machine.subscriberLeft(a)
         #expect(leave.cancelUpstream == 0)
         #expect(leave.keepAliveTimer == .none)
         #expect(machine.upstream == .idle)

@@ -259,28 +259,28 @@ struct MulticastStateMachineConnectionTests {
     func epochs() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
         #expect(machine.upstream == .idle)
-        let a = machine.subscribe()
-        expectSuspend(machine.next(a), starting: nil)  // manual: demand does not start
+        let a = machine.subscriberJoined()
+        expectSuspend(machine.nextRequested(a), starting: nil)  // manual: demand does not start
 
-        let (epoch0, connectEffects) = machine.connect()
+        let (epoch0, connectEffects) = machine.connectRequested()
         #expect(epoch0 == 0)
         #expect(connectEffects.startUpstream == 0)
         #expect(machine.upstream == .running(epoch: 0))
-        let (again, againEffects) = machine.connect()
+        let (again, againEffects) = machine.connectRequested()
         #expect(again == 0, "connecting while connected: the same epoch")
         #expect(againEffects.isEmpty)
 
         #expect(produced(machine.produce(1, epoch: 0)))
-        let disconnect = machine.disconnect(epoch: 0)
+        let disconnect = machine.connectionCancelled(epoch: 0)
         #expect(disconnect.cancelUpstream == 0)
         #expect(machine.upstream == .idle)
         #expect(!produced(machine.produce(2, epoch: 0)), "a cancelled epoch's producer is stale")
-        #expect(machine.disconnect(epoch: 0).isEmpty, "disconnecting twice does nothing")
+        #expect(machine.connectionCancelled(epoch: 0).isEmpty, "disconnecting twice does nothing")
 
-        let (epoch1, reconnect) = machine.connect()
+        let (epoch1, reconnect) = machine.connectRequested()
         #expect(epoch1 == 1)
         #expect(reconnect.startUpstream == 1)
-        #expect(machine.disconnect(epoch: 0).isEmpty, "a stale disconnect leaves epoch 1 alone")
+        #expect(machine.connectionCancelled(epoch: 0).isEmpty, "a stale disconnect leaves epoch 1 alone")
         #expect(machine.upstream == .running(epoch: 1))
         #expect(!produced(machine.produce(3, epoch: 0)))
         #expect(produced(machine.produce(4, epoch: 1)))
@@ -289,44 +289,44 @@ struct MulticastStateMachineConnectionTests {
     @Test("subscribers present at disconnect get their buffered elements, then nil; later ones do not end")
     func presentSubscribersEndAfterTheirBuffer() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
-        let early = machine.subscribe()
-        let reader = machine.subscribe()
-        let (epoch, _) = machine.connect()
+        let early = machine.subscriberJoined()
+        let reader = machine.subscriberJoined()
+        let (epoch, _) = machine.connectRequested()
         let e = epoch!
         #expect(produced(machine.produce(1, epoch: e)))
         #expect(produced(machine.produce(2, epoch: e)))
-        expectElement(machine.next(reader), 1)
+        expectElement(machine.nextRequested(reader), 1)
 
-        _ = machine.disconnect(epoch: e)
-        let late = machine.subscribe()
+        _ = machine.connectionCancelled(epoch: e)
+        let late = machine.subscriberJoined()
         #expect(machine.subscriberCount == 3)
 
-        expectElement(machine.next(early), 1)
-        expectElement(machine.next(early), 2)
-        expectEnd(machine.next(early))
-        expectElement(machine.next(reader), 2)
-        expectEnd(machine.next(reader))
+        expectElement(machine.nextRequested(early), 1)
+        expectElement(machine.nextRequested(early), 2)
+        expectEnd(machine.nextRequested(early))
+        expectElement(machine.nextRequested(reader), 2)
+        expectEnd(machine.nextRequested(reader))
         #expect(!machine.isSubscribed(early) && !machine.isSubscribed(reader), "ended subscribers left")
-        expectSuspend(machine.next(late), starting: nil)
+        expectSuspend(machine.nextRequested(late), starting: nil)
         #expect(machine.isSubscribed(late))
 
-        let (next, _) = machine.connect()
+        let (next, _) = machine.connectRequested()
         #expect(produced(machine.produce(3, epoch: next!)))
-        expectElement(machine.next(late), 3)
-        expectSuspend(machine.next(late), starting: nil)
+        expectElement(machine.nextRequested(late), 3)
+        expectSuspend(machine.nextRequested(late), starting: nil)
         #expect(machine.subscriberCount == 1)
     }
 
     @Test("a subscriber waiting at disconnect is resumed with nil at once")
     func waitingSubscriberEndsAtDisconnect() async {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
-        let a = machine.subscribe()
-        let (epoch, _) = machine.connect()
+        let a = machine.subscriberJoined()
+        let (epoch, _) = machine.connectRequested()
         var disconnectResumed = 0
         let result = await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
-            let suspended = machine.suspend(a, continuation: continuation)
+            let suspended = machine.subscriberSuspended(a, continuation: continuation)
             #expect(suspended.subscribers.isEmpty, "nothing to read: it waits")
-            let effects = machine.disconnect(epoch: epoch!)
+            let effects = machine.connectionCancelled(epoch: epoch!)
             disconnectResumed = effects.subscribers.count
             for subscriber in effects.subscribers { subscriber.resume(returning: effects.subscriberResult) }
         }
@@ -336,38 +336,38 @@ struct MulticastStateMachineConnectionTests {
         #expect(machine.subscriberCount == 0)
     }
 
-    @Test("autoconnect mode: demand starts the upstream, leaving never stops it")
-    func autoconnectMode() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .autoconnect)
-        let a = machine.subscribe()
-        expectSuspend(machine.next(a), starting: 0)
-        let leave = machine.unsubscribe(a)
+    @Test("manual mode: an autoconnecting demand starts the upstream, leaving never stops it")
+    func autoconnectingDemand() {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
+        let a = machine.subscriberJoined()
+        expectSuspend(machine.nextRequested(a, connectsOnDemand: true), starting: 0)
+        let leave = machine.subscriberLeft(a)
         #expect(leave.cancelUpstream == nil)
         #expect(leave.keepAliveTimer == .none)
         #expect(machine.upstream == .running(epoch: 0))
     }
 
-    @Test("manual mode with connectOnDemand (autoconnect's iterators) starts the upstream on demand")
+    @Test("manual mode with connectsOnDemand (autoconnect's iterators) starts the upstream on demand")
     func manualConnectOnDemand() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
-        let a = machine.subscribe()
-        expectSuspend(machine.next(a), starting: nil)
-        expectSuspend(machine.next(a, connectOnDemand: true), starting: 0)
+        let a = machine.subscriberJoined()
+        expectSuspend(machine.nextRequested(a), starting: nil)
+        expectSuspend(machine.nextRequested(a, connectsOnDemand: true), starting: 0)
         #expect(machine.upstream == .running(epoch: 0))
     }
 
     @Test("after the upstream finished, connect() reports no epoch")
     func connectAfterTermination() {
         var machine = Machine(policy: .unbounded, replay: 1, mode: .manual)
-        let (epoch, _) = machine.connect()
+        let (epoch, _) = machine.connectRequested()
         #expect(produced(machine.produce(9, epoch: epoch!)))
-        _ = machine.finish(epoch: epoch!, failure: nil)
+        _ = machine.upstreamEnded(epoch: epoch!, failure: nil)
         #expect(machine.upstream == .terminated(.finished))
-        let (again, effects) = machine.connect()
+        let (again, effects) = machine.connectRequested()
         #expect(again == nil)
         #expect(effects.isEmpty)
-        let late = machine.subscribe()
-        expectElement(machine.next(late), 9)
-        expectEnd(machine.next(late))
+        let late = machine.subscriberJoined()
+        expectElement(machine.nextRequested(late), 9)
+        expectEnd(machine.nextRequested(late))
     }
 }

@@ -19,7 +19,7 @@ struct StateMachineReliabilityTests {
             if let element = self.batch.popLast() { return element }
             var lending: [Int]? = []
             defer { self.batch = lending ?? [] }
-            switch machine.next(self.id, batch: &lending, connectOnDemand: false) {
+            switch machine.nextRequested(self.id, batch: &lending, connectsOnDemand: false) {
             case .element(let element, _): return element
             case .terminal, .suspend: return nil
             }
@@ -31,7 +31,7 @@ struct StateMachineReliabilityTests {
     @Test("a batch taken in one read no longer counts against the bound")
     func batchIsHandedOver() {
         var machine = PushMachine(policy: .bounded(8), replay: 0, mode: .push)
-        var reader = BatchingReader(id: machine.subscribe())
+        var reader = BatchingReader(id: machine.subscriberJoined())
         for i in 0..<8 { _ = machine.produce(i, epoch: 0, respectingBounds: false) }
         #expect(!machine.hasRoom)
         #expect(reader.next(&machine) == 0)
@@ -43,7 +43,7 @@ struct StateMachineReliabilityTests {
     @Test("after everything sent was read, a full bound of sends fits without waiting", arguments: [1, 2, 3, 4, 8, 64])
     func fullBoundFitsAfterReadingEverything(bound: Int) {
         var machine = PushMachine(policy: .bounded(bound), replay: 0, mode: .push)
-        var reader = BatchingReader(id: machine.subscribe())
+        var reader = BatchingReader(id: machine.subscriberJoined())
         for i in 0..<bound { _ = machine.produce(i, epoch: 0, respectingBounds: false) }
         for i in 0..<bound { #expect(reader.next(&machine) == i) }
         for i in 0..<bound {
@@ -58,7 +58,7 @@ struct StateMachineReliabilityTests {
     @Test("a subscriber that echoes each element back never waits for room it holds itself", arguments: 1...64)
     func echoNeverWaitsForItself(bound: Int) {
         var machine = PushMachine(policy: .bounded(bound), replay: 0, mode: .push)
-        var reader = BatchingReader(id: machine.subscribe())
+        var reader = BatchingReader(id: machine.subscriberJoined())
         let burst = max(1, bound - 1)
         for i in 0..<burst { _ = machine.produce(i, epoch: 0, respectingBounds: false) }
         var received: [Int] = []
@@ -83,15 +83,15 @@ struct StateMachineReliabilityTests {
     @Test("old subscribers of an ended connection do not hold back the next one")
     func oldSubscribersDoNotCountForTheNextConnection() {
         var machine = PushMachine(policy: .bounded(2), replay: 0, mode: .manual)
-        let old = machine.subscribe()
-        let first = machine.connect().epoch!
+        let old = machine.subscriberJoined()
+        let first = machine.connectRequested().epoch!
         #expect(machine.produce(1, epoch: first) .isProceed)
         #expect(machine.produce(2, epoch: first).isPark, "old holds 2 of 2")
-        _ = machine.disconnect(epoch: first)
+        _ = machine.connectionCancelled(epoch: first)
         #expect(machine.lanes.isEmpty, "old left its lane at once")
 
-        let new = machine.subscribe()
-        let second = machine.connect().epoch!
+        let new = machine.subscriberJoined()
+        let second = machine.connectRequested().epoch!
         for i in 10..<20 {
             let action = machine.produce(i, epoch: second)
             #expect(!action.isStop)
@@ -114,12 +114,12 @@ struct StateMachineReliabilityTests {
         ])
     func oldSubscribersKeepTheirBuffer(policy: SharedBufferingPolicy, expected: [Int]) {
         var machine = PushMachine(policy: .unbounded, replay: 0, mode: .manual)
-        let old = machine.subscribe(policy: policy)
-        let first = machine.connect().epoch!
+        let old = machine.subscriberJoined(policy: policy)
+        let first = machine.connectRequested().epoch!
         for i in 1...3 { _ = machine.produce(i, epoch: first, respectingBounds: false) }
-        _ = machine.disconnect(epoch: first)
+        _ = machine.connectionCancelled(epoch: first)
 
-        let second = machine.connect().epoch!
+        let second = machine.connectRequested().epoch!
         for i in 10..<15 { _ = machine.produce(i, epoch: second, respectingBounds: false) }
         #expect(machine.drain(old) == expected)
         #expect(machine.take(old) == .finished)
@@ -129,13 +129,13 @@ struct StateMachineReliabilityTests {
     @Test("a .bufferingOldest subscriber reading from its own queue at the end keeps that queue")
     func detachedSubscriberKeepsItsQueue() {
         var machine = PushMachine(policy: .bufferingOldest(2), replay: 0, mode: .manual)
-        let old = machine.subscribe()
-        let first = machine.connect().epoch!
+        let old = machine.subscriberJoined()
+        let first = machine.connectRequested().epoch!
         for i in 1...3 { _ = machine.produce(i, epoch: first) }  // keeps 1, 2; drops 3
         #expect(machine.take(old) == .element(1))               // now reads a private queue [2]
         _ = machine.produce(4, epoch: first)                     // it has room again: [2, 4]
-        _ = machine.disconnect(epoch: first)
-        let second = machine.connect().epoch!
+        _ = machine.connectionCancelled(epoch: first)
+        let second = machine.connectRequested().epoch!
         _ = machine.produce(10, epoch: second)
         #expect(machine.drain(old) == [2, 4])
         #expect(machine.take(old) == .finished)
@@ -144,14 +144,14 @@ struct StateMachineReliabilityTests {
     @Test("a subscriber that joins between connections belongs to the next one")
     func subscriberBetweenConnections() {
         var machine = PushMachine(policy: .bounded(4), replay: 1, mode: .manual)
-        let first = machine.connect().epoch!
+        let first = machine.connectRequested().epoch!
         _ = machine.produce(1, epoch: first)
-        _ = machine.disconnect(epoch: first)
-        let between = machine.subscribe()
+        _ = machine.connectionCancelled(epoch: first)
+        let between = machine.subscriberJoined()
         #expect(machine.take(between) == .element(1), "the replay window survives the connection")
-        let second = machine.connect().epoch!
+        let second = machine.connectRequested().epoch!
         _ = machine.produce(2, epoch: second)
-        _ = machine.disconnect(epoch: second)
+        _ = machine.connectionCancelled(epoch: second)
         #expect(machine.drain(between) == [2])
         #expect(machine.take(between) == .finished)
     }
@@ -161,36 +161,36 @@ struct StateMachineReliabilityTests {
     @Test("distinct policies used once and dropped leave no lane behind")
     func lanesOfLeftPoliciesGo() {
         var machine = PushMachine(policy: .unbounded, replay: 0, mode: .push)
-        let steady = machine.subscribe()
+        let steady = machine.subscriberJoined()
         for k in 0..<70_000 {  // more than any 16-bit lane index could number
-            let view = machine.subscribe(policy: .bufferingNewest(k + 1))
+            let view = machine.subscriberJoined(policy: .bufferingNewest(k + 1))
             _ = machine.produce(k, epoch: 0, respectingBounds: false)
             #expect(machine.lanes.count == 2)
             #expect(machine.take(view) == .element(k))
-            _ = machine.unsubscribe(view)
+            _ = machine.subscriberLeft(view)
             #expect(machine.take(steady) == .element(k))
         }
         #expect(machine.lanes.count == 1, "only the steady subscriber's lane is left")
-        _ = machine.unsubscribe(steady)
+        _ = machine.subscriberLeft(steady)
         #expect(machine.lanes.isEmpty)
     }
 
     @Test("removing a lane renumbers the subscribers of the lane that takes its place")
     func laneRemovalRenumbers() {
         var machine = PushMachine(policy: .unbounded, replay: 0, mode: .push)
-        let a = machine.subscribe(policy: .bounded(3))
-        let b = machine.subscribe(policy: .bufferingNewest(2))
-        let c = machine.subscribe(policy: .bufferingOldest(2))
-        let c2 = machine.subscribe(policy: .bufferingOldest(2))
+        let a = machine.subscriberJoined(policy: .bounded(3))
+        let b = machine.subscriberJoined(policy: .bufferingNewest(2))
+        let c = machine.subscriberJoined(policy: .bufferingOldest(2))
+        let c2 = machine.subscriberJoined(policy: .bufferingOldest(2))
         for i in 1...3 { _ = machine.produce(i, epoch: 0, respectingBounds: false) }
-        _ = machine.unsubscribe(a)  // the .bufferingOldest lane moves into index 0
+        _ = machine.subscriberLeft(a)  // the .bufferingOldest lane moves into index 0
         #expect(machine.lanes.count == 2)
         #expect(machine.lanes.map(\.members).reduce(0, +) == 3)
         _ = machine.produce(4, epoch: 0, respectingBounds: false)
         #expect(machine.drain(b) == [3, 4])
         #expect(machine.drain(c) == [1, 2])
         #expect(machine.hasRoom)
-        _ = machine.unsubscribe(b)
+        _ = machine.subscriberLeft(b)
         #expect(machine.drain(c2) == [1, 2])
         #expect(machine.lanes.count == 1)
     }

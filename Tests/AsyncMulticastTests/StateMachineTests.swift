@@ -30,7 +30,7 @@ extension Machine {
     /// `next(_:)`, reduced to an `Outcome`. Element reads must not wake producers here unless
     /// `producers` is given.
     mutating func take(_ id: SubscriberID) -> Outcome {
-        switch self.next(id) {
+        switch self.nextRequested(id) {
         case .element(let element, let producers):
             precondition(producers.isEmpty, "unexpected producers; use next(_:) directly")
             return .element(element)
@@ -82,7 +82,7 @@ func runningMachine(
     policy: SharedBufferingPolicy, subscribers count: Int, replay: Int = 0
 ) -> (Machine, [SubscriberID]) {
     var machine = Machine(policy: policy, replay: replay, mode: .automatic)
-    let ids = (0..<count).map { _ in machine.subscribe() }
+    let ids = (0..<count).map { _ in machine.subscriberJoined() }
     let first = machine.take(ids[0])
     precondition(first == .suspend(startUpstream: 0))
     return (machine, ids)
@@ -94,8 +94,8 @@ struct StateMachineTests {
 
     @Test func subscribingStartsNothing() {
         var machine = Machine(policy: .bounded(4), replay: 0, mode: .automatic)
-        let a = machine.subscribe()
-        let b = machine.subscribe()
+        let a = machine.subscriberJoined()
+        let b = machine.subscriberJoined()
         #expect(machine.subscriberCount == 2)
         #expect(machine.upstream == .idle)
         #expect(machine.isSubscribed(a) && machine.isSubscribed(b))
@@ -104,8 +104,8 @@ struct StateMachineTests {
 
     @Test func firstDemandStartsOneUpstream() {
         var machine = Machine(policy: .bounded(4), replay: 0, mode: .automatic)
-        let a = machine.subscribe()
-        let b = machine.subscribe()
+        let a = machine.subscriberJoined()
+        let b = machine.subscriberJoined()
         #expect(machine.take(a) == .suspend(startUpstream: 0))
         #expect(machine.upstream == .running(epoch: 0))
         // Further demand, from the same or another subscriber, starts nothing more.
@@ -117,7 +117,7 @@ struct StateMachineTests {
         var (machine, ids) = runningMachine(policy: .bounded(4), subscribers: 2)
         let (a, b) = (ids[0], ids[1])
         let received = await withUnsafeContinuation { continuation in
-            let suspended = machine.suspend(a, continuation: continuation)
+            let suspended = machine.subscriberSuspended(a, continuation: continuation)
             #expect(suspended.isEmpty, "already running: nothing to start")
             let (effects, park) = machine.push(7, epoch: 0)
             #expect(!park)
@@ -135,7 +135,7 @@ struct StateMachineTests {
     @Test func onlyWaitingSubscribersMeansNothingIsStored() async {
         var (machine, ids) = runningMachine(policy: .bounded(4), subscribers: 1)
         let received = await withUnsafeContinuation { continuation in
-            _ = machine.suspend(ids[0], continuation: continuation)
+            _ = machine.subscriberSuspended(ids[0], continuation: continuation)
             let (effects, _) = machine.push(1, epoch: 0)
             #expect(machine.bufferedCount == 0)
             effects.perform()
@@ -149,7 +149,7 @@ struct StateMachineTests {
         // `next` said "suspend", then an element arrived before `suspend` ran.
         _ = machine.push(5, epoch: 0)
         let received = await withUnsafeContinuation { continuation in
-            let effects = machine.suspend(a, continuation: continuation)
+            let effects = machine.subscriberSuspended(a, continuation: continuation)
             #expect(effects.subscribers.count == 1)
             #expect(effects.subscriberResult == .success(5))
             effects.perform()
@@ -163,9 +163,9 @@ struct StateMachineTests {
         var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 2)
         let (a, b) = (ids[0], ids[1])
         let received = await withUnsafeContinuation { continuation in
-            _ = machine.suspend(a, continuation: continuation)
+            _ = machine.subscriberSuspended(a, continuation: continuation)
             // Cancellation wins: `a` leaves and its continuation is handed back with nil.
-            let left = machine.unsubscribe(a)
+            let left = machine.subscriberLeft(a)
             #expect(left.subscribers.count == 1)
             #expect(left.subscriberResult == .success(nil))
             #expect(left.cancelUpstream == nil, "b is still subscribed")
@@ -184,9 +184,9 @@ struct StateMachineTests {
     @Test func cancelledBeforeSuspendingIsResumedWithNil() async {
         var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 2)
         let a = ids[0]
-        _ = machine.unsubscribe(a)  // the cancellation handler ran first
+        _ = machine.subscriberLeft(a)  // the cancellation handler ran first
         let received = await withUnsafeContinuation { continuation in
-            let effects = machine.suspend(a, continuation: continuation)
+            let effects = machine.subscriberSuspended(a, continuation: continuation)
             #expect(effects.subscribers.count == 1)
             effects.perform()
         }
@@ -196,16 +196,16 @@ struct StateMachineTests {
 
     @Test func leavingTwiceIsHarmlessAndStaleIDsNeverTouchANewSubscriber() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic)
-        let a = machine.subscribe()
-        _ = machine.subscribe()
-        _ = machine.unsubscribe(a)
-        #expect(machine.unsubscribe(a).isEmpty)
+        let a = machine.subscriberJoined()
+        _ = machine.subscriberJoined()
+        _ = machine.subscriberLeft(a)
+        #expect(machine.subscriberLeft(a).isEmpty)
         #expect(machine.subscriberCount == 1)
         // The freed slot is reused with a new generation.
-        let c = machine.subscribe()
+        let c = machine.subscriberJoined()
         #expect(c.slot == a.slot)
         #expect(c != a)
-        _ = machine.unsubscribe(a)
+        _ = machine.subscriberLeft(a)
         #expect(machine.isSubscribed(c))
         #expect(machine.subscriberCount == 2)
     }
@@ -213,21 +213,21 @@ struct StateMachineTests {
     @Test func lastSubscriberLeavingWhileTheUpstreamProduces() {
         var (machine, ids) = runningMachine(policy: .bounded(2), subscribers: 2)
         _ = machine.push(0, epoch: 0)
-        #expect(machine.unsubscribe(ids[0]).cancelUpstream == nil)
-        let last = machine.unsubscribe(ids[1])
+        #expect(machine.subscriberLeft(ids[0]).cancelUpstream == nil)
+        let last = machine.subscriberLeft(ids[1])
         #expect(last.cancelUpstream == 0)
         #expect(machine.upstream == .idle)
         #expect(machine.bufferedCount == 0, "nobody is left to read the buffered element")
         // The upstream was already producing: its element is refused, and its end is ignored.
         #expect(machine.produce(1, epoch: 0).isStop)
-        #expect(machine.finish(epoch: 0, failure: .boom).isEmpty)
+        #expect(machine.upstreamEnded(epoch: 0, failure: .boom).isEmpty)
         #expect(machine.terminal == nil)
     }
 
     @Test func neverIteratedSubscribersLeavingStopNothing() {
         var machine = Machine(policy: .bounded(2), replay: 0, mode: .automatic)
-        let a = machine.subscribe()
-        let effects = machine.unsubscribe(a)
+        let a = machine.subscriberJoined()
+        let effects = machine.subscriberLeft(a)
         #expect(effects.isEmpty)
         #expect(machine.upstream == .idle)
     }
@@ -235,8 +235,8 @@ struct StateMachineTests {
     @Test func restartAfterDisconnectUsesTheNextEpoch() {
         var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 1)
         _ = machine.push(0, epoch: 0)
-        #expect(machine.unsubscribe(ids[0]).cancelUpstream == 0)
-        let b = machine.subscribe()
+        #expect(machine.subscriberLeft(ids[0]).cancelUpstream == 0)
+        let b = machine.subscriberJoined()
         #expect(machine.take(b) == .suspend(startUpstream: 1), "a stale element is never replayed")
         #expect(machine.upstream == .running(epoch: 1))
         #expect(machine.produce(99, epoch: 0).isStop, "the old iteration stays stopped")
@@ -250,7 +250,7 @@ struct StateMachineTests {
     @Test func lateSubscriberStartsAtTheTail() {
         var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 1)
         for i in 0..<3 { _ = machine.push(i, epoch: 0) }
-        let late = machine.subscribe()
+        let late = machine.subscriberJoined()
         #expect(machine.take(late) == .suspend(startUpstream: nil))
         _ = machine.push(3, epoch: 0)
         #expect(machine.drain(late) == [3])
@@ -271,7 +271,7 @@ struct StateMachineTests {
         #expect(machine.bufferedCount == 5, "c still holds 0")
         for i in 0..<3 { #expect(machine.take(c) == .element(i)) }
         #expect(machine.bufferedCount == 3, "b holds 2, 3, 4")
-        _ = machine.unsubscribe(b)
+        _ = machine.subscriberLeft(b)
         #expect(machine.bufferedCount == 2, "c holds 3, 4")
         _ = machine.push(5, epoch: 0)
         #expect(machine.bufferedCount == 3)
@@ -287,11 +287,11 @@ struct StateMachineTests {
         for i in 0..<5 { _ = machine.push(i, epoch: 0) }
         #expect(machine.drain(a) == [0, 1, 2, 3, 4])
         #expect(machine.bufferedCount == 2)
-        let b = machine.subscribe()
+        let b = machine.subscriberJoined()
         #expect(machine.drain(b) == [3, 4])
         #expect(machine.take(b) == .suspend(startUpstream: nil))
         // A dropping subscriber never receives more than its limit, even from the replay.
-        let newest = machine.subscribe(policy: .bufferingNewest(1))
+        let newest = machine.subscriberJoined(policy: .bufferingNewest(1))
         #expect(machine.drain(newest) == [4])
         _ = machine.push(5, epoch: 0)
         #expect(machine.bufferedCount == 2, "4, 5 (everyone read 5 or will)")
@@ -300,19 +300,19 @@ struct StateMachineTests {
         #expect(machine.drain(a) == [5])
         #expect(machine.bufferedCount == 2)
         // Nobody left: the upstream stops but the window survives.
-        for id in [a, b, newest] { _ = machine.unsubscribe(id) }
+        for id in [a, b, newest] { _ = machine.subscriberLeft(id) }
         #expect(machine.upstream == .idle)
         #expect(machine.bufferedCount == 2)
-        let c = machine.subscribe()
+        let c = machine.subscriberJoined()
         #expect(machine.drain(c) == [4, 5])
     }
 
     @Test func lanesPerPolicyShareOneBuffer() {
         var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 1)
         let all = ids[0]
-        let newest = machine.subscribe(policy: .bufferingNewest(2))
-        let oldest = machine.subscribe(policy: .bufferingOldest(2))
-        let bounded = machine.subscribe(policy: .bounded(10))
+        let newest = machine.subscriberJoined(policy: .bufferingNewest(2))
+        let oldest = machine.subscriberJoined(policy: .bufferingOldest(2))
+        let bounded = machine.subscriberJoined(policy: .bounded(10))
         for i in 0..<6 { _ = machine.push(i, epoch: 0) }
         #expect(machine.bufferedCount == 6)
         #expect(machine.drain(all) == Array(0..<6))
@@ -335,8 +335,8 @@ struct StateMachineTests {
         #expect(machine.drain(fast) == [0, 1])
         #expect(!machine.hasRoom, "the fast subscriber reading makes no room")
         let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
-            #expect(machine.parkProducer(epoch: 0, token: 0, continuation: producer).isEmpty)
-            guard case .element(let element, let producers) = machine.next(slow) else {
+            #expect(machine.producerParked(epoch: 0, token: 0, continuation: producer).isEmpty)
+            guard case .element(let element, let producers) = machine.nextRequested(slow) else {
                 Issue.record("slow subscriber had nothing")
                 producer.resume(returning: false)
                 return
@@ -352,13 +352,13 @@ struct StateMachineTests {
     @Test func parkingWhenRoomOrStaleResumesAtOnce() async {
         var (machine, ids) = runningMachine(policy: .bounded(1), subscribers: 1)
         let withRoom = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
-            let effects = machine.parkProducer(epoch: 0, token: 0, continuation: producer)
+            let effects = machine.producerParked(epoch: 0, token: 0, continuation: producer)
             #expect(effects.producers.count == 1)
             effects.perform()
         }
         #expect(withRoom == true)
         let stale = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
-            let effects = machine.parkProducer(epoch: 7, token: 1, continuation: producer)
+            let effects = machine.producerParked(epoch: 7, token: 1, continuation: producer)
             #expect(effects.producers.count == 1)
             effects.perform()
         }
@@ -373,9 +373,9 @@ struct StateMachineTests {
         #expect(machine.push(3, epoch: 0).park, "4 pending: full")
         #expect(machine.producerStatus(epoch: 0) == .park)
         let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
-            #expect(machine.parkProducer(epoch: 0, token: 1, continuation: producer).isEmpty)
+            #expect(machine.producerParked(epoch: 0, token: 1, continuation: producer).isEmpty)
             // Reading one leaves 3 pending: there is room for one, but 3 > 4 - 4 / 2.
-            guard case .element(0, let early) = machine.next(ids[0]) else {
+            guard case .element(0, let early) = machine.nextRequested(ids[0]) else {
                 Issue.record("expected element 0")
                 return
             }
@@ -383,7 +383,7 @@ struct StateMachineTests {
             #expect(machine.hasRoom && !machine.hasRoomToResume)
             #expect(machine.producerStatus(epoch: 0) == .park)
             // Reading a second leaves 2 pending: half the bound, so the producer goes on.
-            guard case .element(1, let producers) = machine.next(ids[0]) else {
+            guard case .element(1, let producers) = machine.nextRequested(ids[0]) else {
                 Issue.record("expected element 1")
                 return
             }
@@ -422,7 +422,7 @@ struct StateMachineTests {
         var subs: [(id: SubscriberID, policy: SharedBufferingPolicy, pending: Int)] = []
         func join(_ policy: SharedBufferingPolicy? = nil) {
             let policy = policy ?? policies[Int(rng.next() % UInt64(policies.count))]
-            subs.append((machine.subscribe(policy: policy), policy, 0))
+            subs.append((machine.subscriberJoined(policy: policy), policy, 0))
         }
         join(.bounded(4))
         #expect(machine.take(subs[0].id) == .suspend(startUpstream: 0))
@@ -442,7 +442,7 @@ struct StateMachineTests {
                     value += 1
                     for k in subs.indices { subs[k].pending += 1 }
                     if park {
-                        let parking = machine.parkProducer(epoch: 0, token: UInt64(step), continuation: producer)
+                        let parking = machine.producerParked(epoch: 0, token: UInt64(step), continuation: producer)
                         if parking.producers.isEmpty {
                             parked = true
                             #expect(!allAtOrBelowLevel(), "step \(step): parked although every subscriber is at its level")
@@ -453,7 +453,7 @@ struct StateMachineTests {
                     }
                 } else if roll < 90 || subs.count == 1 {
                     let k = Int(rng.next() % UInt64(subs.count))
-                    switch machine.next(subs[k].id) {
+                    switch machine.nextRequested(subs[k].id) {
                     case .element(_, let producers):
                         subs[k].pending -= 1
                         if !producers.isEmpty {
@@ -468,7 +468,7 @@ struct StateMachineTests {
                     }
                 } else if roll < 95 {
                     let k = Int(rng.next() % UInt64(subs.count))
-                    let effects = machine.unsubscribe(subs[k].id)
+                    let effects = machine.subscriberLeft(subs[k].id)
                     subs.remove(at: k)
                     if !effects.producers.isEmpty {
                         #expect(parked && allAtOrBelowLevel(), "step \(step): resumed early on leave")
@@ -493,24 +493,24 @@ struct StateMachineTests {
         var (machine, ids) = runningMachine(policy: .bounded(1), subscribers: 1)
         #expect(machine.push(0, epoch: 0).park)
         let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
-            #expect(machine.parkProducer(epoch: 0, token: 3, continuation: producer).isEmpty)
-            let effects = machine.unsubscribe(ids[0])
+            #expect(machine.producerParked(epoch: 0, token: 3, continuation: producer).isEmpty)
+            let effects = machine.subscriberLeft(ids[0])
             #expect(effects.cancelUpstream == 0)
             #expect(effects.producers.count == 1)
             #expect(effects.producerResult == false)
             effects.perform()
         }
         #expect(resumed == false)
-        #expect(machine.unparkProducer(token: 3) == nil)
+        #expect(machine.producerCancelled(token: 3) == nil)
     }
 
     @Test func unparkingACancelledProducer() async {
         var (machine, _) = runningMachine(policy: .bounded(1), subscribers: 1)
         #expect(machine.push(0, epoch: 0).park)
         let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
-            _ = machine.parkProducer(epoch: 0, token: 9, continuation: producer)
-            #expect(machine.unparkProducer(token: 8) == nil)
-            let mine = machine.unparkProducer(token: 9)
+            _ = machine.producerParked(epoch: 0, token: 9, continuation: producer)
+            #expect(machine.producerCancelled(token: 8) == nil)
+            let mine = machine.producerCancelled(token: 9)
             #expect(mine != nil)
             mine?.resume(returning: false)
         }
@@ -523,7 +523,7 @@ struct StateMachineTests {
         var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 2)
         let (waiting, buffered) = (ids[0], ids[1])
         let received = await withUnsafeContinuation { continuation in
-            _ = machine.suspend(waiting, continuation: continuation)
+            _ = machine.subscriberSuspended(waiting, continuation: continuation)
             let (delivered, _) = machine.push(0, epoch: 0)
             delivered.perform()
         }
@@ -531,8 +531,8 @@ struct StateMachineTests {
         _ = machine.push(1, epoch: 0)
         #expect(machine.drain(waiting) == [1])
         let failed = await withUnsafeContinuation { continuation in
-            _ = machine.suspend(waiting, continuation: continuation)
-            let effects = machine.finish(epoch: 0, failure: .boom)
+            _ = machine.subscriberSuspended(waiting, continuation: continuation)
+            let effects = machine.upstreamEnded(epoch: 0, failure: .boom)
             #expect(effects.subscribers.count == 1)
             #expect(effects.subscriberResult == .failure(.boom))
             #expect(effects.cancelUpstream == nil && effects.startUpstream == nil)
@@ -546,20 +546,20 @@ struct StateMachineTests {
         #expect(machine.take(buffered) == .failed(.boom))
         #expect(machine.take(buffered) == .finished, "after the error: nil")
         // Later subscribers get the error at once, and nothing restarts.
-        let late = machine.subscribe()
+        let late = machine.subscriberJoined()
         #expect(machine.take(late) == .failed(.boom))
         #expect(machine.take(late) == .finished)
         #expect(machine.subscriberCount == 0)
         #expect(machine.produce(2, epoch: 0).isStop)
-        #expect(machine.finish(epoch: 0, failure: nil).isEmpty, "terminal events are sticky")
+        #expect(machine.upstreamEnded(epoch: 0, failure: nil).isEmpty, "terminal events are sticky")
     }
 
     @Test func finishReleasesParkedProducers() async {
         var (machine, _) = runningMachine(policy: .bounded(1), subscribers: 1)
         #expect(machine.push(0, epoch: 0).park)
         let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
-            _ = machine.parkProducer(epoch: 0, token: 0, continuation: producer)
-            let effects = machine.finish(epoch: 0, failure: nil)
+            _ = machine.producerParked(epoch: 0, token: 0, continuation: producer)
+            let effects = machine.upstreamEnded(epoch: 0, failure: nil)
             #expect(effects.producers.count == 1)
             #expect(effects.producerResult == false)
             effects.perform()
@@ -573,7 +573,7 @@ struct StateMachineTests {
         var (machine, ids) = runningMachine(policy: .bufferingNewest(2), subscribers: 1)
         let early = ids[0]
         for i in 0..<2 { _ = machine.push(i, epoch: 0) }
-        let late = machine.subscribe()
+        let late = machine.subscriberJoined()
         for i in 2..<5 {
             _ = machine.push(i, epoch: 0)
             #expect(machine.bufferedCount <= 2)
@@ -594,7 +594,7 @@ struct StateMachineTests {
         _ = machine.push(13, epoch: 0)
         #expect(machine.drain(slow) == [13], "back in the shared buffer once its queue emptied")
         #expect(machine.subscriberCount == 1)
-        _ = machine.unsubscribe(slow)
+        _ = machine.subscriberLeft(slow)
         #expect(machine.subscriberCount == 0)
     }
 
@@ -602,7 +602,7 @@ struct StateMachineTests {
         var (machine, ids) = runningMachine(policy: .bufferingOldest(1), subscribers: 3)
         for i in 0..<3 { _ = machine.push(i, epoch: 0) }
         #expect(machine.take(ids[0]) == .element(0))  // detached, then rejoins
-        _ = machine.unsubscribe(ids[1])  // still frozen
+        _ = machine.subscriberLeft(ids[1])  // still frozen
         _ = machine.push(3, epoch: 0)
         #expect(machine.drain(ids[0]) == [3])
         #expect(machine.drain(ids[2]) == [0], "full with 0: 1, 2 and 3 were dropped")
@@ -614,7 +614,7 @@ struct StateMachineTests {
         var (machine, ids) = runningMachine(policy: policy, subscribers: 2)
         let (waiting, idle) = (ids[0], ids[1])
         let received = await withUnsafeContinuation { continuation in
-            _ = machine.suspend(waiting, continuation: continuation)
+            _ = machine.subscriberSuspended(waiting, continuation: continuation)
             let (effects, _) = machine.push(0, epoch: 0)
             effects.perform()
         }
@@ -623,7 +623,7 @@ struct StateMachineTests {
         _ = machine.push(1, epoch: 0)
         #expect(machine.take(idle) == .suspend(startUpstream: nil), "nothing is kept for it")
         #expect(machine.take(waiting) == .suspend(startUpstream: nil))
-        _ = machine.unsubscribe(idle)
+        _ = machine.subscriberLeft(idle)
         #expect(machine.subscriberCount == 1)
     }
 
@@ -675,7 +675,7 @@ struct StateMachineTests {
             let where_ = "seed \(seed) step \(step)"
             if roll < 15 && subs.count < 6 {
                 let policy = mixed ? policies[Int(rng.next() % UInt64(policies.count))] : defaultPolicy
-                let id = machine.subscribe(policy: policy)
+                let id = machine.subscriberJoined(policy: policy)
                 var replayed = Array(produced.suffix(replay))
                 if let n = limitOf(policy) { replayed = Array(replayed.suffix(n)) }
                 subs.append(Model(id: id, policy: policy, queue: replayed))
@@ -721,7 +721,7 @@ struct StateMachineTests {
                 }
             } else if roll < 93 && !subs.isEmpty {
                 let k = Int(rng.next() % UInt64(subs.count))
-                let effects = machine.unsubscribe(subs[k].id)
+                let effects = machine.subscriberLeft(subs[k].id)
                 subs.remove(at: k)
                 if subs.isEmpty, let running = epoch, terminal == nil {
                     #expect(effects.cancelUpstream == running, "\(where_)")
@@ -732,7 +732,7 @@ struct StateMachineTests {
                 }
             } else if roll >= 98, let running = epoch, terminal == nil {
                 let failure: TestError? = rng.next() % 2 == 0 ? nil : .other(step)
-                _ = machine.finish(epoch: running, failure: failure)
+                _ = machine.upstreamEnded(epoch: running, failure: failure)
                 terminal = .some(failure)
                 epoch = nil
             }
@@ -752,9 +752,9 @@ struct StateMachineTests {
         // Finish and drain everyone.
         if terminal == nil {
             if epoch == nil, !subs.isEmpty {
-                epoch = machine.connect().epoch  // start an upstream so that it can finish
+                epoch = machine.connectRequested().epoch  // start an upstream so that it can finish
             }
-            if let running = epoch { _ = machine.finish(epoch: running, failure: nil) }
+            if let running = epoch { _ = machine.upstreamEnded(epoch: running, failure: nil) }
             terminal = .some(nil)
         }
         for sub in subs {

@@ -363,8 +363,8 @@ struct MulticastStateMachinePushTests {
     func complete() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .push)
         #expect(machine.upstream == .running(epoch: 0))
-        let a = machine.subscribe()
-        guard case .suspend(let start) = machine.next(a) else {
+        let a = machine.subscriberJoined()
+        guard case .suspend(let start) = machine.nextRequested(a) else {
             Issue.record("expected to suspend")
             return
         }
@@ -374,36 +374,36 @@ struct MulticastStateMachinePushTests {
             Issue.record("send refused")
             return
         }
-        let completed = machine.complete(failure: nil)
+        let completed = machine.subjectCompleted(failure: nil)
         #expect(completed.subscribers.isEmpty, "nobody was waiting")
         #expect(machine.upstream == .terminated(.finished))
-        #expect(machine.complete(failure: I3Error(code: 1)).isEmpty, "completing twice does nothing")
+        #expect(machine.subjectCompleted(failure: I3Error(code: 1)).isEmpty, "completing twice does nothing")
         if case .stop = machine.produce(2, epoch: 0, respectingBounds: false) {} else {
             Issue.record("a send after completion was taken")
         }
 
-        #expect(element(machine.next(a)) == 1, "buffered elements first")
-        #expect(isEnd(machine.next(a)), "then nil")
+        #expect(element(machine.nextRequested(a)) == 1, "buffered elements first")
+        #expect(isEnd(machine.nextRequested(a)), "then nil")
         #expect(!machine.isSubscribed(a))
-        let late = machine.subscribe()
-        #expect(isEnd(machine.next(late)), "a later subscriber ends at once")
+        let late = machine.subscriberJoined()
+        #expect(isEnd(machine.nextRequested(late)), "a later subscriber ends at once")
     }
 
     @Test("push mode: complete(failure:) resumes waiting subscribers with the error")
     func completeWithFailure() async {
         var machine = Machine(policy: .unbounded, replay: 1, mode: .push)
-        let a = machine.subscribe()
+        let a = machine.subscriberJoined()
         var resumed = 0
         let result = await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
-            _ = machine.suspend(a, continuation: continuation)
-            let effects = machine.complete(failure: I3Error(code: 4))
+            _ = machine.subscriberSuspended(a, continuation: continuation)
+            let effects = machine.subjectCompleted(failure: I3Error(code: 4))
             resumed = effects.subscribers.count
             for subscriber in effects.subscribers { subscriber.resume(returning: effects.subscriberResult) }
         }
         #expect(resumed == 1)
         #expect(result == .failure(I3Error(code: 4)))
         #expect(machine.subscriberCount == 0)
-        if case .terminal(.failure(let error)) = machine.next(machine.subscribe()) {
+        if case .terminal(.failure(let error)) = machine.nextRequested(machine.subscriberJoined()) {
             #expect(error == I3Error(code: 4))
         } else {
             Issue.record("a later subscriber should get the error")
@@ -413,7 +413,7 @@ struct MulticastStateMachinePushTests {
     @Test("push mode with .bounded(1): produceIfRoom refuses when full; a synchronous send buffers past the bound")
     func boundedPush() {
         var machine = Machine(policy: .bounded(1), replay: 0, mode: .push)
-        let a = machine.subscribe()
+        let a = machine.subscriberJoined()
         #expect(machine.produceIfRoom(1, epoch: 0) != nil)
         #expect(!machine.hasRoom)
         #expect(machine.produceIfRoom(2, epoch: 0) == nil, "full: wait for room")
@@ -421,8 +421,8 @@ struct MulticastStateMachinePushTests {
             Issue.record("a synchronous send must be taken")
             return
         }
-        #expect(element(machine.next(a)) == 1)
-        #expect(element(machine.next(a)) == 2)
+        #expect(element(machine.nextRequested(a)) == 1)
+        #expect(element(machine.nextRequested(a)) == 2)
         #expect(machine.hasRoom)
     }
 }

@@ -93,13 +93,6 @@ struct IndexedRing<Element> {
         self.startIndex = position
     }
 
-    /// Releases every element and moves the empty window to `position`.
-    @inlinable
-    mutating func removeAll(rebasingTo position: Int) {
-        while self.count > 0 { self.removeFirst() }
-        self.startIndex = position
-    }
-
     @inlinable
     mutating func grow() {
         let newCapacity = Swift.max(8, self.capacity &* 2)

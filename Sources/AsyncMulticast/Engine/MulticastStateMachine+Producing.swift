@@ -14,18 +14,6 @@ extension MulticastStateMachine {
         case stop
     }
 
-    /// The outcome of a producer offering an element, with its effects (cold paths and tests).
-    @usableFromInline
-    enum ProduceAction: Sendable {
-        /// The element is in; go on producing.
-        case proceed(Effects)
-        /// The element is in; park (see `parkProducer`) before producing the next one.
-        case park(Effects)
-        /// The element was not taken: this producer is stale (cancelled epoch) or the
-        /// sequence has terminated. Stop producing.
-        case stop
-    }
-
     /// Hands every parked producer to `effects`, to be resumed with `result`.
     @inlinable
     mutating func releaseProducers(into effects: inout Effects, result: Bool) {
@@ -34,27 +22,14 @@ extension MulticastStateMachine {
         self.parkedProducers.removeAll()
     }
 
-    /// The upstream iteration `epoch` produced `element`.
+    /// The upstream iteration `epoch` (a subject's: `pushEpoch`) produced `element`: it is
+    /// stored for every subscriber, and the subscribers that were waiting for it are appended
+    /// to `resuming` (the caller resumes them with it, outside the lock).
     ///
     /// With `respectingBounds` false (a subject's synchronous `send`) the element is taken
-    /// even when a bounded subscriber is full.
+    /// even when a bounded subscriber is full, and the outcome is never `.park`.
     @inlinable
-    mutating func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) -> ProduceAction {
-        var effects = Effects()
-        let outcome = self.produce(
-            element, epoch: epoch, respectingBounds: respectingBounds, resuming: &effects.subscribers)
-        if !effects.subscribers.isEmpty { effects.subscriberResult = .success(element) }
-        switch outcome {
-        case .proceed: return .proceed(effects)
-        case .park: return .park(effects)
-        case .stop: return .stop
-        }
-    }
-
-    /// `produce(_:epoch:respectingBounds:)` for the hot path: the subscribers that were
-    /// waiting for `element` are appended to `resuming` (the caller resumes them with it).
-    @inlinable
-    mutating func produce(
+    mutating func elementProduced(
         _ element: Element, epoch: UInt64, respectingBounds: Bool,
         resuming: inout [SubscriberContinuation]
     ) -> ProduceOutcome {
@@ -129,13 +104,16 @@ extension MulticastStateMachine {
         return hasRoom
     }
 
-    /// Appends `element` only if every bounded subscriber has room (a subject's suspending
-    /// `send`); otherwise returns `nil` and the producer should wait with `parkProducer`.
+    /// A subject's `send(waitingForRoom:)` offered `element`: it is produced only if every
+    /// bounded subscriber has room; otherwise nothing changes and the result is `nil` (the
+    /// sender waits, see `producerParked`, and offers it again).
     @inlinable
-    mutating func produceIfRoom(_ element: Element, epoch: UInt64) -> ProduceAction? {
+    mutating func elementProducedIfRoom(
+        _ element: Element, epoch: UInt64, resuming: inout [SubscriberContinuation]
+    ) -> ProduceOutcome? {
         guard self.isCurrent(epoch: epoch) else { return .stop }
         guard self.hasRoom else { return nil }
-        return self.produce(element, epoch: epoch, respectingBounds: false)
+        return self.elementProduced(element, epoch: epoch, respectingBounds: false, resuming: &resuming)
     }
 
     /// The most recently produced element, if the shared buffer still holds it (it always
@@ -157,7 +135,7 @@ extension MulticastStateMachine {
     /// Parks a producer that was told to `.park` until there is room (resumed with `true`)
     /// or it must stop (`false`). Resumed at once if that is already decided.
     @inlinable
-    mutating func parkProducer(
+    mutating func producerParked(
         epoch: UInt64, token: UInt64, continuation: ProducerContinuation
     ) -> Effects {
         var effects = Effects()
@@ -176,7 +154,7 @@ extension MulticastStateMachine {
 
     /// Removes a parked producer (its task was cancelled) and returns its continuation.
     @inlinable
-    mutating func unparkProducer(token: UInt64) -> ProducerContinuation? {
+    mutating func producerCancelled(token: UInt64) -> ProducerContinuation? {
         guard let index = self.parkedProducers.firstIndex(where: { $0.token == token }) else { return nil }
         return self.parkedProducers.remove(at: index).continuation
     }

@@ -116,18 +116,18 @@ extension MulticastStateMachine {
     /// The fast path of a subscriber's `next()`: takes a ready element or terminal event
     /// without suspending; otherwise says to suspend (and whether to start the upstream).
     ///
-    /// `connectOnDemand`: the subscriber belongs to an autoconnecting multicast, so its
+    /// `connectsOnDemand`: the subscriber belongs to an autoconnecting multicast, so its
     /// demand starts an idle upstream even in `.manual` mode.
     @inlinable
-    mutating func next(_ id: SubscriberID, connectOnDemand: Bool = false) -> NextAction {
+    mutating func nextRequested(_ id: SubscriberID, connectsOnDemand: Bool = false) -> NextAction {
         var noBatch: [Element]? = nil
-        return self.next(id, batch: &noBatch, connectOnDemand: connectOnDemand)
+        return self.nextRequested(id, batch: &noBatch, connectsOnDemand: connectsOnDemand)
     }
 
-    /// `next(_:connectOnDemand:)` with batching; see `read(_:committing:batch:)`.
+    /// `next(_:connectsOnDemand:)` with batching; see `read(_:committing:batch:)`.
     @inlinable
-    mutating func next(
-        _ id: SubscriberID, batch: inout [Element]?, connectOnDemand: Bool
+    mutating func nextRequested(
+        _ id: SubscriberID, batch: inout [Element]?, connectsOnDemand: Bool
     ) -> NextAction {
         switch self.read(id, batch: &batch) {
         case .element(let element):
@@ -135,7 +135,7 @@ extension MulticastStateMachine {
         case .terminal(let result):
             return .terminal(result)
         case .empty:
-            return .suspend(startUpstream: self.startUpstreamOnDemand(connectOnDemand))
+            return .suspend(startUpstream: self.startUpstreamOnDemand(connectsOnDemand))
         }
     }
 
@@ -143,8 +143,8 @@ extension MulticastStateMachine {
     /// once (an element arrived, it was cancelled, or the sequence ended in the meantime) or
     /// the continuation is stored until an element or terminal event arrives.
     @inlinable
-    mutating func suspend(
-        _ id: SubscriberID, continuation: SubscriberContinuation, connectOnDemand: Bool = false
+    mutating func subscriberSuspended(
+        _ id: SubscriberID, continuation: SubscriberContinuation, connectsOnDemand: Bool = false
     ) -> Effects {
         var effects = Effects()
         var noBatch: [Element]? = nil
@@ -160,7 +160,7 @@ extension MulticastStateMachine {
             self.slots[s].waiterIndex = Int32(self.waiters.count)
             self.waiters.append(Waiter(slot: UInt32(s), continuation: continuation))
             self.lanes[Int(self.slots[s].lane)].waiting += 1
-            effects.startUpstream = self.startUpstreamOnDemand(connectOnDemand)
+            effects.startUpstream = self.startUpstreamOnDemand(connectsOnDemand)
         }
         return effects
     }

@@ -54,7 +54,7 @@ extension MulticastStateMachine {
     /// Registers a subscriber; it receives the replay window, then every element appended
     /// from now on, subject to `policy` (the machine's policy if `nil`).
     @inlinable
-    mutating func subscribe(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
+    mutating func subscriberJoined(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
         let policy = policy ?? self.defaultPolicy
         policy.validate()
         let laneIndex = self.laneIndex(for: policy)
@@ -120,7 +120,7 @@ extension MulticastStateMachine {
     /// The subscriber leaves: its task was cancelled or its iterator was released.
     /// A suspended `next()` is resumed with `nil`. Leaving twice is harmless.
     @inlinable
-    mutating func unsubscribe(_ id: SubscriberID) -> Effects {
+    mutating func subscriberLeft(_ id: SubscriberID) -> Effects {
         var effects = Effects()
         guard let s = self.liveSlot(id) else { return effects }
         if let continuation = self.removeSubscriber(s) {

@@ -18,12 +18,12 @@ extension MulticastStateMachine {
     }
 
     @inlinable
-    mutating func startUpstreamOnDemand(_ connectOnDemand: Bool) -> UInt64? {
+    mutating func startUpstreamOnDemand(_ connectsOnDemand: Bool) -> UInt64? {
         guard case .idle = self.upstream else { return nil }
         switch self.mode {
-        case .manual where connectOnDemand:
+        case .manual where connectsOnDemand:
             fallthrough
-        case .automatic, .autoconnect:
+        case .automatic:
             let epoch = self.nextEpoch
             self.nextEpoch += 1
             self.upstream = .running(epoch: epoch)
@@ -54,7 +54,7 @@ extension MulticastStateMachine {
     /// The upstream iteration `epoch` ended: `nil` when it finished, else its error.
     /// Subscribers receive what is buffered, then the terminal event.
     @inlinable
-    mutating func finish(epoch: UInt64, failure: Failure?) -> Effects {
+    mutating func upstreamEnded(epoch: UInt64, failure: Failure?) -> Effects {
         var effects = Effects()
         guard self.isCurrent(epoch: epoch) else { return effects }
         let terminal: Terminal = failure.map { .failed($0) } ?? .finished
@@ -70,7 +70,7 @@ extension MulticastStateMachine {
 
     /// Starts the upstream if it is idle. Returns the running epoch (`nil` once terminated).
     @inlinable
-    mutating func connect() -> (epoch: UInt64?, effects: Effects) {
+    mutating func connectRequested() -> (epoch: UInt64?, effects: Effects) {
         var effects = Effects()
         switch self.upstream {
         case .running(let epoch), .lingering(let epoch):
@@ -94,7 +94,7 @@ extension MulticastStateMachine {
     /// or adds anything for it, and no element of a later connection reaches it. Members
     /// at the same position share one copy.
     @inlinable
-    mutating func disconnect(epoch: UInt64) -> Effects {
+    mutating func connectionCancelled(epoch: UInt64) -> Effects {
         var effects = Effects()
         guard self.isCurrent(epoch: epoch) else { return effects }
         self.stopUpstream(epoch: epoch, into: &effects)
@@ -133,8 +133,8 @@ extension MulticastStateMachine {
 
     /// Completes a push-fed machine (a subject). Ignored once completed.
     @inlinable
-    mutating func complete(failure: Failure?) -> Effects {
+    mutating func subjectCompleted(failure: Failure?) -> Effects {
         guard case .running(let epoch) = self.upstream else { return Effects() }
-        return self.finish(epoch: epoch, failure: failure)
+        return self.upstreamEnded(epoch: epoch, failure: failure)
     }
 }

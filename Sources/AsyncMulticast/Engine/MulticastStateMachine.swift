@@ -58,9 +58,8 @@ enum UpstreamMode: Sendable, Hashable {
     /// `share()` / `replay(_:)`: the first demand starts the upstream, the last subscriber
     /// leaving stops it (after the keep-alive window), a later demand restarts it.
     case automatic
-    /// `multicast().autoconnect()`: the first demand starts it; leaving never stops it.
-    case autoconnect
-    /// `multicast()`: only `connect()` starts it and only the connection stops it.
+    /// `multicast()`: `connect()` starts it, and only the connection stops it. The iterators
+    /// of `autoconnect()` also start it by waiting (`connectsOnDemand`).
     case manual
     /// Subjects: there is no upstream task; elements are pushed in with `send`.
     case push

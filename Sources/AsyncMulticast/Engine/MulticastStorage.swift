@@ -199,18 +199,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     @inlinable
     func subscribe(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
-        self.state.withLock { $0.machine.subscribe(policy: policy) }
+        self.state.withLock { $0.machine.subscriberJoined(policy: policy) }
     }
 
     @inlinable
     func unsubscribe(_ id: SubscriberID) {
-        self.transition { $0.unsubscribe(id) }
+        self.transition { $0.subscriberLeft(id) }
     }
 
     /// One subscriber's `next()`. Takes a ready element without suspending; otherwise
     /// suspends until an element or terminal event arrives or the task is cancelled.
     ///
-    /// `connectOnDemand`: see `MulticastStateMachine.next(_:connectOnDemand:)`.
+    /// `connectsOnDemand`: see `MulticastStateMachine.next(_:connectsOnDemand:)`.
     ///
     /// `batch`: receives extra ready elements, last first; see
     /// `MulticastStateMachine.read(_:batch:)`. It must arrive empty.
@@ -218,7 +218,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     func next(
         _ id: SubscriberID,
         batch: inout [Element],
-        connectOnDemand: Bool = false,
+        connectsOnDemand: Bool = false,
         isolation actor: isolated (any Actor)?
     ) async throws(Failure) -> Element? {
         if Task.isCancelled {
@@ -229,11 +229,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         // `take()` keeps the array uniquely referenced, so refilling it does not copy.
         var lending: [Element]? = batch
         batch = []
-        var (action, catchUpBatch) = self.takeNext(id, batch: &lending, connectOnDemand: connectOnDemand)
+        var (action, catchUpBatch) = self.takeNext(id, batch: &lending, connectsOnDemand: connectsOnDemand)
         if let catchUpBatch, self.catchUp.waitForOffers(upTo: catchUpBatch) {
             // The producer offered elements while this subscriber waited for them: take
             // them without suspending (see `CatchUpSpin` for why and for the bounds).
-            (action, _) = self.takeNext(id, batch: &lending, connectOnDemand: connectOnDemand)
+            (action, _) = self.takeNext(id, batch: &lending, connectsOnDemand: connectsOnDemand)
         }
         batch = lending.take()!
         switch action {
@@ -247,7 +247,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in
-                self.transition { $0.suspend(id, continuation: continuation, connectOnDemand: connectOnDemand) }
+                self.transition { $0.subscriberSuspended(id, continuation: continuation, connectsOnDemand: connectsOnDemand) }
             }
         } onCancel: {
             self.unsubscribe(id)
@@ -261,10 +261,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// (`MulticastStateMachine.catchUpBatch(for:)`, `CatchUpSpin`).
     @inlinable
     func takeNext(
-        _ id: SubscriberID, batch: inout [Element]?, connectOnDemand: Bool
+        _ id: SubscriberID, batch: inout [Element]?, connectsOnDemand: Bool
     ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
         self.state.withLock { state in
-            let action = state.machine.next(id, batch: &batch, connectOnDemand: connectOnDemand)
+            let action = state.machine.nextRequested(id, batch: &batch, connectsOnDemand: connectsOnDemand)
             switch action {
             case .suspend(let epoch?):
                 self.startUpstream(epoch: epoch, in: &state)
@@ -279,12 +279,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     // MARK: Producers
 
-    /// Offers an element without ever waiting (a subject's synchronous `send`).
-    @inlinable
-    func produceNow(_ element: Element, epoch: UInt64) {
-        _ = self.offer(element, epoch: epoch, respectingBounds: false)
-    }
-
     /// Offers an element from the upstream iteration `epoch`: the hot path of every
     /// producer. One lock acquisition, then the waiting subscribers are resumed with
     /// `element` (usually none; the array then never allocates). `.park` means a bounded
@@ -293,13 +287,32 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     func offer(_ element: Element, epoch: UInt64, respectingBounds: Bool) -> Machine.ProduceOutcome {
         var resuming: [Machine.SubscriberContinuation] = []
         let outcome = self.state.withLock {
-            $0.machine.produce(element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
+            $0.machine.elementProduced(element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
         }
-        if outcome != .stop { self.catchUp.recordOffer() }
+        if outcome != .stop { self.delivered(element, resuming: resuming) }
+        return outcome
+    }
+
+    /// `offer` for a subject's `send(waitingForRoom:)`: produces only if every bounded
+    /// subscriber has room; `nil` (nothing produced) otherwise.
+    @inlinable
+    func offerIfRoom(_ element: Element) -> Machine.ProduceOutcome? {
+        var resuming: [Machine.SubscriberContinuation] = []
+        let outcome = self.state.withLock {
+            $0.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming)
+        }
+        if outcome == .proceed { self.delivered(element, resuming: resuming) }
+        return outcome
+    }
+
+    /// After an element was produced, outside the lock: a subscriber catching up may take
+    /// it, and the subscribers that were waiting for it get it.
+    @inlinable
+    func delivered(_ element: Element, resuming: [Machine.SubscriberContinuation]) {
+        self.catchUp.recordOffer()
         for continuation in resuming {
             continuation.resume(returning: .success(element))
         }
-        return outcome
     }
 
     /// Suspends until a bounded subscriber made room (`true`) or producing must stop (`false`).
@@ -333,11 +346,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                         effects.producerResult = false
                         return effects
                     }
-                    return machine.parkProducer(epoch: epoch, token: token, continuation: continuation)
+                    return machine.producerParked(epoch: epoch, token: token, continuation: continuation)
                 }
             }
         } onCancel: {
-            let continuation = self.state.withLock { $0.machine.unparkProducer(token: token) }
+            let continuation = self.state.withLock { $0.machine.producerCancelled(token: token) }
             continuation?.resume(returning: false)
         }
     }
@@ -353,29 +366,19 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// A subject's synchronous `send`: never waits; ignored after completion.
     @inlinable
     func send(_ element: Element) {
-        self.produceNow(element, epoch: Self.pushEpoch)
+        _ = self.offer(element, epoch: Self.pushEpoch, respectingBounds: false)
     }
 
     /// A subject's suspending send: waits while a bounded subscriber is full. A cancelled
     /// task stops waiting and sends at once, past the bound, so nothing is lost.
     @inlinable
     func sendWhenReady(_ element: Element) async {
-        while true {
-            let action = self.state.withLock { $0.machine.produceIfRoom(element, epoch: Self.pushEpoch) }
-            switch action {
-            case .proceed(let effects), .park(let effects):
-                self.catchUp.recordOffer()
-                self.perform(effects)
+        while self.offerIfRoom(element) == nil {
+            let mayRetry = Task.isCancelled ? false : await self.waitForRoom(epoch: Self.pushEpoch)
+            if !mayRetry {
+                // Cancelled, or the subject completed meanwhile (then this is ignored).
+                self.send(element)
                 return
-            case .stop:
-                return
-            case nil:
-                let mayRetry = Task.isCancelled ? false : await self.waitForRoom(epoch: Self.pushEpoch)
-                if !mayRetry {
-                    // Cancelled, or the subject completed meanwhile (then this is ignored).
-                    self.produceNow(element, epoch: Self.pushEpoch)
-                    return
-                }
             }
         }
     }
@@ -383,20 +386,21 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// Sends `transform(latest)` under the same lock that read `latest` (a current-value
     /// subject's atomic update). Ignored after completion or without a latest element.
     func updateLatest(_ transform: (Element) -> Element) {
-        let action = self.state.withLock { state -> Machine.ProduceAction in
-            guard let latest = state.machine.latestElement else { return .stop }
-            return state.machine.produce(transform(latest), epoch: Self.pushEpoch, respectingBounds: false)
+        var resuming: [Machine.SubscriberContinuation] = []
+        let produced = self.state.withLock { state -> Element? in
+            guard let latest = state.machine.latestElement else { return nil }
+            let element = transform(latest)
+            let outcome = state.machine.elementProduced(
+                element, epoch: Self.pushEpoch, respectingBounds: false, resuming: &resuming)
+            return outcome == .proceed ? element : nil
         }
-        if case .proceed(let effects) = action {
-            self.catchUp.recordOffer()
-            self.perform(effects)
-        }
+        if let produced { self.delivered(produced, resuming: resuming) }
     }
 
     /// Completes a push-fed storage. Ignored once completed.
     @inlinable
     func complete(failure: Failure?) {
-        self.transition { $0.complete(failure: failure) }
+        self.transition { $0.subjectCompleted(failure: failure) }
     }
 
     /// The most recently produced element still in the buffer.
@@ -410,7 +414,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     func connect() -> UInt64? {
         var epoch: UInt64?
         self.transition { machine in
-            let (running, effects) = machine.connect()
+            let (running, effects) = machine.connectRequested()
             epoch = running
             return effects
         }
@@ -420,7 +424,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// Cancels the upstream iteration `epoch` (a multicast connection).
     @inlinable
     func disconnect(epoch: UInt64) {
-        self.transition { $0.disconnect(epoch: epoch) }
+        self.transition { $0.connectionCancelled(epoch: epoch) }
     }
 
     /// The upstream iteration `epoch` ended.
@@ -429,7 +433,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         let (effects, timerTask) = self.state.withLock { state in
             // The iteration is over: forget its task in the same critical section.
             if state.upstreamTask?.epoch == epoch { state.upstreamTask = nil }
-            let effects = state.machine.finish(epoch: epoch, failure: failure)
+            let effects = state.machine.upstreamEnded(epoch: epoch, failure: failure)
             return (effects, self.armKeepAlive(&state, for: effects))
         }
         self.perform(effects, cancelling: nil, timerTask)

@@ -44,7 +44,7 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
         /// Delivers `element` to every subscriber. Never suspends.
         @inlinable
         public func send(_ element: Element) {
-            self.storage.produceNow(element, epoch: self.epoch)
+            _ = self.storage.offer(element, epoch: self.epoch, respectingBounds: false)
         }
 
         /// Ends the source: subscribers receive what is buffered, then `nil`.
