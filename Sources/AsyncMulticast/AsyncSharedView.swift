@@ -32,4 +32,17 @@ public struct AsyncSharedView<Element: Sendable, Failure: Error>: AsyncSequence,
     public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
         SharedIterator(storage: self.storage, policy: self.policy, connectsOnDemand: self.connectsOnDemand)
     }
+
+    /// The number of subscribers currently registered with the underlying sequence or
+    /// subject, whatever their policy: the same number its own `subscriberCount` gives.
+    ///
+    /// ```swift
+    /// let logs = events.buffering(.bufferingNewest(100))
+    /// var logger = logs.makeAsyncIterator()
+    /// print(logs.subscriberCount == events.subscriberCount)   // true
+    /// ```
+    @inlinable
+    public var subscriberCount: Int {
+        self.storage.subscriberCount
+    }
 }

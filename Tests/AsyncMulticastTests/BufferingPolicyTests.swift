@@ -343,4 +343,19 @@ struct BufferingPolicyTests {
             #expect(shared.storage.bufferedCount == 0)
         }
     }
+
+    @Test("a view counts the same subscribers as what it views, whatever their policy")
+    func viewSubscriberCount() {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        let view = subject.buffering(.bufferingNewest(1))
+        var plain: SharedIterator<Int, Never>? = subject.makeAsyncIterator()
+        var viewed: SharedIterator<Int, Never>? = view.makeAsyncIterator()
+        #expect(view.subscriberCount == 2)
+        #expect(subject.subscriberCount == 2)
+        plain = nil
+        #expect(view.subscriberCount == 1)
+        viewed = nil
+        #expect(view.subscriberCount == 0)
+        _ = (plain, viewed)
+    }
 }

@@ -38,6 +38,27 @@ struct PreconditionTests {
         self.expectMessage(result, contains: "buffering: .bufferingNewest(-1) needs a limit of at least 0")
     }
 
+    @Test func negativeKeepAlive() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = [1, 2, 3].async.share(keepAlive: .milliseconds(-1))
+        }
+        self.expectMessage(result, contains: "keepAlive must not be negative, got -0.001 seconds")
+    }
+
+    @Test func negativeMulticastReplay() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = [1, 2, 3].async.multicast(replay: -2)
+        }
+        self.expectMessage(result, contains: "multicast(replay:buffering:): replay must be at least 0, got -2")
+    }
+
+    @Test func invalidViewPolicy() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = AsyncPassthroughSubject<Int, Never>().buffering(.bounded(0))
+        }
+        self.expectMessage(result, contains: "buffering(_:): .bounded(0) needs a limit of at least 1")
+    }
+
     @Test func bufferingOldestNegative() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.share(buffering: .bufferingOldest(-1))

@@ -56,7 +56,6 @@ extension MulticastStateMachine {
     @inlinable
     mutating func subscriberJoined(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
         let policy = policy ?? self.defaultPolicy
-        policy.validate()
         let laneIndex = self.laneIndex(for: policy)
 
         var replay = Swift.min(self.replayCount, self.elements.count)

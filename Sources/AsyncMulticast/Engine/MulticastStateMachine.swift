@@ -220,8 +220,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     @inlinable
     init(policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: Bool = false) {
-        policy.validate()
-        precondition(replay >= 0, "replay must be at least 0, got \(replay)")
+        // The public faces check their arguments, once, with messages that name them.
+        assert(replay >= 0, "the public faces check replay")
         self.defaultPolicy = policy
         self.replayCount = replay
         self.mode = mode

@@ -56,7 +56,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         keepAlive: Duration = .zero,
         upstream: UpstreamBody?
     ) {
-        precondition(keepAlive >= .zero, "keepAlive must not be negative, got \(keepAlive)")
+        assert(keepAlive >= .zero, "the public faces check keepAlive")
         assert((upstream == nil) == (mode == .push), "only push-fed storages have no upstream")
         self.state = Lock(State(machine: Machine(
             policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero)))

@@ -28,10 +28,12 @@ where Base.Element: Sendable {
     @usableFromInline
     let storage: MulticastStorage<Element, Failure>
 
+    /// Every public way to create one comes here: `buffering` and `keepAlive` are checked
+    /// here, `replay`'s count by `replay(_:buffering:keepAlive:)`, its only source.
     @inlinable
     init(base: Base, buffering policy: SharedBufferingPolicy, replay: Int, keepAlive: Duration) {
         policy.validate(parameter: "buffering")
-        precondition(replay >= 0, "replay must be at least 0, got \(replay)")
+        precondition(keepAlive >= .zero, "keepAlive must not be negative, got \(keepAlive)")
         self.storage = MulticastStorage(
             policy: policy, replay: replay, mode: .automatic, keepAlive: keepAlive,
             upstream: MulticastStorage.pulling(base))

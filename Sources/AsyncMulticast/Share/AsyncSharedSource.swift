@@ -83,6 +83,7 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
     ) {
         buffering.validate(parameter: "buffering")
         precondition(replay >= 0, "AsyncSharedSource(buffering:replay:keepAlive:start:): replay must be at least 0, got \(replay)")
+        precondition(keepAlive >= .zero, "keepAlive must not be negative, got \(keepAlive)")
         self.storage = MulticastStorage(
             policy: buffering, replay: replay, mode: .automatic, keepAlive: keepAlive,
             upstream: { sink in
