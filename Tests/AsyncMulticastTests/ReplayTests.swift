@@ -3,7 +3,7 @@
 import Testing
 @testable import AsyncMulticast
 
-@Suite("replay(_:buffering:)", .timeLimit(.minutes(2)))
+@Suite("replay(_:buffering:keepAlive:)", .timeLimit(.minutes(2)))
 struct ReplayTests {
     // MARK: Lifecycle (same as share())
 

@@ -3,23 +3,15 @@
 extension MulticastStateMachine {
     /// The outcome of a producer offering an element, on the hot path: no payload, so
     /// returning it through the lock costs nothing (the waiters to resume travel separately,
-    /// see `produce(_:epoch:respectingBounds:resuming:)`).
+    /// see `elementProduced(_:epoch:respectingBounds:resuming:)`).
     @usableFromInline
     enum ProduceOutcome: Sendable, Equatable {
         /// The element is in; go on producing.
         case proceed
-        /// The element is in; park (see `parkProducer`) before producing the next one.
+        /// The element is in; park (see `producerParked`) before producing the next one.
         case park
         /// The element was not taken (stale epoch or terminated). Stop producing.
         case stop
-    }
-
-    /// Hands every parked producer to `effects`, to be resumed with `result`.
-    @inlinable
-    mutating func releaseProducers(into effects: inout Effects, result: Bool) {
-        effects.producers = self.parkedProducers.map(\.continuation)
-        effects.producerResult = result
-        self.parkedProducers.removeAll()
     }
 
     /// The upstream iteration `epoch` (a subject's: `pushEpoch`) produced `element`: it is
@@ -164,5 +156,13 @@ extension MulticastStateMachine {
         guard !self.parkedProducers.isEmpty, self.hasRoomToResume else { return [] }
         defer { self.parkedProducers.removeAll() }
         return self.parkedProducers.map(\.continuation)
+    }
+
+    /// Hands every parked producer to `effects`, to be resumed with `result`.
+    @inlinable
+    mutating func releaseProducers(into effects: inout Effects, result: Bool) {
+        effects.producers = self.parkedProducers.map(\.continuation)
+        effects.producerResult = result
+        self.parkedProducers.removeAll()
     }
 }

@@ -1,18 +1,7 @@
-// Reading: a subscriber's `next()`, without suspending (`next`) and suspended (`suspend`).
+// Reading: a subscriber's `next()`, first without suspending (`nextRequested`), then
+// suspended (`subscriberSuspended`).
 
 extension MulticastStateMachine {
-    /// The outcome of `next(_:)`, the non-suspending fast path of a subscriber's `next()`.
-    @usableFromInline
-    enum NextAction: Sendable {
-        /// Return this element; resume `producers` with `true` (room was made).
-        case element(Element, producers: [ProducerContinuation])
-        /// Return this terminal value (`nil` or an error). The subscriber has left.
-        case terminal(Result<Element?, Failure>)
-        /// Nothing is available: suspend and call `suspend(_:continuation:)`. Start the
-        /// upstream of this epoch first if it is not `nil`.
-        case suspend(startUpstream: UInt64?)
-    }
-
     @usableFromInline
     enum ReadResult {
         case element(Element)
@@ -113,6 +102,18 @@ extension MulticastStateMachine {
         return .element(element)
     }
 
+    /// The outcome of `nextRequested(_:)`, the non-suspending fast path of a subscriber's `next()`.
+    @usableFromInline
+    enum NextAction: Sendable {
+        /// Return this element; resume `producers` with `true` (room was made).
+        case element(Element, producers: [ProducerContinuation])
+        /// Return this terminal value (`nil` or an error). The subscriber has left.
+        case terminal(Result<Element?, Failure>)
+        /// Nothing is available: suspend and call `subscriberSuspended(_:continuation:connectsOnDemand:)`. Start the
+        /// upstream of this epoch first if it is not `nil`.
+        case suspend(startUpstream: UInt64?)
+    }
+
     /// The fast path of a subscriber's `next()`: takes a ready element or terminal event
     /// without suspending; otherwise says to suspend (and whether to start the upstream).
     ///
@@ -124,7 +125,7 @@ extension MulticastStateMachine {
         return self.nextRequested(id, batch: &noBatch, connectsOnDemand: connectsOnDemand)
     }
 
-    /// `next(_:connectsOnDemand:)` with batching; see `read(_:committing:batch:)`.
+    /// `nextRequested(_:connectsOnDemand:)` with batching; see `read(_:batch:)`.
     @inlinable
     mutating func nextRequested(
         _ id: SubscriberID, batch: inout [Element]?, connectsOnDemand: Bool

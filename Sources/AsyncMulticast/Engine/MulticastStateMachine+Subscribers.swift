@@ -1,4 +1,5 @@
-// The subscriber table: slots and their generations, joining, leaving, and the subscribers suspended in `next()`.
+// The subscriber table: slots and their generations, joining, leaving, and the subscribers
+// suspended in `next()`.
 
 extension MulticastStateMachine {
     @usableFromInline
@@ -8,7 +9,7 @@ extension MulticastStateMachine {
         @usableFromInline
         var generation: UInt32 = 0
         /// Index into `lanes`, or `Slot.noLane` once the subscriber only drains what an
-        /// ended multicast connection left it (see `disconnect(epoch:)`).
+        /// ended multicast connection left it (see `connectionCancelled(epoch:)`).
         @usableFromInline
         var lane: UInt32 = 0
         @usableFromInline

@@ -1,5 +1,6 @@
 // The upstream's lifecycle: started on demand or by `connect()`, stopped by the last subscriber
-// leaving, the keep-alive window or `disconnect`, ended by `finish` or `complete`.
+// leaving, the keep-alive window or `connectionCancelled`, ended by `upstreamEnded` or
+// `subjectCompleted`.
 
 extension MulticastStateMachine {
     /// What the storage must do with the keep-alive timer. There is at most one timer task

@@ -210,7 +210,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// One subscriber's `next()`. Takes a ready element without suspending; otherwise
     /// suspends until an element or terminal event arrives or the task is cancelled.
     ///
-    /// `connectsOnDemand`: see `MulticastStateMachine.next(_:connectsOnDemand:)`.
+    /// `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:connectsOnDemand:)`.
     ///
     /// `batch`: receives extra ready elements, last first; see
     /// `MulticastStateMachine.read(_:batch:)`. It must arrive empty.
