@@ -39,24 +39,24 @@ extension MulticastStateMachine {
         var waitingByLane = [Int](repeating: 0, count: self.lanes.count)
         var detachedByLane = [Int](repeating: 0, count: self.lanes.count)
         var live = 0
-        for (s, slot) in self.slots.enumerated() where slot.isLive {
+        for (slotIndex, slot) in self.slots.enumerated() where slot.isLive {
             live += 1
             if slot.lane == Slot.noLane {
-                guard slot.isDetached && self.detached[UInt32(s)]?.endsWhenEmpty == true else { return "an ended connection's subscriber without its final queue" }
+                guard slot.isDetached && self.detached[UInt32(slotIndex)]?.endsWhenEmpty == true else { return "an ended connection's subscriber without its final queue" }
                 guard slot.waiterIndex < 0 else { return "an ended connection's subscriber is waiting" }
                 continue
             }
-            let l = Int(slot.lane)
-            guard l < self.lanes.count else { return "slot \(s) in a lane that does not exist" }
-            membersByLane[l] += 1
+            let laneIndex = Int(slot.lane)
+            guard laneIndex < self.lanes.count else { return "slot \(slotIndex) in a lane that does not exist" }
+            membersByLane[laneIndex] += 1
             if slot.isDetached {
-                guard self.detached[UInt32(s)]?.endsWhenEmpty == false else { return "a subscriber in a lane reads a final queue" }
-                detachedByLane[l] += 1
+                guard self.detached[UInt32(slotIndex)]?.endsWhenEmpty == false else { return "a subscriber in a lane reads a final queue" }
+                detachedByLane[laneIndex] += 1
             }
             if slot.waiterIndex >= 0 {
-                waitingByLane[l] += 1
+                waitingByLane[laneIndex] += 1
                 guard Int(slot.waiterIndex) < self.waiters.count
-                             && self.waiters[Int(slot.waiterIndex)].slot == UInt32(s) else { return "slot \(s) and its waiter entry disagree" }
+                             && self.waiters[Int(slot.waiterIndex)].slot == UInt32(slotIndex) else { return "slot \(slotIndex) and its waiter entry disagree" }
                 guard slot.cursor == self.tail && !slot.isDetached else { return "a waiting subscriber is behind" }
             }
         }
@@ -67,26 +67,26 @@ extension MulticastStateMachine {
         }
 
         var policies = Set<SharedBufferingPolicy>()
-        for (l, lane) in self.lanes.enumerated() {
-            guard lane.members > 0 else { return "lane \(l) (\(lane.policy)) has no members" }
+        for (laneIndex, lane) in self.lanes.enumerated() {
+            guard lane.members > 0 else { return "lane \(laneIndex) (\(lane.policy)) has no members" }
             guard policies.insert(lane.policy).inserted else { return "two lanes for \(lane.policy)" }
-            guard lane.members == membersByLane[l] else { return "lane \(l): members \(lane.members), slots \(membersByLane[l])" }
-            guard lane.waiting == waitingByLane[l] else { return "lane \(l): waiting \(lane.waiting), waiting slots \(waitingByLane[l])" }
-            guard lane.counts.endIndex == self.tail else { return "lane \(l)'s histogram ends at \(lane.counts.endIndex)" }
-            if let first = lane.counts.first { guard first > 0 else { return "lane \(l)'s histogram starts with 0" } }
+            guard lane.members == membersByLane[laneIndex] else { return "lane \(laneIndex): members \(lane.members), slots \(membersByLane[laneIndex])" }
+            guard lane.waiting == waitingByLane[laneIndex] else { return "lane \(laneIndex): waiting \(lane.waiting), waiting slots \(waitingByLane[laneIndex])" }
+            guard lane.counts.endIndex == self.tail else { return "lane \(laneIndex)'s histogram ends at \(lane.counts.endIndex)" }
+            if let first = lane.counts.first { guard first > 0 else { return "lane \(laneIndex)'s histogram starts with 0" } }
             let histogram = (lane.counts.startIndex..<lane.counts.endIndex).reduce(0) { $0 + lane.counts[$1] }
             let frozen = lane.frozen.values.reduce(0) { $0 + $1.members }
-            guard lane.members == lane.atTail + histogram + frozen + detachedByLane[l] else { return "lane \(l): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[l]) detached" }
-            guard lane.atTail >= lane.waiting else { return "lane \(l): more waiting members than members at the tail" }
+            guard lane.members == lane.atTail + histogram + frozen + detachedByLane[laneIndex] else { return "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[laneIndex]) detached" }
+            guard lane.atTail >= lane.waiting else { return "lane \(laneIndex): more waiting members than members at the tail" }
             for (position, group) in lane.frozen {
-                guard position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit else { return "lane \(l): a frozen group at \(position) is not a full, older cell" }
+                guard position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit else { return "lane \(laneIndex): a frozen group at \(position) is not a full, older cell" }
             }
             for (index, key) in lane.roomList.enumerated() {
                 let queue = self.detached[key]!
-                guard queue.roomIndex == index && queue.pending < lane.freezeLimit else { return "lane \(l): the room list holds a full or misplaced queue" }
+                guard queue.roomIndex == index && queue.pending < lane.freezeLimit else { return "lane \(laneIndex): the room list holds a full or misplaced queue" }
             }
             if lane.dropLimit >= 0 {
-                guard self.tail - lane.minCursor <= lane.dropLimit else { return "lane \(l) holds more than \(lane.dropLimit)" }
+                guard self.tail - lane.minCursor <= lane.dropLimit else { return "lane \(laneIndex) holds more than \(lane.dropLimit)" }
             }
         }
         if !self.parkedProducers.isEmpty {
@@ -100,12 +100,12 @@ extension MulticastStateMachine {
     /// everything not yet handed to it (its iterator's batch is not included).
     @usableFromInline
     func undelivered(_ id: SubscriberID) -> [Element] {
-        guard let s = self.liveSlot(id) else { return [] }
-        let slot = self.slots[s]
+        guard let slotIndex = self.liveSlot(id) else { return [] }
+        let slot = self.slots[slotIndex]
         if slot.lane == Slot.noLane || slot.isDetached {
-            let queue = self.detached[UInt32(s)]!
+            let queue = self.detached[UInt32(slotIndex)]!
             return Array(queue.queue[queue.head...])
         }
-        return self.pendingElements(of: s)
+        return self.pendingElements(of: slotIndex)
     }
 }

@@ -204,14 +204,14 @@ extension MulticastStateMachine {
     /// slots of that lane's members are renumbered (a scan of the slots, on this cold path
     /// only, so that reading never pays an indirection).
     @inlinable
-    mutating func removeLaneIfEmpty(_ l: Int) {
-        guard self.lanes[l].members == 0 else { return }
+    mutating func removeLaneIfEmpty(_ laneIndex: Int) {
+        guard self.lanes[laneIndex].members == 0 else { return }
         let last = self.lanes.count - 1
-        if l != last {
-            self.lanes.swapAt(l, last)
+        if laneIndex != last {
+            self.lanes.swapAt(laneIndex, last)
             for index in self.slots.indices
             where self.slots[index].isLive && self.slots[index].lane == UInt32(last) {
-                self.slots[index].lane = UInt32(l)
+                self.slots[index].lane = UInt32(laneIndex)
             }
         }
         self.lanes.removeLast()
@@ -220,29 +220,29 @@ extension MulticastStateMachine {
     /// Moves an attached subscriber's cursor `count` positions forward (it has received the
     /// elements there), keeping the lane histogram and the shared window in step.
     @inlinable
-    mutating func commit(_ count: Int, slot s: Int, lane l: Int) {
-        let position = self.slots[s].cursor
+    mutating func commit(_ count: Int, slot slotIndex: Int, lane laneIndex: Int) {
+        let position = self.slots[slotIndex].cursor
         let next = position + count
         precondition(next <= self.tail, "committed past the tail")
-        self.slots[s].cursor = next
-        self.lanes[l].counts[position] -= 1
+        self.slots[slotIndex].cursor = next
+        self.lanes[laneIndex].counts[position] -= 1
         if next == self.tail {
-            self.lanes[l].atTail += 1
+            self.lanes[laneIndex].atTail += 1
         } else {
-            self.lanes[l].counts[next] += 1
+            self.lanes[laneIndex].counts[next] += 1
         }
-        if position == self.lanes[l].minCursor {
-            self.lanes[l].dropLeadingZeros()
+        if position == self.lanes[laneIndex].minCursor {
+            self.lanes[laneIndex].dropLeadingZeros()
             self.trimElements()
         }
     }
 
     @inlinable
-    mutating func removeFromRoomList(_ key: UInt32, lane l: Int) {
+    mutating func removeFromRoomList(_ key: UInt32, lane laneIndex: Int) {
         guard let index = self.detached[key]?.roomIndex, index >= 0 else { return }
-        let last = self.lanes[l].roomList.removeLast()
+        let last = self.lanes[laneIndex].roomList.removeLast()
         if last != key {
-            self.lanes[l].roomList[index] = last
+            self.lanes[laneIndex].roomList[index] = last
             self.detached[last]!.roomIndex = index
         }
         self.detached[key]!.roomIndex = -1
@@ -270,44 +270,44 @@ extension MulticastStateMachine {
     /// or private queue, and its membership; the lane goes if it was the last member.
     /// Afterwards the slot's `lane` is `Slot.noLane` and it holds no private queue.
     @inlinable
-    mutating func leaveLane(_ s: Int) {
-        let slot = self.slots[s]
-        let l = Int(slot.lane)
+    mutating func leaveLane(_ slotIndex: Int) {
+        let slot = self.slots[slotIndex]
+        let laneIndex = Int(slot.lane)
         assert(slot.waiterIndex < 0, "a waiting subscriber leaves its lane")
         if slot.isDetached {
-            self.removeFromRoomList(UInt32(s), lane: l)
-            self.detached[UInt32(s)] = nil
-            self.slots[s].isDetached = false
-        } else if slot.cursor < self.lanes[l].minCursor {
-            switch self.lanes[l].policy {
+            self.removeFromRoomList(UInt32(slotIndex), lane: laneIndex)
+            self.detached[UInt32(slotIndex)] = nil
+            self.slots[slotIndex].isDetached = false
+        } else if slot.cursor < self.lanes[laneIndex].minCursor {
+            switch self.lanes[laneIndex].policy {
             case .bufferingNewest, .bufferingOldest(0):
-                self.decrementCount(at: self.lanes[l].minCursor, lane: l)
+                self.decrementCount(at: self.lanes[laneIndex].minCursor, lane: laneIndex)
             case .bufferingOldest:
-                let group = self.lanes[l].frozen[slot.cursor]!
+                let group = self.lanes[laneIndex].frozen[slot.cursor]!
                 if group.members == 1 {
-                    self.lanes[l].frozen[slot.cursor] = nil
+                    self.lanes[laneIndex].frozen[slot.cursor] = nil
                 } else {
-                    self.lanes[l].frozen[slot.cursor]!.members -= 1
+                    self.lanes[laneIndex].frozen[slot.cursor]!.members -= 1
                 }
             case .bounded, .unbounded:
                 preconditionFailure("lossless subscriber behind the shared window")
             }
         } else {
-            self.decrementCount(at: slot.cursor, lane: l)
+            self.decrementCount(at: slot.cursor, lane: laneIndex)
         }
-        self.lanes[l].members -= 1
-        self.slots[s].lane = Slot.noLane
-        self.removeLaneIfEmpty(l)
+        self.lanes[laneIndex].members -= 1
+        self.slots[slotIndex].lane = Slot.noLane
+        self.removeLaneIfEmpty(laneIndex)
     }
 
     /// The elements subscriber `s` (attached to a lane, not waiting) would still read, in
     /// order, if nothing more were produced.
     @inlinable
-    func pendingElements(of s: Int) -> [Element] {
-        let slot = self.slots[s]
+    func pendingElements(of slotIndex: Int) -> [Element] {
+        let slot = self.slots[slotIndex]
         let lane = self.lanes[Int(slot.lane)]
         if slot.isDetached {
-            let queue = self.detached[UInt32(s)]!
+            let queue = self.detached[UInt32(slotIndex)]!
             return Array(queue.queue[queue.head...])
         }
         var from = slot.cursor
@@ -323,13 +323,13 @@ extension MulticastStateMachine {
     }
 
     @inlinable
-    mutating func decrementCount(at position: Int, lane l: Int) {
+    mutating func decrementCount(at position: Int, lane laneIndex: Int) {
         if position == self.tail {
-            self.lanes[l].atTail -= 1
+            self.lanes[laneIndex].atTail -= 1
         } else {
-            self.lanes[l].counts[position] -= 1
-            if position == self.lanes[l].minCursor {
-                self.lanes[l].dropLeadingZeros()
+            self.lanes[laneIndex].counts[position] -= 1
+            if position == self.lanes[laneIndex].minCursor {
+                self.lanes[laneIndex].dropLeadingZeros()
                 self.trimElements()
             }
         }
@@ -339,28 +339,28 @@ extension MulticastStateMachine {
     /// being appended at `position`. Copy their `limit` pending elements once and let the
     /// cell stop pinning the shared buffer.
     @inlinable
-    mutating func freezeFullCell(lane l: Int, limit: Int, appending position: Int) {
+    mutating func freezeFullCell(lane laneIndex: Int, limit: Int, appending position: Int) {
         let full = position - limit
-        guard !self.lanes[l].counts.isEmpty, self.lanes[l].minCursor == full else { return }
-        let members = self.lanes[l].counts[full]
+        guard !self.lanes[laneIndex].counts.isEmpty, self.lanes[laneIndex].minCursor == full else { return }
+        let members = self.lanes[laneIndex].counts[full]
         assert(members > 0, "histogram cells at the window start are positive")
-        assert(self.lanes[l].frozen[full] == nil, "a cell freezes once")
+        assert(self.lanes[laneIndex].frozen[full] == nil, "a cell freezes once")
         var copy: [Element] = []
         copy.reserveCapacity(limit)
         for p in full..<position { copy.append(self.elements[p]) }
-        self.lanes[l].frozen[full] = FrozenGroup(elements: copy, members: members)
-        self.lanes[l].counts[full] = 0
-        self.lanes[l].dropLeadingZeros()
+        self.lanes[laneIndex].frozen[full] = FrozenGroup(elements: copy, members: members)
+        self.lanes[laneIndex].counts[full] = 0
+        self.lanes[laneIndex].dropLeadingZeros()
     }
 
     @inlinable
-    mutating func deliverToRoomList(_ element: Element, lane l: Int, limit: Int) {
+    mutating func deliverToRoomList(_ element: Element, lane laneIndex: Int, limit: Int) {
         var index = 0
-        while index < self.lanes[l].roomList.count {
-            let key = self.lanes[l].roomList[index]
+        while index < self.lanes[laneIndex].roomList.count {
+            let key = self.lanes[laneIndex].roomList[index]
             self.detached[key]!.queue.append(element)
             if self.detached[key]!.pending >= limit {
-                self.removeFromRoomList(key, lane: l)  // swaps the last one into `index`
+                self.removeFromRoomList(key, lane: laneIndex)  // swaps the last one into `index`
             } else {
                 index += 1
             }

@@ -44,35 +44,35 @@ extension MulticastStateMachine {
         var keepFrom = newTail - self.replayCount
         var hasRoom = true
 
-        for l in self.lanes.indices {
-            guard self.lanes[l].members > 0 else {
+        for laneIndex in self.lanes.indices {
+            guard self.lanes[laneIndex].members > 0 else {
                 // Nobody to count: the (empty) histogram just follows the tail.
-                if self.lanes[l].counts.isEmpty { self.lanes[l].counts.rebase(to: newTail) }
-                keepFrom = Swift.min(keepFrom, self.lanes[l].minCursor)
+                if self.lanes[laneIndex].counts.isEmpty { self.lanes[laneIndex].counts.rebase(to: newTail) }
+                keepFrom = Swift.min(keepFrom, self.lanes[laneIndex].minCursor)
                 continue
             }
-            let freezeLimit = self.lanes[l].freezeLimit
+            let freezeLimit = self.lanes[laneIndex].freezeLimit
             if freezeLimit > 0 {
-                self.freezeFullCell(lane: l, limit: freezeLimit, appending: position)
-                self.deliverToRoomList(element, lane: l, limit: freezeLimit)
+                self.freezeFullCell(lane: laneIndex, limit: freezeLimit, appending: position)
+                self.deliverToRoomList(element, lane: laneIndex, limit: freezeLimit)
             }
-            let nonWaiting = self.lanes[l].atTail - self.lanes[l].waiting
-            self.lanes[l].appendCount(nonWaiting, at: position)
+            let nonWaiting = self.lanes[laneIndex].atTail - self.lanes[laneIndex].waiting
+            self.lanes[laneIndex].appendCount(nonWaiting, at: position)
             // Waiting members take the element right away (below): they stay caught up.
-            self.lanes[l].atTail = self.lanes[l].waiting
-            self.lanes[l].waiting = 0
+            self.lanes[laneIndex].atTail = self.lanes[laneIndex].waiting
+            self.lanes[laneIndex].waiting = 0
             // Members now holding `dropLimit + 1` drop their oldest: the whole cell moves on.
-            let dropLimit = self.lanes[l].dropLimit
+            let dropLimit = self.lanes[laneIndex].dropLimit
             if dropLimit >= 0 {
                 let floor = newTail - dropLimit
-                while !self.lanes[l].counts.isEmpty && self.lanes[l].minCursor < floor {
-                    self.lanes[l].advanceOldestCell(tail: newTail)
+                while !self.lanes[laneIndex].counts.isEmpty && self.lanes[laneIndex].minCursor < floor {
+                    self.lanes[laneIndex].advanceOldestCell(tail: newTail)
                 }
             }
-            let minCursor = self.lanes[l].minCursor
-            if !self.lanes[l].counts.isEmpty { needed = true }
+            let minCursor = self.lanes[laneIndex].minCursor
+            if !self.lanes[laneIndex].counts.isEmpty { needed = true }
             keepFrom = Swift.min(keepFrom, minCursor)
-            if newTail - minCursor > self.lanes[l].roomLevel { hasRoom = false }
+            if newTail - minCursor > self.lanes[laneIndex].roomLevel { hasRoom = false }
         }
 
         if needed || !self.elements.isEmpty {

@@ -20,38 +20,38 @@ extension MulticastStateMachine {
     /// at most `batchLimit` (half the bound, at most 64) in its iterator.
     @inlinable
     mutating func read(_ id: SubscriberID, batch: inout [Element]?) -> ReadResult {
-        guard let s = self.liveSlot(id) else { return .terminal(.success(nil)) }
-        assert(self.slots[s].waiterIndex < 0, "a subscriber reads while it is suspended")
-        if self.slots[s].isDetached {
-            return self.readDetached(s)
+        guard let slotIndex = self.liveSlot(id) else { return .terminal(.success(nil)) }
+        assert(self.slots[slotIndex].waiterIndex < 0, "a subscriber reads while it is suspended")
+        if self.slots[slotIndex].isDetached {
+            return self.readDetached(slotIndex)
         }
-        let l = Int(self.slots[s].lane)
-        let cursor = self.slots[s].cursor
-        if cursor < self.lanes[l].minCursor {
+        let laneIndex = Int(self.slots[slotIndex].lane)
+        let cursor = self.slots[slotIndex].cursor
+        if cursor < self.lanes[laneIndex].minCursor {
             // The subscriber's cell was moved while it was not looking (see the type's docs).
-            switch self.lanes[l].policy {
+            switch self.lanes[laneIndex].policy {
             case .bufferingNewest, .bufferingOldest(0):
                 // `.bufferingOldest(0)` drops like `.bufferingNewest(0)`: whole cells move (see `append`).
-                self.slots[s].cursor = self.lanes[l].minCursor
+                self.slots[slotIndex].cursor = self.lanes[laneIndex].minCursor
             case .bufferingOldest:
-                guard var group = self.lanes[l].frozen.removeValue(forKey: cursor) else {
+                guard var group = self.lanes[laneIndex].frozen.removeValue(forKey: cursor) else {
                     preconditionFailure("bufferingOldest subscriber behind the window without a frozen group")
                 }
-                self.detached[UInt32(s)] = Detached(queue: group.elements)
-                self.slots[s].isDetached = true
+                self.detached[UInt32(slotIndex)] = Detached(queue: group.elements)
+                self.slots[slotIndex].isDetached = true
                 group.members -= 1
-                if group.members > 0 { self.lanes[l].frozen[cursor] = group }
-                return self.readDetached(s)
+                if group.members > 0 { self.lanes[laneIndex].frozen[cursor] = group }
+                return self.readDetached(slotIndex)
             case .bounded, .unbounded:
                 preconditionFailure("lossless subscriber behind the shared window")
             }
         }
 
-        let position = self.slots[s].cursor
+        let position = self.slots[slotIndex].cursor
         if position < self.tail {
             let element = self.elements[position]
             var taken = 1
-            let limit = self.lanes[l].batchLimit
+            let limit = self.lanes[laneIndex].batchLimit
             if limit > 0, batch != nil {
                 let extra = Swift.min(limit, self.tail - position - 1)
                 if extra > 0 {
@@ -64,40 +64,40 @@ extension MulticastStateMachine {
                     taken += extra
                 }
             }
-            self.commit(taken, slot: s, lane: l)
+            self.commit(taken, slot: slotIndex, lane: laneIndex)
             return .element(element)
         }
         if let terminal = self.terminal {
-            self.removeSubscriber(s)
+            self.removeSubscriber(slotIndex)
             return .terminal(terminal.result)
         }
-        return .empty(slot: s)
+        return .empty(slot: slotIndex)
     }
 
     /// Reads from the subscriber's private queue (`Slot.isDetached`).
     @inlinable
-    mutating func readDetached(_ s: Int) -> ReadResult {
-        let key = UInt32(s)
+    mutating func readDetached(_ slotIndex: Int) -> ReadResult {
+        let key = UInt32(slotIndex)
         if self.detached[key]!.endsWhenEmpty {
             // What an ended connection left it: no lane, nothing more will come.
             guard self.detached[key]!.pending > 0 else {
-                self.removeSubscriber(s)
+                self.removeSubscriber(slotIndex)
                 return .terminal(.success(nil))
             }
             return .element(self.detached[key]!.pop())
         }
-        let l = Int(self.slots[s].lane)
+        let laneIndex = Int(self.slots[slotIndex].lane)
         let element = self.detached[key]!.pop()
         if self.detached[key]!.pending == 0 {
             // Nothing private is left: rejoin the shared buffer at the tail.
-            self.removeFromRoomList(key, lane: l)
+            self.removeFromRoomList(key, lane: laneIndex)
             self.detached[key] = nil
-            self.slots[s].isDetached = false
-            self.slots[s].cursor = self.tail
-            self.lanes[l].atTail += 1
+            self.slots[slotIndex].isDetached = false
+            self.slots[slotIndex].cursor = self.tail
+            self.lanes[laneIndex].atTail += 1
         } else if self.detached[key]!.roomIndex < 0 {
-            self.detached[key]!.roomIndex = self.lanes[l].roomList.count
-            self.lanes[l].roomList.append(key)
+            self.detached[key]!.roomIndex = self.lanes[laneIndex].roomList.count
+            self.lanes[laneIndex].roomList.append(key)
         }
         return .element(element)
     }
@@ -157,10 +157,10 @@ extension MulticastStateMachine {
         case .terminal(let result):
             effects.subscribers = [continuation]
             effects.subscriberResult = result
-        case .empty(let s):
-            self.slots[s].waiterIndex = Int32(self.waiters.count)
-            self.waiters.append(Waiter(slot: UInt32(s), continuation: continuation))
-            self.lanes[Int(self.slots[s].lane)].waiting += 1
+        case .empty(let slotIndex):
+            self.slots[slotIndex].waiterIndex = Int32(self.waiters.count)
+            self.waiters.append(Waiter(slot: UInt32(slotIndex), continuation: continuation))
+            self.lanes[Int(self.slots[slotIndex].lane)].waiting += 1
             effects.startUpstream = self.startUpstreamOnDemand(connectsOnDemand)
         }
         return effects
@@ -179,10 +179,10 @@ extension MulticastStateMachine {
     ///   below `CatchUpSpin.batch`; waiting for more would always end by the quiet limit.
     @inlinable
     func catchUpBatch(for id: SubscriberID) -> Int? {
-        guard self.subscriberCount == 1, let s = self.liveSlot(id), self.slots[s].lane != Slot.noLane else {
+        guard self.subscriberCount == 1, let slotIndex = self.liveSlot(id), self.slots[slotIndex].lane != Slot.noLane else {
             return nil
         }
-        let lane = self.lanes[Int(self.slots[s].lane)]
+        let lane = self.lanes[Int(self.slots[slotIndex].lane)]
         guard lane.dropLimit < 0, lane.freezeLimit == 0 else { return nil }
         return Swift.min(CatchUpSpin.batch, lane.bound)
     }

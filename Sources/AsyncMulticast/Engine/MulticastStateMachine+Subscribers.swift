@@ -122,8 +122,8 @@ extension MulticastStateMachine {
     @inlinable
     mutating func subscriberLeft(_ id: SubscriberID) -> Effects {
         var effects = Effects()
-        guard let s = self.liveSlot(id) else { return effects }
-        if let continuation = self.removeSubscriber(s) {
+        guard let slotIndex = self.liveSlot(id) else { return effects }
+        if let continuation = self.removeSubscriber(slotIndex) {
             effects.subscribers = [continuation]
             effects.subscriberResult = .success(nil)
         }
@@ -151,9 +151,9 @@ extension MulticastStateMachine {
     /// continuation if it was suspended (the caller decides what to resume it with).
     @discardableResult
     @inlinable
-    mutating func removeSubscriber(_ s: Int) -> SubscriberContinuation? {
+    mutating func removeSubscriber(_ slotIndex: Int) -> SubscriberContinuation? {
         var continuation: SubscriberContinuation?
-        let waiterIndex = Int(self.slots[s].waiterIndex)
+        let waiterIndex = Int(self.slots[slotIndex].waiterIndex)
         if waiterIndex >= 0 {
             continuation = self.waiters[waiterIndex].continuation
             let last = self.waiters.removeLast()
@@ -161,18 +161,18 @@ extension MulticastStateMachine {
                 self.waiters[waiterIndex] = last
                 self.slots[Int(last.slot)].waiterIndex = Int32(waiterIndex)
             }
-            self.lanes[Int(self.slots[s].lane)].waiting -= 1
-            self.slots[s].waiterIndex = -1
+            self.lanes[Int(self.slots[slotIndex].lane)].waiting -= 1
+            self.slots[slotIndex].waiterIndex = -1
         }
-        if self.slots[s].lane == Slot.noLane {
-            self.detached[UInt32(s)] = nil
+        if self.slots[slotIndex].lane == Slot.noLane {
+            self.detached[UInt32(slotIndex)] = nil
         } else {
-            self.leaveLane(s)
+            self.leaveLane(slotIndex)
         }
-        self.slots[s].isLive = false
-        self.slots[s].isDetached = false
-        self.slots[s].generation &+= 1
-        self.freeSlots.append(UInt32(s))
+        self.slots[slotIndex].isLive = false
+        self.slots[slotIndex].isDetached = false
+        self.slots[slotIndex].generation &+= 1
+        self.freeSlots.append(UInt32(slotIndex))
         self.subscriberCount -= 1
         return continuation
     }

@@ -101,20 +101,20 @@ extension MulticastStateMachine {
         self.stopUpstream(epoch: epoch, into: &effects)
         self.endWaiters(into: &effects, with: .success(nil))
         var copies: [Int: [Element]] = [:]
-        for s in self.slots.indices where self.slots[s].isLive && self.slots[s].lane != Slot.noLane {
-            let slot = self.slots[s]
+        for slotIndex in self.slots.indices where self.slots[slotIndex].isLive && self.slots[slotIndex].lane != Slot.noLane {
+            let slot = self.slots[slotIndex]
             let pending: [Element]
             if slot.isDetached || slot.cursor < self.lanes[Int(slot.lane)].minCursor {
-                pending = self.pendingElements(of: s)
+                pending = self.pendingElements(of: slotIndex)
             } else if let shared = copies[slot.cursor] {
                 pending = shared
             } else {
-                pending = self.pendingElements(of: s)
+                pending = self.pendingElements(of: slotIndex)
                 copies[slot.cursor] = pending
             }
-            self.leaveLane(s)
-            self.detached[UInt32(s)] = Detached(queue: pending, endsWhenEmpty: true)
-            self.slots[s].isDetached = true
+            self.leaveLane(slotIndex)
+            self.detached[UInt32(slotIndex)] = Detached(queue: pending, endsWhenEmpty: true)
+            self.slots[slotIndex].isDetached = true
         }
         self.trimElements()
         return effects
