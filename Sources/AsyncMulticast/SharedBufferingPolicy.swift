@@ -18,8 +18,8 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     ///
     /// An iterator that finds several elements ready takes up to `n / 2` of them at once (at
     /// most 64) and returns them on its following `next()` calls: they are handed over and no
-    /// longer count. So a subscriber never waits for room only it could make, for example
-    /// when it echoes what it reads into the same subject with `send(waitingForRoom:)`.
+    /// longer count. So a subscriber that answers each element it reads by sending into the
+    /// same subject with `send(waitingForRoom:)` makes room for each answer by reading.
     ///
     /// A push source that cannot wait (a subject's synchronous `send`) buffers past `n` as if
     /// the policy were ``unbounded``.

@@ -5,7 +5,9 @@
 /// ``SharedBufferingPolicy``. It leaves when its task is cancelled, when it has returned
 /// `nil` or thrown, or when it is released, whichever comes first.
 ///
-/// Iterate it from one task; it is not meant to be shared between tasks.
+/// Iterate it from one task; it is not meant to be shared between tasks. Do not copy it
+/// either: copies are the same subscriber, but each copy holds its own copy of the elements
+/// the iterator has already taken, so both would return them.
 ///
 /// ```swift
 /// let shared = numbers.share()

@@ -14,8 +14,8 @@ extension MulticastStateMachine {
     /// Batching (lossless lanes only): besides the returned element, up to `batchLimit`
     /// further ready elements are copied into `batch` (last first), and the cursor moves
     /// past all of them: from here on they are the subscriber's, like the returned one, and
-    /// no longer count against its bound. So a subscriber never waits for room that only
-    /// its own unread batch takes up (it may be the producer that would have to make it),
+    /// no longer count against its bound. So a subscriber never waits for room that its
+    /// own unread batch takes up (it may be the producer that would have to make it),
     /// and a `.bounded(n)` subscriber holds at most `n` elements in the shared buffer plus
     /// at most `batchLimit` (half the bound, at most 64) in its iterator.
     @inlinable
