@@ -188,17 +188,17 @@ struct ReplayTests {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: Int.self)
         let replayed = stream.replay(2)
         for value in 1...3 { continuation.yield(value) }
-        continuation.finish(throwing: I3Error(code: 7))
+        continuation.finish(throwing: TestError.other(7))
 
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         let first = await a.drain()
         #expect(first.elements == [1, 2, 3])
-        #expect(first.failure as? I3Error == I3Error(code: 7))
+        #expect(first.failure as? TestError == TestError.other(7))
 
         let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
         let late = await b.drain()
         #expect(late.elements == [2, 3])
-        #expect(late.failure as? I3Error == I3Error(code: 7))
+        #expect(late.failure as? TestError == TestError.other(7))
     }
 
     // MARK: The cache survives a disconnect

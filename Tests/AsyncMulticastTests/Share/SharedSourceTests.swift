@@ -79,7 +79,7 @@ final class I3Monitor: Sendable {
 
 @Suite("AsyncSharedSource", .timeLimit(.minutes(2)))
 struct SharedSourceTests {
-    typealias Source = AsyncSharedSource<Int, I3Error>
+    typealias Source = AsyncSharedSource<Int, TestError>
 
     /// The seed's shape: the start closure wires the monitor's callback to the emitter and
     /// returns the closure that stops the monitor. Each session's emitter is kept in `emitters`.
@@ -99,7 +99,7 @@ struct SharedSourceTests {
     /// and `a` has a `next()` outstanding, to be read with `answer()`.
     private func joinTwoAndStart(
         _ source: Source, _ monitor: I3Monitor, sourceLocation: SourceLocation = #_sourceLocation
-    ) async -> (a: I3Subscriber<Int, I3Error>, b: I3Subscriber<Int, I3Error>) {
+    ) async -> (a: I3Subscriber<Int, TestError>, b: I3Subscriber<Int, TestError>) {
         let a = await I3Subscriber.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
         let b = await I3Subscriber.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
         a.request()
@@ -239,15 +239,15 @@ struct SharedSourceTests {
         let source = self.makeSource(monitor, emitters: emitters)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
-        emitters.values.last?.fail(I3Error(code: 5))
+        emitters.values.last?.fail(TestError.other(5))
         #expect(await a.answer() == 1)
-        #expect(await a.drain().failure == I3Error(code: 5))
+        #expect(await a.drain().failure == TestError.other(5))
         let drainedB = await b.drain()
         #expect(drainedB.elements == [1])
-        #expect(drainedB.failure == I3Error(code: 5))
+        #expect(drainedB.failure == TestError.other(5))
         #expect(await monitor.events.next() == "stop 1")
         let late = await I3Subscriber.join { source.makeAsyncIterator() }
-        #expect(await late.drain().failure == I3Error(code: 5))
+        #expect(await late.drain().failure == TestError.other(5))
     }
 
     @Test("a late emitter.send after stop is ignored, also while a newer session runs")

@@ -234,20 +234,20 @@ struct SubjectTests {
 
     @Test("passthrough: send and finish after fail are ignored; a later subscriber gets the error at once")
     func passthroughSendAfterFail() async {
-        let subject = AsyncPassthroughSubject<Int, I3Error>()
+        let subject = AsyncPassthroughSubject<Int, TestError>()
         let a = await I3Subscriber.join { subject.makeAsyncIterator() }
         subject.send(1)
-        subject.fail(I3Error(code: 1))
+        subject.fail(TestError.other(1))
         subject.send(2)
         subject.finish()
-        subject.fail(I3Error(code: 2))
+        subject.fail(TestError.other(2))
         let drained = await a.drain()
         #expect(drained.elements == [1])
-        #expect(drained.failure == I3Error(code: 1))
+        #expect(drained.failure == TestError.other(1))
         let late = await I3Subscriber.join { subject.makeAsyncIterator() }
         let lateDrained = await late.drain()
         #expect(lateDrained.elements.isEmpty)
-        #expect(lateDrained.failure == I3Error(code: 1))
+        #expect(lateDrained.failure == TestError.other(1))
     }
 
     @Test("current-value: after finish, sends are ignored, `value` keeps the last value, a later subscriber gets it then nil")
@@ -266,30 +266,30 @@ struct SubjectTests {
 
     @Test("current-value: after fail, a later subscriber gets the last value, then the error")
     func currentValueAfterFail() async {
-        let subject = AsyncCurrentValueSubject<Int, I3Error>(0)
+        let subject = AsyncCurrentValueSubject<Int, TestError>(0)
         let a = await I3Subscriber.join { subject.makeAsyncIterator() }
         subject.send(5)
-        subject.fail(I3Error(code: 3))
+        subject.fail(TestError.other(3))
         subject.send(6)
         #expect(subject.value == 5)
         let drained = await a.drain()
         #expect(drained.elements == [5], "bufferingNewest(1): 0 was replaced by 5")
-        #expect(drained.failure == I3Error(code: 3))
+        #expect(drained.failure == TestError.other(3))
         let late = await I3Subscriber.join { subject.makeAsyncIterator() }
         let lateDrained = await late.drain()
         #expect(lateDrained.elements == [5])
-        #expect(lateDrained.failure == I3Error(code: 3))
+        #expect(lateDrained.failure == TestError.other(3))
     }
 
     @Test("a subscriber waiting in next() receives the terminal event")
     func waitingSubscriberGetsTerminal() async {
-        let subject = AsyncPassthroughSubject<Int, I3Error>()
+        let subject = AsyncPassthroughSubject<Int, TestError>()
         let a = await I3Subscriber.join { subject.makeAsyncIterator() }
         a.request()
         await i3LetOthersRun()
-        subject.fail(I3Error(code: 9))
+        subject.fail(TestError.other(9))
         let result = await a.response()
-        #expect(result.map { r in if case .failure(let e) = r { e == I3Error(code: 9) } else { false } } == true)
+        #expect(result.map { r in if case .failure(let e) = r { e == TestError.other(9) } else { false } } == true)
     }
 
     // MARK: Per-subscriber policy, subscriberCount
@@ -347,7 +347,7 @@ struct SubjectTests {
 
 @Suite("MulticastStateMachine: push mode")
 struct MulticastStateMachinePushTests {
-    typealias Machine = MulticastStateMachine<Int, I3Error>
+    typealias Machine = MulticastStateMachine<Int, TestError>
 
     private func element(_ action: Machine.NextAction) -> Int? {
         if case .element(let element, _) = action { return element }
@@ -377,7 +377,7 @@ struct MulticastStateMachinePushTests {
         let completed = machine.subjectCompleted(failure: nil)
         #expect(completed.subscribers.isEmpty, "nobody was waiting")
         #expect(machine.upstream == .terminated(.finished))
-        #expect(machine.subjectCompleted(failure: I3Error(code: 1)).isEmpty, "completing twice does nothing")
+        #expect(machine.subjectCompleted(failure: TestError.other(1)).isEmpty, "completing twice does nothing")
         if case .stop = machine.produce(2, epoch: 0, respectingBounds: false) {} else {
             Issue.record("a send after completion was taken")
         }
@@ -396,15 +396,15 @@ struct MulticastStateMachinePushTests {
         var resumed = 0
         let result = await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
             _ = machine.subscriberSuspended(a, continuation: continuation)
-            let effects = machine.subjectCompleted(failure: I3Error(code: 4))
+            let effects = machine.subjectCompleted(failure: TestError.other(4))
             resumed = effects.subscribers.count
             for subscriber in effects.subscribers { subscriber.resume(returning: effects.subscriberResult) }
         }
         #expect(resumed == 1)
-        #expect(result == .failure(I3Error(code: 4)))
+        #expect(result == .failure(TestError.other(4)))
         #expect(machine.subscriberCount == 0)
         if case .terminal(.failure(let error)) = machine.nextRequested(machine.subscriberJoined()) {
-            #expect(error == I3Error(code: 4))
+            #expect(error == TestError.other(4))
         } else {
             Issue.record("a later subscriber should get the error")
         }

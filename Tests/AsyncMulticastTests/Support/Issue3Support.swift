@@ -12,10 +12,6 @@ import Testing
 /// passing test, only turns a hang into a failure.
 let i3HangGuard: Duration = .seconds(30)
 
-struct I3Error: Error, Equatable {
-    var code: Int
-}
-
 // MARK: - Hang guards
 
 /// Resumes a waiting task with the first value handed to it; later values are dropped.

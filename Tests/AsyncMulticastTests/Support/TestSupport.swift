@@ -336,7 +336,8 @@ struct Counter: AsyncSequence, Sendable {
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(limit: self.limit) }
 }
 
-/// The typed error of `Scripted`.
+/// The typed error of the test sources and subjects: `.boom`, or `.other(n)` where a test
+/// needs several distinct errors.
 enum TestError: Error, Equatable {
     case boom
     case other(Int)
