@@ -15,7 +15,7 @@ struct MulticastTests {
         #expect(multicast.subscriberCount == 2)
         a.request()  // both wait for an element…
         b.request()
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.iteratorCount == 0, "…but demand does not start a multicast")
         #expect(source.control.nextCalls == 0)
 
@@ -57,7 +57,7 @@ struct MulticastTests {
         #expect(first == second)
         #expect(first.hashValue == second.hashValue)
         await source.control.waitForStart(of: 0)
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.iteratorCount == 1, "one iteration for both calls")
 
         let other = I3Source().multicast().connect()
@@ -88,7 +88,7 @@ struct MulticastTests {
 
         let later = await I3Subscriber.join { multicast.makeAsyncIterator() }
         later.request()
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.iteratorCount == 1, "nothing restarts on its own")
         let reconnected = multicast.connect()
         #expect(reconnected != connection)
@@ -133,7 +133,7 @@ struct MulticastTests {
         #expect(await a.next() == 1)
         await a.leave()
         #expect(multicast.subscriberCount == 0)
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "the upstream is still running")
 
         let b = await I3Subscriber.join { multicast.makeAsyncIterator() }
@@ -151,12 +151,12 @@ struct MulticastTests {
         let multicast = source.multicast()
         let auto = multicast.autoconnect()
         let a = await I3Subscriber.join { auto.makeAsyncIterator() }
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.iteratorCount == 0, "joining is not demand")
 
         #expect(await a.startIteration(of: source, yielding: 1) == 1)
         await a.leave()
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.end(of: 0) == nil)
 
         let b = await I3Subscriber.join { auto.makeAsyncIterator() }
@@ -196,7 +196,7 @@ struct MulticastTests {
         #expect(inert != connection)
         inert.cancel()
         connection.cancel()
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.iteratorCount == 1, "nothing restarts after the end")
         let late = await I3Subscriber.join { multicast.makeAsyncIterator() }
         #expect(await late.drain().elements == [1], "replay, then the terminal event")

@@ -213,7 +213,7 @@ struct CancellationTests {
             let shared = Instrumented(Counter(), probe: probe).share()
             for _ in 0..<3 { _ = shared.makeAsyncIterator() }
             #expect(shared.subscriberCount == 0)
-            await yieldMany()
+            await letOthersRun()
             #expect(probe.iterators == 0)
         }
     }

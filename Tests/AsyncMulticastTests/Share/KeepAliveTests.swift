@@ -30,7 +30,7 @@ struct KeepAliveTests {
         let source = I3Source()
         let shared = source.share(keepAlive: .seconds(60))
         await self.startReadAndLeave(shared, source, 1, 2)
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "still running inside the window")
 
         let b = await I3Subscriber.join { shared.makeAsyncIterator() }
@@ -38,7 +38,7 @@ struct KeepAliveTests {
         #expect(await b.next() == 3, "elements continue from the same base iterator")
         #expect(source.control.iteratorCount == 1, "no restart")
         await b.leave()
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "leaving again opens a new window")
     }
 
@@ -144,7 +144,7 @@ struct KeepAliveTests {
         // The timer task starts, computes its deadline and sleeps (a day at most per sleep):
         // wait until it has run once and is asleep, the step that used to trap.
         await i3Eventually("the timer task to start") { shared.storage.state.withLock { $0.timerTask != nil } }
-        await i3LetOthersRun()
+        await letOthersRun()
         let b = await I3Subscriber.join { shared.makeAsyncIterator() }
         source.control.yield(2)
         #expect(await b.next() == 2, "the same iteration continues")

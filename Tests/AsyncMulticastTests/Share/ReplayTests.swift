@@ -13,7 +13,7 @@ struct ReplayTests {
         let replayed = source.replay(2)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         #expect(replayed.subscriberCount == 1)
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.iteratorCount == 0, "joining is not demand")
         #expect(source.control.nextCalls == 0)
 
@@ -32,7 +32,7 @@ struct ReplayTests {
         #expect(await b.take(2) == [1, 2])
 
         await a.leave()
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "one subscriber is still there")
         await b.cancel()
         let ended = await source.control.waitForEnd()
@@ -65,7 +65,7 @@ struct ReplayTests {
         let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
         #expect(await b.next() == 1, "the replayed element")
         b.request()  // demand: a restart is due
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.iteratorCount == 1, "no second base iterator while the first is still running")
 
         source.control.answer(2)  // the cancelled iteration's late element
@@ -146,7 +146,7 @@ struct ReplayTests {
             }
             let values = await i3Value(of: b, "joiner B") ?? []
             #expect(values.count == 100)
-            #expect(i3IsContiguous(values), "round \(round): \(values.prefix(8))…")
+            #expect(isConsecutive(values), "round \(round): \(values.prefix(8))…")
             if let first = values.first {
                 // Produced before B joined: `before` (A saw it); B starts at most 3 back from the tail.
                 #expect(first >= before - 2, "round \(round): B started at \(first), A had seen \(before)")
@@ -241,7 +241,7 @@ struct ReplayTests {
         trace.append("a: \(await a.take(1))")
         let b = await I3Subscriber.join { shared.makeAsyncIterator() }
         b.request()
-        await i3LetOthersRun()
+        await letOthersRun()
         source.control.yield(3)
         trace.append("b: \(await b.answer().map(String.init) ?? "nil")")
         trace.append("a: \(await a.take(1))")

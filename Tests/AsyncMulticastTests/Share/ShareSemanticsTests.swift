@@ -78,7 +78,7 @@ struct ShareSemanticsTests {
             var first = shared.makeAsyncIterator()
             let second = shared.makeAsyncIterator()
             #expect(shared.subscriberCount == 2)
-            await yieldMany()  // a stray task, if share() had started one, would run now
+            await letOthersRun()  // a stray task, if share() had started one, would run now
             #expect(probe.iterators == 0)
             #expect(probe.pulls == 0)
             #expect(shared.storage.upstreamState == .idle)

@@ -111,10 +111,10 @@ struct SharedSourceTests {
     func startsOnFirstDemand() async {
         let monitor = I3Monitor()
         let source = self.makeSource(monitor)
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(monitor.starts == 0, "not at creation")
         let a = await I3Subscriber.join { source.makeAsyncIterator() }
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(monitor.starts == 0, "joining is not demand")
 
         a.request()
@@ -143,7 +143,7 @@ struct SharedSourceTests {
         #expect(await b.next() == 1)
 
         await a.leave()
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(monitor.stops == 0, "one subscriber is left")
         #expect(monitor.isRunning)
         b.request()
@@ -228,7 +228,7 @@ struct SharedSourceTests {
         let drainedLate = await late.drain()
         #expect(drainedLate.elements.isEmpty)
         #expect(drainedLate.failure == nil)
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(monitor.starts == 1, "an ended source does not start again")
     }
 

@@ -161,7 +161,7 @@ struct SubjectTests {
             sent.set()
         }
         _ = await aboutToSend.next("sender started")
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(!sent.isSet, "the send waits: the reader is full")
 
         #expect(await reader.next() == 1)  // consuming makes room
@@ -183,7 +183,7 @@ struct SubjectTests {
             sent.set()
         }
         _ = await aboutToSend.next("sender started")
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(!sent.isSet, "the reader holds 1 = n (the current value)")
         #expect(await reader.next() == 0)
         _ = await i3Value(of: sender, "the waiting send")
@@ -205,7 +205,7 @@ struct SubjectTests {
             await subject.send(waitingForRoom: 3)
         }
         _ = await aboutToSend.next("sender started")
-        await i3LetOthersRun()
+        await letOthersRun()
         sender.cancel()
         // It returns although the reader has not consumed anything.
         _ = await i3Value(of: sender, "the cancelled send")
@@ -286,7 +286,7 @@ struct SubjectTests {
         let subject = AsyncPassthroughSubject<Int, TestError>()
         let a = await I3Subscriber.join { subject.makeAsyncIterator() }
         a.request()
-        await i3LetOthersRun()
+        await letOthersRun()
         subject.fail(TestError.other(9))
         let result = await a.response()
         #expect(result.map { r in if case .failure(let e) = r { e == TestError.other(9) } else { false } } == true)

@@ -107,12 +107,6 @@ func i3Eventually(
     return true
 }
 
-/// Gives other tasks a chance to run (`count` yields). Used only before asserting that
-/// something did *not* happen; never to order events.
-func i3LetOthersRun(_ count: Int = 200) async {
-    for _ in 0..<count { await Task.yield() }
-}
-
 // MARK: - Signals and logs
 
 /// A one-consumer signal: `send` from anywhere (never blocks), `next()` waits for the next
@@ -437,11 +431,6 @@ struct I3Counter: AsyncSequence, Sendable {
             return self.value
         }
     }
-}
-
-/// Whether `values` is a run of consecutive integers (nothing missed, nothing repeated).
-func i3IsContiguous(_ values: [Int]) -> Bool {
-    zip(values, values.dropFirst()).allSatisfy { $1 == $0 + 1 }
 }
 
 /// A base whose `next()` ignores cancellation: each pull waits until the test answers it

@@ -95,9 +95,10 @@ func waitUntil(
     }
 }
 
-/// Gives other tasks a chance to run, `count` times. Used only where a test *hopes* to make a
-/// bug visible (a race it would lose); never to establish an order the test relies on.
-func yieldMany(_ count: Int = 200) async {
+/// Gives other tasks a chance to run (`count` yields). Used only before asserting that
+/// something did *not* happen, where a test *hopes* to make a bug visible; never to
+/// establish an order the test relies on.
+func letOthersRun(_ count: Int = 200) async {
     for _ in 0..<count { await Task.yield() }
 }
 
@@ -456,7 +457,7 @@ struct LCG: RandomNumberGenerator {
     }
 }
 
-/// Whether `values` are consecutive integers (an in-order run with no gaps).
+/// Whether `values` are consecutive integers: an in-order run, nothing missed, nothing repeated.
 func isConsecutive(_ values: [Int]) -> Bool {
     zip(values, values.dropFirst()).allSatisfy { $1 == $0 + 1 }
 }
