@@ -95,7 +95,7 @@ struct KeepAliveTests {
     }
 
     @Test("the upstream keeps running inside the window: what it produces meanwhile is replayed to the next subscriber")
-    func upstreamKeepsRunningInsideWindow() async {
+    func upstreamKeepsRunningInsideWindow() async throws {
         let source = I3Source()
         let replayed = source.replay(1, keepAlive: .seconds(60))
         await self.startReadAndLeave(replayed, source, 1, 2)
@@ -103,7 +103,7 @@ struct KeepAliveTests {
         let pulls = source.control.nextCalls
         source.control.yield(3)
         // Once the upstream asks for the element after 3, 3 has been produced.
-        await i3Eventually("the upstream produced 3 and pulled again") { source.control.nextCalls > pulls }
+        try await waitUntil("the upstream produced 3 and pulled again") { source.control.nextCalls > pulls }
 
         let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
         #expect(await b.next() == 3, "produced inside the window by the same iteration")
@@ -136,14 +136,14 @@ struct KeepAliveTests {
         Duration(secondsComponent: .max, attosecondsComponent: 999_999_999_999_999_999),
         Duration.seconds(1e19),
     ])
-    func keepAliveBeyondAnyClock(keepAlive: Duration) async {
+    func keepAliveBeyondAnyClock(keepAlive: Duration) async throws {
         let source = I3Source()
         let shared = source.share(keepAlive: keepAlive)
         #expect(shared.storage.keepAlive == MulticastStorage<Int, Never>.longestKeepAlive)
         await self.startReadAndLeave(shared, source, 1)
         // The timer task starts, computes its deadline and sleeps (a day at most per sleep):
         // wait until it has run once and is asleep, the step that used to trap.
-        await i3Eventually("the timer task to start") { shared.storage.state.withLock { $0.timerTask != nil } }
+        try await waitUntil("the timer task to start") { shared.storage.state.withLock { $0.timerTask != nil } }
         await letOthersRun()
         let b = await I3Subscriber.join { shared.makeAsyncIterator() }
         source.control.yield(2)

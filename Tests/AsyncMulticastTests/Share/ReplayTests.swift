@@ -115,7 +115,7 @@ struct ReplayTests {
     }
 
     @Test("joining while the upstream produces continuously: a contiguous run, nothing missed or duplicated at the seam")
-    func seamIsContiguous() async {
+    func seamIsContiguous() async throws {
         let counter = I3Counter()
         let replayed = counter.replay(3)
         let progress = Lock(-1)
@@ -135,7 +135,7 @@ struct ReplayTests {
         }
         for round in 1...20 {
             let target = round * 40
-            await i3Eventually("A reaches \(target)") { progress.withLock { $0 } >= target }
+            try await waitUntil("A reaches \(target)") { progress.withLock { $0 } >= target }
             let before = progress.withLock { $0 }
             // B joins right now, while the upstream is producing.
             let b = Task { () -> [Int] in
@@ -144,7 +144,7 @@ struct ReplayTests {
                 while values.count < 100, let value = await iterator.next() { values.append(value) }
                 return values
             }
-            let values = await i3Value(of: b, "joiner B") ?? []
+            let values = try await withTimeout("joiner B") { await b.value }
             #expect(values.count == 100)
             #expect(isConsecutive(values), "round \(round): \(values.prefix(8))…")
             if let first = values.first {
@@ -153,9 +153,9 @@ struct ReplayTests {
             }
         }
         a.cancel()
-        let result = await i3Value(of: a, "subscriber A")
-        #expect(result?.contiguous == true)
-        #expect((result?.count ?? 0) > 800)
+        let result = try await withTimeout("subscriber A") { await a.value }
+        #expect(result.contiguous)
+        #expect(result.count > 800)
         #expect(counter.iterators.count == 1, "one upstream iteration throughout")
     }
 

@@ -27,7 +27,7 @@ struct Issue3SeedScenarioTests {
     // MARK: (1) The follow counter
 
     @Test("follow counter: two screens see 0, 1, 2; screen 2 closes; screen 1 keeps counting 3, 4")
-    func followCounter() async {
+    func followCounter() async throws {
         let repository = I3FollowRepository()
         let log1 = I3Log<Int>()
         let log2 = I3Log<Int>()
@@ -61,7 +61,7 @@ struct Issue3SeedScenarioTests {
 
         // Screen 2 is closed: its task is cancelled.
         screen2.cancel()
-        _ = await i3Value(of: screen2, "screen 2 closing")
+        try await withTimeout("screen 2 closing") { await screen2.value }
         #expect(repository.listenerCount == 1)
 
         repository.follow()
@@ -70,7 +70,7 @@ struct Issue3SeedScenarioTests {
         #expect(await seen1.next() == 4)
 
         screen1.cancel()
-        _ = await i3Value(of: screen1, "screen 1 closing")
+        try await withTimeout("screen 1 closing") { await screen1.value }
         #expect(log1.values == [0, 1, 2, 3, 4])
         #expect(log2.values == [0, 1, 2])
         #expect(repository.listenerCount == 0)
@@ -79,7 +79,7 @@ struct Issue3SeedScenarioTests {
     // MARK: (2) The AsyncBroadcast README examples
 
     @Test("broadcast: multiple subscribers each get 1, 2, 3, then finish")
-    func broadcastToMultipleSubscribers() async {
+    func broadcastToMultipleSubscribers() async throws {
         let channel = AsyncPassthroughSubject<Int, Never>()
         let subscribers = 3
         let joined = I3Signal<Void>()
@@ -99,7 +99,7 @@ struct Issue3SeedScenarioTests {
         channel.send(3)
         channel.finish()
         for task in tasks {
-            #expect(await i3Value(of: task, "subscriber") == [1, 2, 3])
+            #expect(try await withTimeout("subscriber") { await task.value } == [1, 2, 3])
         }
         #expect(channel.subscriberCount == 0)
     }
@@ -118,7 +118,7 @@ struct Issue3SeedScenarioTests {
     }
 
     @Test("a subscriber created in an already-cancelled task gets nothing: its first next() returns nil")
-    func subscriberInCancelledTask() async {
+    func subscriberInCancelledTask() async throws {
         let channel = AsyncPassthroughSubject<Int, Never>()
         let current = AsyncCurrentValueSubject<Int, Never>(42)  // has a value ready
         let gate = I3Signal<Void>()
@@ -135,15 +135,15 @@ struct Issue3SeedScenarioTests {
         channel.send(1)
         channel.send(2)
         proceed.continuation.yield(())
-        let results = await i3Value(of: task, "cancelled task")
-        #expect(results?.0 == nil, "nothing from the channel")
-        #expect(results?.1 == nil, "not even the current value")
+        let results = try await withTimeout("cancelled task") { await task.value }
+        #expect(results.0 == nil, "nothing from the channel")
+        #expect(results.1 == nil, "not even the current value")
         #expect(channel.subscriberCount == 0)
         #expect(current.subscriberCount == 0)
     }
 
     @Test("a `for await` loop in an already-cancelled task runs zero times")
-    func forAwaitInCancelledTask() async {
+    func forAwaitInCancelledTask() async throws {
         let channel = AsyncCurrentValueSubject<Int, Never>(1)
         let task = Task { () -> [Int] in
             withUnsafeCurrentTask { $0?.cancel() }
@@ -151,7 +151,7 @@ struct Issue3SeedScenarioTests {
             for await value in channel { received.append(value) }
             return received
         }
-        #expect(await i3Value(of: task, "cancelled loop") == [])
+        #expect(try await withTimeout("cancelled loop") { await task.value } == [])
         #expect(channel.subscriberCount == 0)
     }
 

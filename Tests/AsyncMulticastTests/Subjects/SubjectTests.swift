@@ -135,20 +135,20 @@ struct SubjectTests {
     }
 
     @Test("send(waitingForRoom:) does not wait while there is room")
-    func waitingSendWithRoom() async {
+    func waitingSendWithRoom() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
         let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
         let sender = Task {
             await subject.send(waitingForRoom: 1)
             await subject.send(waitingForRoom: 2)
         }
-        _ = await i3Value(of: sender, "sends with room")
+        try await withTimeout("sends with room") { await sender.value }
         #expect(await reader.take(2) == [1, 2])
         await reader.leave()
     }
 
     @Test("send(waitingForRoom:) waits while a subscriber holds n pending elements and resumes when it consumes")
-    func waitingSendWaitsForTheReader() async {
+    func waitingSendWaitsForTheReader() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
         let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
         subject.send(1)
@@ -165,14 +165,14 @@ struct SubjectTests {
         #expect(!sent.isSet, "the send waits: the reader is full")
 
         #expect(await reader.next() == 1)  // consuming makes room
-        _ = await i3Value(of: sender, "the waiting send")
+        try await withTimeout("the waiting send") { await sender.value }
         #expect(sent.isSet)
         #expect(await reader.take(2) == [2, 3])
         await reader.leave()
     }
 
     @Test("current-value: send(waitingForRoom:) waits until the subscriber consumed the current value (.bounded(1))")
-    func currentValueWaitingSend() async {
+    func currentValueWaitingSend() async throws {
         let subject = AsyncCurrentValueSubject<Int, Never>(0, buffering: .bounded(1))
         let reader = await I3Subscriber.join { subject.makeAsyncIterator() }  // holds the current value
         let aboutToSend = I3Signal<Void>()
@@ -186,7 +186,7 @@ struct SubjectTests {
         await letOthersRun()
         #expect(!sent.isSet, "the reader holds 1 = n (the current value)")
         #expect(await reader.next() == 0)
-        _ = await i3Value(of: sender, "the waiting send")
+        try await withTimeout("the waiting send") { await sender.value }
         #expect(sent.isSet)
         #expect(subject.value == 1)
         #expect(await reader.next() == 1)
@@ -194,7 +194,7 @@ struct SubjectTests {
     }
 
     @Test("a cancelled waiting sender stops waiting, and its element is still delivered")
-    func cancelledWaitingSenderStillDelivers() async {
+    func cancelledWaitingSenderStillDelivers() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
         let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
         subject.send(1)
@@ -208,7 +208,7 @@ struct SubjectTests {
         await letOthersRun()
         sender.cancel()
         // It returns although the reader has not consumed anything.
-        _ = await i3Value(of: sender, "the cancelled send")
+        try await withTimeout("the cancelled send") { await sender.value }
         subject.finish()
         #expect(await reader.drain().elements == [1, 2, 3], "nothing lost")
     }

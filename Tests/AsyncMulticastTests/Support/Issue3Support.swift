@@ -2,110 +2,10 @@
 // seed scenarios). Every name starts with `I3` so it cannot clash with other test files.
 //
 // Ordering is established with explicit gates (AsyncStream-based signals, or polling with
-// `Task.yield()`); timeouts exist only as hang guards: when one fires the test records an
-// issue and goes on instead of hanging.
+// `Task.yield()`); timeouts exist only as hang guards (see HangGuards.swift).
 
 import Testing
 @testable import AsyncMulticast
-
-/// How long a hang guard waits before failing the test. Generous: it never decides a
-/// passing test, only turns a hang into a failure.
-let i3HangGuard: Duration = .seconds(30)
-
-// MARK: - Hang guards
-
-/// Resumes a waiting task with the first value handed to it; later values are dropped.
-final class I3Once<Value: Sendable>: Sendable {
-    private struct State: Sendable {
-        var continuation: CheckedContinuation<Value, Never>?
-        var value: Value?
-    }
-    private let state = Lock(State())
-
-    func resume(_ value: Value) {
-        let continuation = self.state.withLock { state -> CheckedContinuation<Value, Never>? in
-            guard state.value == nil else { return nil }
-            state.value = value
-            defer { state.continuation = nil }
-            return state.continuation
-        }
-        continuation?.resume(returning: value)
-    }
-
-    func wait() async -> Value {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Value, Never>) in
-            let ready = self.state.withLock { state -> Value? in
-                if let value = state.value { return value }
-                state.continuation = continuation
-                return nil
-            }
-            if let ready { continuation.resume(returning: ready) }
-        }
-    }
-}
-
-private enum I3Outcome<T: Sendable>: Sendable {
-    case value(T)
-    case timedOut
-}
-
-/// The task's value, or `nil` (with a recorded issue, and the task cancelled) if it did not
-/// finish within `timeout`.
-func i3Value<T: Sendable>(
-    of task: Task<T, Never>,
-    _ what: String = "task",
-    timeout: Duration = i3HangGuard,
-    sourceLocation: SourceLocation = #_sourceLocation
-) async -> T? {
-    let once = I3Once<I3Outcome<T>>()
-    let waiter = Task { once.resume(.value(await task.value)) }
-    let timer = Task {
-        try? await Task.sleep(for: timeout)
-        once.resume(.timedOut)
-    }
-    let outcome = await once.wait()
-    timer.cancel()
-    switch outcome {
-    case .value(let value):
-        return value
-    case .timedOut:
-        Issue.record("hang guard: \(what) did not finish within \(timeout)", sourceLocation: sourceLocation)
-        task.cancel()
-        waiter.cancel()
-        return nil
-    }
-}
-
-/// Runs `operation` in a new task under a hang guard (see ``i3Value(of:_:timeout:sourceLocation:)``).
-func i3Within<T: Sendable>(
-    _ what: String = "operation",
-    timeout: Duration = i3HangGuard,
-    sourceLocation: SourceLocation = #_sourceLocation,
-    _ operation: @escaping @Sendable () async -> T
-) async -> T? {
-    await i3Value(of: Task { await operation() }, what, timeout: timeout, sourceLocation: sourceLocation)
-}
-
-/// Polls `condition`, yielding between checks, until it holds. Records an issue and returns
-/// `false` if it still does not hold after the hang guard.
-@discardableResult
-func i3Eventually(
-    _ what: String,
-    timeout: Duration = i3HangGuard,
-    sourceLocation: SourceLocation = #_sourceLocation,
-    _ condition: () -> Bool
-) async -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    while !condition() {
-        if clock.now >= deadline {
-            Issue.record("hang guard: \(what) never became true", sourceLocation: sourceLocation)
-            return false
-        }
-        await Task.yield()
-    }
-    return true
-}
 
 // MARK: - Signals and logs
 
@@ -126,7 +26,7 @@ struct I3Signal<Value: Sendable>: Sendable {
     /// The next value sent, or `nil` (and a recorded issue) on a hang.
     func next(_ what: String = "signal", sourceLocation: SourceLocation = #_sourceLocation) async -> Value? {
         let stream = self.stream
-        let value = await i3Within(what, sourceLocation: sourceLocation) { () async -> Value? in
+        let value = await withTimeoutOrNil(what, sourceLocation: sourceLocation) { () async -> Value? in
             var iterator = stream.makeAsyncIterator()
             return await iterator.next()
         }
@@ -272,13 +172,21 @@ final class I3Subscriber<Element: Sendable, Failure: Error>: Sendable {
     /// Releases the iterator (leaves) and waits until the task ended.
     func leave(sourceLocation: SourceLocation = #_sourceLocation) async {
         self.commands.yield(.leave)
-        _ = await i3Value(of: self.task, "subscriber leaving", sourceLocation: sourceLocation)
+        await self.waitForTheEnd("subscriber leaving", sourceLocation: sourceLocation)
     }
 
     /// Cancels the subscriber's task and waits until it ended.
     func cancel(sourceLocation: SourceLocation = #_sourceLocation) async {
         self.task.cancel()
-        _ = await i3Value(of: self.task, "cancelled subscriber", sourceLocation: sourceLocation)
+        await self.waitForTheEnd("cancelled subscriber", sourceLocation: sourceLocation)
+    }
+
+    /// Waits until the subscriber's task ended; cancels it if that takes a hang guard's time.
+    private func waitForTheEnd(_ what: String, sourceLocation: SourceLocation) async {
+        let task = self.task
+        if await withTimeoutOrNil(what, sourceLocation: sourceLocation, { await task.value }) == nil {
+            task.cancel()
+        }
     }
 }
 
