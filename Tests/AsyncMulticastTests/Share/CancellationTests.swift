@@ -91,7 +91,7 @@ struct CancellationTests {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
             let shared = stream.share()
-            let readyToBeCancelled = Gate()
+            let readyToBeCancelled = Signal<Void>()
             var others: [Task<[Int], Never>] = []
             for _ in 0..<3 {
                 var iterator = shared.makeAsyncIterator()
@@ -106,12 +106,12 @@ struct CancellationTests {
                 var received: [Int] = []
                 while let element = await cancelledIterator.next() {
                     received.append(element)
-                    if element == 4 { readyToBeCancelled.open() }
+                    if element == 4 { readyToBeCancelled.send(()) }
                 }
                 return received
             }
             for i in 0..<5 { upstream.yield(i) }
-            await readyToBeCancelled.wait()
+            _ = await readyToBeCancelled.next("the subscriber to be cancelled to reach 4")
             cancelled.cancel()
             let cancelledReceived = await cancelled.value
             #expect(cancelledReceived == [0, 1, 2, 3, 4])

@@ -43,14 +43,14 @@ struct SeedScenarioTests {
             let terminations = TerminationRecorder()
             terminations.attach(to: producer)
             let shared = stream.share()
-            let halfway = Gate()
+            let halfway = Signal<Void>()
             var cancelledIterator = shared.makeAsyncIterator()
             var stayingIterator = shared.makeAsyncIterator()
             let cancelled = Task {
                 var received: [Int] = []
                 while let n = await cancelledIterator.next() {
                     received.append(n)
-                    if n == 5 { halfway.open() }
+                    if n == 5 { halfway.send(()) }
                 }
                 return received
             }
@@ -60,7 +60,7 @@ struct SeedScenarioTests {
                 return received
             }
             for n in 1...5 { producer.yield(n) }
-            await halfway.wait()
+            _ = await halfway.next("the subscriber to be cancelled to reach 5")
             cancelled.cancel()
             #expect(await cancelled.value == [1, 2, 3, 4, 5])
             #expect(shared.subscriberCount == 1)

@@ -30,7 +30,7 @@ final class I3Monitor: Sendable {
     }
     private let state = Lock(State())
     /// "start N" / "stop N", in the order they happen.
-    let events = I3Signal<String>()
+    let events = Signal<String>()
     private let stopMicroseconds: UInt32
 
     init(stopDuration: Duration = .zero) {
@@ -85,7 +85,7 @@ struct SharedSourceTests {
     /// returns the closure that stops the monitor. Each session's emitter is kept in `emitters`.
     private func makeSource(
         _ monitor: I3Monitor,
-        emitters: I3Log<Source.Emitter> = I3Log(),
+        emitters: LockedLog<Source.Emitter> = LockedLog(),
         replay: Int = 0
     ) -> Source {
         Source(replay: replay) { emitter in
@@ -210,7 +210,7 @@ struct SharedSourceTests {
     @Test("emitter.finish() ends every subscriber after its buffered values; stop is called; the source stays ended")
     func finishEndsAllSubscribers() async {
         let monitor = I3Monitor()
-        let emitters = I3Log<Source.Emitter>()
+        let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
@@ -235,7 +235,7 @@ struct SharedSourceTests {
     @Test("emitter.fail(_:) ends every subscriber with the error")
     func failEndsAllSubscribers() async {
         let monitor = I3Monitor()
-        let emitters = I3Log<Source.Emitter>()
+        let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
@@ -253,7 +253,7 @@ struct SharedSourceTests {
     @Test("a late emitter.send after stop is ignored, also while a newer session runs")
     func lateSendAfterStopIsIgnored() async {
         let monitor = I3Monitor()
-        let emitters = I3Log<Source.Emitter>()
+        let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
         let a = await I3Subscriber.join { source.makeAsyncIterator() }
         a.request()

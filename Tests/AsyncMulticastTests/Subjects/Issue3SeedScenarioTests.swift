@@ -29,10 +29,10 @@ struct Issue3SeedScenarioTests {
     @Test("follow counter: two screens see 0, 1, 2; screen 2 closes; screen 1 keeps counting 3, 4")
     func followCounter() async throws {
         let repository = I3FollowRepository()
-        let log1 = I3Log<Int>()
-        let log2 = I3Log<Int>()
-        let seen1 = I3Signal<Int>()
-        let seen2 = I3Signal<Int>()
+        let log1 = LockedLog<Int>()
+        let log2 = LockedLog<Int>()
+        let seen1 = Signal<Int>()
+        let seen2 = Signal<Int>()
 
         // Two screens, written the way a screen would: `for await` over listen().
         let screen1 = Task {
@@ -82,7 +82,7 @@ struct Issue3SeedScenarioTests {
     func broadcastToMultipleSubscribers() async throws {
         let channel = AsyncPassthroughSubject<Int, Never>()
         let subscribers = 3
-        let joined = I3Signal<Void>()
+        let joined = Signal<Void>()
         var tasks: [Task<[Int], Never>] = []
         for _ in 0..<subscribers {
             tasks.append(Task {
@@ -121,7 +121,7 @@ struct Issue3SeedScenarioTests {
     func subscriberInCancelledTask() async throws {
         let channel = AsyncPassthroughSubject<Int, Never>()
         let current = AsyncCurrentValueSubject<Int, Never>(42)  // has a value ready
-        let gate = I3Signal<Void>()
+        let gate = Signal<Void>()
         let proceed = AsyncStream.makeStream(of: Void.self)
         let task = Task { () -> (Int?, Int?) in
             withUnsafeCurrentTask { $0?.cancel() }

@@ -153,8 +153,8 @@ struct SubjectTests {
         let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)  // the reader now holds 2 = n
-        let aboutToSend = I3Signal<Void>()
-        let sent = I3Flag()
+        let aboutToSend = Signal<Void>()
+        let sent = LockedFlag()
         let sender = Task {
             aboutToSend.send(())
             await subject.send(waitingForRoom: 3)
@@ -175,8 +175,8 @@ struct SubjectTests {
     func currentValueWaitingSend() async throws {
         let subject = AsyncCurrentValueSubject<Int, Never>(0, buffering: .bounded(1))
         let reader = await I3Subscriber.join { subject.makeAsyncIterator() }  // holds the current value
-        let aboutToSend = I3Signal<Void>()
-        let sent = I3Flag()
+        let aboutToSend = Signal<Void>()
+        let sent = LockedFlag()
         let sender = Task {
             aboutToSend.send(())
             await subject.send(waitingForRoom: 1)
@@ -199,7 +199,7 @@ struct SubjectTests {
         let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)
-        let aboutToSend = I3Signal<Void>()
+        let aboutToSend = Signal<Void>()
         let sender = Task {
             aboutToSend.send(())
             await subject.send(waitingForRoom: 3)

@@ -7,57 +7,6 @@
 import Testing
 @testable import AsyncMulticast
 
-// MARK: - Signals and logs
-
-/// A one-consumer signal: `send` from anywhere (never blocks), `next()` waits for the next
-/// value under a hang guard.
-struct I3Signal<Value: Sendable>: Sendable {
-    let stream: AsyncStream<Value>
-    let continuation: AsyncStream<Value>.Continuation
-
-    init() {
-        (self.stream, self.continuation) = AsyncStream.makeStream(of: Value.self)
-    }
-
-    func send(_ value: Value) {
-        self.continuation.yield(value)
-    }
-
-    /// The next value sent, or `nil` (and a recorded issue) on a hang.
-    func next(_ what: String = "signal", sourceLocation: SourceLocation = #_sourceLocation) async -> Value? {
-        let stream = self.stream
-        let value = await withTimeoutOrNil(what, sourceLocation: sourceLocation) { () async -> Value? in
-            var iterator = stream.makeAsyncIterator()
-            return await iterator.next()
-        }
-        return value ?? nil
-    }
-}
-
-/// A lock-protected list of values appended from any task.
-final class I3Log<Value: Sendable>: Sendable {
-    private let state = Lock([Value]())
-
-    func append(_ value: Value) {
-        self.state.withLock { $0.append(value) }
-    }
-
-    var values: [Value] {
-        self.state.withLock { $0 }
-    }
-
-    var count: Int {
-        self.state.withLock { $0.count }
-    }
-}
-
-/// A lock-protected flag.
-final class I3Flag: Sendable {
-    private let state = Lock(false)
-    func set() { self.state.withLock { $0 = true } }
-    var isSet: Bool { self.state.withLock { $0 } }
-}
-
 // MARK: - A subscriber driven step by step
 
 /// One subscriber (one `SharedIterator`) owned by its own task and driven by commands, so a
@@ -71,15 +20,15 @@ final class I3Subscriber<Element: Sendable, Failure: Error>: Sendable {
     }
 
     private let commands: AsyncStream<Command>.Continuation
-    private let results: I3Signal<Result<Element?, Failure>>
+    private let results: Signal<Result<Element?, Failure>>
     let task: Task<Void, Never>
 
     private init(
         make: @escaping @Sendable () -> SharedIterator<Element, Failure>,
-        joined: I3Signal<Void>
+        joined: Signal<Void>
     ) {
         let (commandStream, commands) = AsyncStream.makeStream(of: Command.self)
-        let results = I3Signal<Result<Element?, Failure>>()
+        let results = Signal<Result<Element?, Failure>>()
         self.commands = commands
         self.results = results
         self.task = Task {
@@ -109,7 +58,7 @@ final class I3Subscriber<Element: Sendable, Failure: Error>: Sendable {
         _ make: @escaping @Sendable () -> SharedIterator<Element, Failure>,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async -> I3Subscriber {
-        let joined = I3Signal<Void>()
+        let joined = Signal<Void>()
         let subscriber = I3Subscriber(make: make, joined: joined)
         _ = await joined.next("subscriber joining", sourceLocation: sourceLocation)
         return subscriber
@@ -249,9 +198,9 @@ final class I3SourceControl: Sendable {
     }
     private let state = Lock(State())
     /// Sends the iteration's index when `makeAsyncIterator()` is called.
-    let started = I3Signal<Int>()
+    let started = Signal<Int>()
     /// Sends the iteration's index and how it ended when its stream terminates.
-    let ended = I3Signal<(iteration: Int, end: I3End)>()
+    let ended = Signal<(iteration: Int, end: I3End)>()
 
     fileprivate func register(_ continuation: AsyncStream<Int>.Continuation) {
         let index = self.state.withLock { state -> Int in
@@ -320,7 +269,7 @@ struct I3Counter: AsyncSequence, Sendable {
     typealias Element = Int
     typealias Failure = Never
 
-    let iterators = I3Log<Void>()
+    let iterators = LockedLog<Void>()
 
     func makeAsyncIterator() -> Iterator {
         self.iterators.append(())
@@ -373,7 +322,7 @@ final class I3StubbornControl: Sendable {
     }
     private let state = Lock(State())
     /// Sent each time a pull starts waiting.
-    let pulled = I3Signal<Void>()
+    let pulled = Signal<Void>()
 
     fileprivate func iteratorMade() {
         self.state.withLock { $0.iterators += 1 }

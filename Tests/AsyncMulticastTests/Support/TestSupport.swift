@@ -25,28 +25,6 @@ extension Sequence where Self: Sendable, Element: Sendable {
     var async: AsyncSeqOf<Self> { AsyncSeqOf(base: self) }
 }
 
-// MARK: - Gates
-
-/// A one-shot signal built on an `AsyncStream`: `open()` from anywhere, `wait()` from one task.
-struct Gate: Sendable {
-    private let stream: AsyncStream<Void>
-    private let continuation: AsyncStream<Void>.Continuation
-
-    init() {
-        (self.stream, self.continuation) = AsyncStream.makeStream(of: Void.self)
-    }
-
-    func open() {
-        self.continuation.yield()
-        self.continuation.finish()
-    }
-
-    /// Returns once `open()` was called (or the waiting task was cancelled).
-    func wait() async {
-        for await _ in self.stream { break }
-    }
-}
-
 // MARK: - Peeking into the storage
 
 extension MulticastStorage {
@@ -396,34 +374,6 @@ func isStrictlyIncreasing(_ values: [Int]) -> Bool {
 /// "returns at once" live in sub-suites of this one, so that they never run at the same time.
 @Suite("Heavy and timing-sensitive", .serialized)
 enum HeavyAndTimingSensitive {}
-
-// MARK: - A latch that ignores cancellation
-
-/// `wait()` suspends until `release()`, ignoring cancellation: models an upstream that is
-/// slow to notice that it was cancelled.
-final class Latch: Sendable {
-    private let state = Lock<(released: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
-
-    func wait() async {
-        await withCheckedContinuation { continuation in
-            let resumeNow = self.state.withLock { state -> Bool in
-                if state.released { return true }
-                state.waiters.append(continuation)
-                return false
-            }
-            if resumeNow { continuation.resume() }
-        }
-    }
-
-    func release() {
-        let waiters = self.state.withLock { state in
-            state.released = true
-            defer { state.waiters = [] }
-            return state.waiters
-        }
-        for waiter in waiters { waiter.resume() }
-    }
-}
 
 /// The first iteration yields 0 and then blocks in `next()` until `latch` is released, even if
 /// cancelled, and then yields 1; later iterations yield 100, 101, …
