@@ -8,7 +8,7 @@ import Testing
 struct MulticastTests {
     @Test("subscribers join before anything flows; nothing is pulled until connect(); all see the first element")
     func nothingFlowsBeforeConnect() async {
-        let source = I3Source()
+        let source = FedSource()
         let multicast = source.multicast()
         let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
         let b = await I3Subscriber.join { multicast.makeAsyncIterator() }
@@ -34,7 +34,7 @@ struct MulticastTests {
 
     @Test("subscribers that joined before connect() but never waited see the first element too")
     func idleSubscribersSeeFirstElement() async {
-        let source = I3Source()
+        let source = FedSource()
         let multicast = source.multicast()
         let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
         let b = await I3Subscriber.join { multicast.makeAsyncIterator() }
@@ -50,7 +50,7 @@ struct MulticastTests {
 
     @Test("connect() while connected returns the same connection")
     func connectIsIdempotentWhileConnected() async {
-        let source = I3Source()
+        let source = FedSource()
         let multicast = source.multicast()
         let first = multicast.connect()
         let second = multicast.connect()
@@ -60,7 +60,7 @@ struct MulticastTests {
         await letOthersRun()
         #expect(source.control.iteratorCount == 1, "one iteration for both calls")
 
-        let other = I3Source().multicast().connect()
+        let other = FedSource().multicast().connect()
         #expect(other != first, "connections of different multicasts differ")
         first.cancel()
         other.cancel()
@@ -68,7 +68,7 @@ struct MulticastTests {
 
     @Test("cancel(): the upstream is cancelled, current subscribers drain then get nil, a later connect() restarts")
     func cancelDrainsThenReconnectRestarts() async {
-        let source = I3Source()
+        let source = FedSource()
         let multicast = source.multicast()
         let reader = await I3Subscriber.join { multicast.makeAsyncIterator() }
         let idle = await I3Subscriber.join { multicast.makeAsyncIterator() }
@@ -104,7 +104,7 @@ struct MulticastTests {
 
     @Test("cancelling twice is harmless; an old connection does not cancel a newer one")
     func staleCancelIsIgnored() async {
-        let source = I3Source()
+        let source = FedSource()
         let multicast = source.multicast()
         let first = multicast.connect()
         await source.control.waitForStart(of: 0)
@@ -124,7 +124,7 @@ struct MulticastTests {
 
     @Test("subscribers leaving do not disconnect a multicast")
     func leavingDoesNotDisconnect() async {
-        let source = I3Source()
+        let source = FedSource()
         let multicast = source.multicast()
         let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
         let connection = multicast.connect()
@@ -147,7 +147,7 @@ struct MulticastTests {
 
     @Test("autoconnect() connects on the first demand, and leaving does not disconnect")
     func autoconnect() async {
-        let source = I3Source()
+        let source = FedSource()
         let multicast = source.multicast()
         let auto = multicast.autoconnect()
         let a = await I3Subscriber.join { auto.makeAsyncIterator() }
@@ -181,7 +181,7 @@ struct MulticastTests {
 
     @Test("after the upstream ended, connect() returns an inert connection")
     func connectAfterEndIsInert() async {
-        let source = I3Source()
+        let source = FedSource()
         let multicast = source.multicast(replay: 1)
         let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
         let connection = multicast.connect()
@@ -204,7 +204,7 @@ struct MulticastTests {
 
     @Test("multicast(replay:) gives a late subscriber the latest elements")
     func multicastReplay() async {
-        let source = I3Source()
+        let source = FedSource()
         let multicast = source.multicast(replay: 2)
         let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
         let connection = multicast.connect()

@@ -164,7 +164,7 @@ struct CancellationTests {
             #expect(await bAgain.value == nil)
             // The sequence value is still referenced (used below); the upstream is cancelled anyway.
             let reasons = try await terminations.waitForTermination()
-            #expect(reasons == ["cancelled"])
+            #expect(reasons == [.cancelled])
             #expect(shared.subscriberCount == 0)
             #expect(shared.storage.upstreamState == .idle)
             #expect(await a.next() == nil, "a cancelled subscriber stays gone")
@@ -184,7 +184,7 @@ struct CancellationTests {
             #expect(terminations.all.isEmpty)
             a.release()
             let reasons = try await terminations.waitForTermination()
-            #expect(reasons == ["cancelled"])
+            #expect(reasons == [.cancelled])
             #expect(shared.subscriberCount == 0)
         }
     }
@@ -271,12 +271,16 @@ struct CancellationTests {
     @Test func restartWaitsUntilTheCancelledIterationHasEnded() async throws {
         try await withTimeout {
             let probe = Probe()
-            let latch = Latch()
-            let shared = Instrumented(SlowToCancel(latch: latch), probe: probe).share()
+            let source = StubbornSource()
+            let shared = Instrumented(source, probe: probe).share()
             let a = Sub(shared.makeAsyncIterator())
-            #expect(await a.next() == 0)
+            let aFirst = a.startNext()
+            _ = await source.control.pulled.next("the first pull")
+            source.control.answer(0)
+            #expect(await aFirst.value == 0)
             let aNext = a.startNext()
             // The upstream is now blocked in its second next(), ignoring cancellation.
+            _ = await source.control.pulled.next("the second pull")
             try await waitUntil("the upstream to block") { probe.snapshot.activePulls == 1 }
             aNext.cancel()
             #expect(await aNext.value == nil)
@@ -289,12 +293,18 @@ struct CancellationTests {
             // Give a wrongly started second iteration every chance to show up.
             for _ in 0..<1_000 where probe.iterators < 2 { await Task.yield() }
             #expect(probe.iterators == 1, "no new base iterator while the old one is still in next()")
-            latch.release()
+            source.control.answer(1)  // the cancelled iteration's late element: not delivered
+            _ = await source.control.pulled.next("the new iteration's first pull")
+            source.control.answer(100)
             #expect(await bNext.value == 100, "the new subscriber is served by a new iteration")
             let stats = probe.snapshot
             #expect(stats.iterators == 2)
             #expect(!stats.iteratorMadeDuringPull, "a second base iterator was made while the first was still pulling")
             #expect(stats.maxActivePulls == 1)
+            // The new iteration pulls on; once b left, end that pull too.
+            _ = await source.control.pulled.next("the new iteration's second pull")
+            b.release()
+            source.control.answer(nil)
         }
     }
 }

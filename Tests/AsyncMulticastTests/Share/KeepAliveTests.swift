@@ -10,7 +10,7 @@ import Testing
 struct KeepAliveTests {
     /// One subscriber starts the upstream, reads `values`, and leaves.
     private func startReadAndLeave(
-        _ shared: AsyncShareSequence<I3Source>, _ source: I3Source, _ values: Int...,
+        _ shared: AsyncShareSequence<FedSource>, _ source: FedSource, _ values: Int...,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         let a = await I3Subscriber.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
@@ -27,7 +27,7 @@ struct KeepAliveTests {
 
     @Test("share(keepAlive:): a subscriber arriving inside the window continues the same iteration")
     func shareArrivalInsideWindowContinues() async {
-        let source = I3Source()
+        let source = FedSource()
         let shared = source.share(keepAlive: .seconds(60))
         await self.startReadAndLeave(shared, source, 1, 2)
         await letOthersRun()
@@ -44,7 +44,7 @@ struct KeepAliveTests {
 
     @Test("share(buffering:keepAlive:): the upstream is cancelled when the window ends; the next subscriber restarts it")
     func shareCancelledWhenWindowEnds() async {
-        let source = I3Source()
+        let source = FedSource()
         let shared = source.share(buffering: .unbounded, keepAlive: .milliseconds(50))
         await self.startReadAndLeave(shared, source, 1)
         let ended = await source.control.waitForEnd()
@@ -65,7 +65,7 @@ struct KeepAliveTests {
 
     @Test("replay(_:buffering:keepAlive:): inside the window, the replay then the same iteration's elements")
     func replayArrivalInsideWindowContinues() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(1, keepAlive: .seconds(60))
         await self.startReadAndLeave(replayed, source, 1, 2)
         let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
@@ -79,7 +79,7 @@ struct KeepAliveTests {
 
     @Test("replay(_:buffering:keepAlive:): cancelled when the window ends; the cache survives")
     func replayCancelledWhenWindowEnds() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(1, buffering: .unbounded, keepAlive: .milliseconds(50))
         await self.startReadAndLeave(replayed, source, 1, 2)
         let ended = await source.control.waitForEnd()
@@ -96,7 +96,7 @@ struct KeepAliveTests {
 
     @Test("the upstream keeps running inside the window: what it produces meanwhile is replayed to the next subscriber")
     func upstreamKeepsRunningInsideWindow() async throws {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(1, keepAlive: .seconds(60))
         await self.startReadAndLeave(replayed, source, 1, 2)
         // Nobody is subscribed; the upstream is waiting in its next() call.
@@ -115,7 +115,7 @@ struct KeepAliveTests {
 
     @Test("leaving and coming back 2,000 times inside the window re-arms one timer task")
     func oneTimerTaskForManyDepartures() async {
-        let source = I3Source()
+        let source = FedSource()
         let shared = source.share(keepAlive: .seconds(3_600))
         await self.startReadAndLeave(shared, source, 1)
         let timer = shared.storage.state.withLock { $0.timerTask }
@@ -137,7 +137,7 @@ struct KeepAliveTests {
         Duration.seconds(1e19),
     ])
     func keepAliveBeyondAnyClock(keepAlive: Duration) async throws {
-        let source = I3Source()
+        let source = FedSource()
         let shared = source.share(keepAlive: keepAlive)
         #expect(shared.storage.keepAlive == MulticastStorage<Int, Never>.longestKeepAlive)
         await self.startReadAndLeave(shared, source, 1)

@@ -9,7 +9,7 @@ struct ReplayTests {
 
     @Test("replay starts the upstream lazily, on the first demand")
     func startsLazily() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         #expect(replayed.subscriberCount == 1)
@@ -24,7 +24,7 @@ struct ReplayTests {
 
     @Test("the last subscriber leaving cancels the upstream; the next demand restarts it")
     func lastOneOutCancelsThenRestarts() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
@@ -52,7 +52,7 @@ struct ReplayTests {
 
     @Test("a restart waits only for the element the cancelled iteration was computing, which is not delivered")
     func restartWaitsForTheCancelledIteration() async {
-        let source = I3StubbornSource()
+        let source = StubbornSource()
         let replayed = source.replay(1)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         a.request()
@@ -83,7 +83,7 @@ struct ReplayTests {
 
     @Test("a new subscriber gets the latest `count` elements, oldest first, then live ones")
     func replaysLatestThenLive() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4, 5) == 1)
@@ -101,7 +101,7 @@ struct ReplayTests {
 
     @Test("fewer elements produced than `count`: a new subscriber gets all of them")
     func replaysWhatThereIs() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(5)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2) == 1)
@@ -116,8 +116,8 @@ struct ReplayTests {
 
     @Test("joining while the upstream produces continuously: a contiguous run, nothing missed or duplicated at the seam")
     func seamIsContiguous() async throws {
-        let counter = I3Counter()
-        let replayed = counter.replay(3)
+        let probe = Probe()
+        let replayed = Instrumented(Counter(), probe: probe).replay(3)
         let progress = Lock(-1)
         // Subscriber A reads continuously, for the whole test.
         let a = Task { () -> (count: Int, contiguous: Bool) in
@@ -156,14 +156,14 @@ struct ReplayTests {
         let result = try await withTimeout("subscriber A") { await a.value }
         #expect(result.contiguous)
         #expect(result.count > 800)
-        #expect(counter.iterators.count == 1, "one upstream iteration throughout")
+        #expect(probe.iterators == 1, "one upstream iteration throughout")
     }
 
     // MARK: After the upstream ended
 
     @Test("after the upstream finished, a new subscriber gets the replayed elements, then nil")
     func afterFinish() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         a.request()
@@ -205,7 +205,7 @@ struct ReplayTests {
 
     @Test("a subscriber arriving after everyone left sees the last values, then the restarted upstream's")
     func cacheSurvivesDisconnect() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3) == 1)
@@ -228,9 +228,9 @@ struct ReplayTests {
     // MARK: replay(0) and replay(1)
 
     /// Runs one script against a shared sequence and records what is observable.
-    private func trace(_ make: (I3Source) -> AsyncShareSequence<I3Source>) async -> [String] {
+    private func trace(_ make: (FedSource) -> AsyncShareSequence<FedSource>) async -> [String] {
         var trace: [String] = []
-        let source = I3Source()
+        let source = FedSource()
         let shared = make(source)
         let a = await I3Subscriber.join { shared.makeAsyncIterator() }
         trace.append("iterators after join: \(source.control.iteratorCount)")
@@ -273,7 +273,7 @@ struct ReplayTests {
 
     @Test("replay(1): a late subscriber immediately gets the current value")
     func replayOneIsAStateHolder() async {
-        let source = I3Source()
+        let source = FedSource()
         let state = source.replay(1)
         let a = await I3Subscriber.join { state.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3) == 1)
@@ -291,7 +291,7 @@ struct ReplayTests {
 
     @Test("a dropping subscriber gets at most max(n, 1) replayed elements, the newest")
     func droppingSubscriberGetsNewestReplayed() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(3)
         let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4) == 1)

@@ -68,7 +68,7 @@ struct SeedScenarioTests {
             #expect(terminations.all.isEmpty, "the producer is not told to stop while someone listens")
             producer.finish()
             #expect(await staying.value == Array(1...9))
-            #expect(terminations.all == ["finished"], "the producer ended by finishing, at the end")
+            #expect(terminations.all == [.finished], "the producer ended by finishing, at the end")
         }
     }
 

@@ -33,8 +33,7 @@ struct Signal<Value: Sendable>: Sendable {
 }
 
 /// `wait()` suspends until `release()`, ignoring cancellation; once released, it returns at
-/// once. Releases many waiting tasks together (a start line), or holds an upstream that is
-/// slow to notice that it was cancelled.
+/// once. A start line: releases many waiting tasks together.
 final class Latch: Sendable {
     private let state = Lock<(released: Bool, waiters: [CheckedContinuation<Void, Never>])>((false, []))
 
