@@ -10,8 +10,8 @@ struct MulticastTests {
     func nothingFlowsBeforeConnect() async {
         let source = FedSource()
         let multicast = source.multicast()
-        let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
-        let b = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
         #expect(multicast.subscriberCount == 2)
         a.request()  // both wait for an element…
         b.request()
@@ -36,8 +36,8 @@ struct MulticastTests {
     func idleSubscribersSeeFirstElement() async {
         let source = FedSource()
         let multicast = source.multicast()
-        let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
-        let b = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
         let connection = multicast.connect()
         await source.control.waitForStart(of: 0)
         source.control.yield(1, 2, 3)
@@ -70,8 +70,8 @@ struct MulticastTests {
     func cancelDrainsThenReconnectRestarts() async {
         let source = FedSource()
         let multicast = source.multicast()
-        let reader = await I3Subscriber.join { multicast.makeAsyncIterator() }
-        let idle = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let reader = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let idle = await SubscriberTask.join { multicast.makeAsyncIterator() }
         let connection = multicast.connect()
         await source.control.waitForStart(of: 0)
         source.control.yield(1, 2, 3)
@@ -86,7 +86,7 @@ struct MulticastTests {
         let drained = await idle.drain()
         #expect(drained.elements == [1, 2, 3], "what was buffered, then nil")
 
-        let later = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let later = await SubscriberTask.join { multicast.makeAsyncIterator() }
         later.request()
         await letOthersRun()
         #expect(source.control.iteratorCount == 1, "nothing restarts on its own")
@@ -113,7 +113,7 @@ struct MulticastTests {
         _ = await source.control.waitForEnd()
         let second = multicast.connect()
         await source.control.waitForStart(of: 1)
-        let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
         first.cancel()  // stale
         source.control.yield(5)
         #expect(await a.next() == 5)
@@ -126,7 +126,7 @@ struct MulticastTests {
     func leavingDoesNotDisconnect() async {
         let source = FedSource()
         let multicast = source.multicast()
-        let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
         let connection = multicast.connect()
         await source.control.waitForStart(of: 0)
         source.control.yield(1)
@@ -136,7 +136,7 @@ struct MulticastTests {
         await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "the upstream is still running")
 
-        let b = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
         source.control.yield(2)
         #expect(await b.next() == 2, "the same iteration goes on")
         #expect(source.control.iteratorCount == 1)
@@ -150,7 +150,7 @@ struct MulticastTests {
         let source = FedSource()
         let multicast = source.multicast()
         let auto = multicast.autoconnect()
-        let a = await I3Subscriber.join { auto.makeAsyncIterator() }
+        let a = await SubscriberTask.join { auto.makeAsyncIterator() }
         await letOthersRun()
         #expect(source.control.iteratorCount == 0, "joining is not demand")
 
@@ -159,7 +159,7 @@ struct MulticastTests {
         await letOthersRun()
         #expect(source.control.end(of: 0) == nil)
 
-        let b = await I3Subscriber.join { auto.makeAsyncIterator() }
+        let b = await SubscriberTask.join { auto.makeAsyncIterator() }
         source.control.yield(2)
         #expect(await b.next() == 2)
         #expect(source.control.iteratorCount == 1)
@@ -170,7 +170,7 @@ struct MulticastTests {
         _ = await source.control.waitForEnd()
 
         // After a cancel, demand through autoconnect connects again.
-        let c = await I3Subscriber.join { auto.makeAsyncIterator() }
+        let c = await SubscriberTask.join { auto.makeAsyncIterator() }
         c.request()
         await source.control.waitForStart(of: 1)
         source.control.yield(3)
@@ -183,7 +183,7 @@ struct MulticastTests {
     func connectAfterEndIsInert() async {
         let source = FedSource()
         let multicast = source.multicast(replay: 1)
-        let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
         let connection = multicast.connect()
         await source.control.waitForStart(of: 0)
         source.control.yield(1)
@@ -198,7 +198,7 @@ struct MulticastTests {
         connection.cancel()
         await letOthersRun()
         #expect(source.control.iteratorCount == 1, "nothing restarts after the end")
-        let late = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let late = await SubscriberTask.join { multicast.makeAsyncIterator() }
         #expect(await late.drain().elements == [1], "replay, then the terminal event")
     }
 
@@ -206,12 +206,12 @@ struct MulticastTests {
     func multicastReplay() async {
         let source = FedSource()
         let multicast = source.multicast(replay: 2)
-        let a = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
         let connection = multicast.connect()
         await source.control.waitForStart(of: 0)
         source.control.yield(1, 2, 3)
         #expect(await a.take(3) == [1, 2, 3])
-        let late = await I3Subscriber.join { multicast.makeAsyncIterator() }
+        let late = await SubscriberTask.join { multicast.makeAsyncIterator() }
         #expect(await late.take(2) == [2, 3])
         connection.cancel()
         #expect(await late.next() == nil)

@@ -37,8 +37,8 @@ extension HeavyAndTimingSensitive {
             try await withTimeout {
                 let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
                 let shared = stream.share()
-                let a = Sub(shared.makeAsyncIterator())
-                let b = Sub(shared.makeAsyncIterator())
+                let a = SubscriberBox(shared.makeAsyncIterator())
+                let b = SubscriberBox(shared.makeAsyncIterator())
                 let result = await Task {
                     withUnsafeCurrentTask { $0?.cancel() }
                     let start = ContinuousClock.now
@@ -66,8 +66,8 @@ struct CancellationTests {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
             let shared = stream.share()
-            let a = Sub(shared.makeAsyncIterator())
-            let b = Sub(shared.makeAsyncIterator())
+            let a = SubscriberBox(shared.makeAsyncIterator())
+            let b = SubscriberBox(shared.makeAsyncIterator())
             upstream.yield(0)
             upstream.yield(1)
             #expect(await b.next() == 0)
@@ -127,8 +127,8 @@ struct CancellationTests {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
             let shared = stream.share()
             var neverIterated: SharedIterator? = shared.makeAsyncIterator()
-            let iterated = Sub(shared.makeAsyncIterator())
-            let remaining = Sub(shared.makeAsyncIterator())
+            let iterated = SubscriberBox(shared.makeAsyncIterator())
+            let remaining = SubscriberBox(shared.makeAsyncIterator())
             #expect(shared.subscriberCount == 3)
             neverIterated = nil
             #expect(shared.subscriberCount == 2)
@@ -178,7 +178,7 @@ struct CancellationTests {
             let terminations = TerminationRecorder()
             terminations.attach(to: upstream)
             let shared = stream.share()
-            let a = Sub(shared.makeAsyncIterator())
+            let a = SubscriberBox(shared.makeAsyncIterator())
             upstream.yield(0)
             #expect(await a.next() == 0)
             #expect(terminations.all.isEmpty)
@@ -193,7 +193,7 @@ struct CancellationTests {
         try await withTimeout {
             let probe = Probe()
             let shared = Instrumented(Counter(), probe: probe).share(buffering: .bounded(1))
-            let a = Sub(shared.makeAsyncIterator())
+            let a = SubscriberBox(shared.makeAsyncIterator())
             var holder: SharedIterator? = shared.makeAsyncIterator()
             #expect(await a.next() == 0)
             // `holder` holds 0: the producer is parked with nothing pulled beyond it.
@@ -273,7 +273,7 @@ struct CancellationTests {
             let probe = Probe()
             let source = StubbornSource()
             let shared = Instrumented(source, probe: probe).share()
-            let a = Sub(shared.makeAsyncIterator())
+            let a = SubscriberBox(shared.makeAsyncIterator())
             let aFirst = a.startNext()
             _ = await source.control.pulled.next("the first pull")
             source.control.answer(0)
@@ -285,7 +285,7 @@ struct CancellationTests {
             aNext.cancel()
             #expect(await aNext.value == nil)
 
-            let b = Sub(shared.makeAsyncIterator())
+            let b = SubscriberBox(shared.makeAsyncIterator())
             let bNext = b.startNext()
             try await waitUntil("b to wait, or a second iteration") {
                 shared.storage.waitingCount == 1 || probe.iterators == 2
@@ -316,15 +316,15 @@ private func startTwoWaitingSubscribers() async throws -> (
     upstream: AsyncStream<Int>.Continuation,
     terminations: TerminationRecorder,
     shared: AsyncShareSequence<AsyncStream<Int>>,
-    a: Sub<Int, Never>, b: Sub<Int, Never>,
+    a: SubscriberBox<Int, Never>, b: SubscriberBox<Int, Never>,
     aNext: Task<Int?, Never>, bNext: Task<Int?, Never>
 ) {
     let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
     let terminations = TerminationRecorder()
     terminations.attach(to: upstream)
     let shared = stream.share()
-    let a = Sub(shared.makeAsyncIterator())
-    let b = Sub(shared.makeAsyncIterator())
+    let a = SubscriberBox(shared.makeAsyncIterator())
+    let b = SubscriberBox(shared.makeAsyncIterator())
     let aNext = a.startNext()
     let bNext = b.startNext()
     try await shared.waitForWaiting(2)

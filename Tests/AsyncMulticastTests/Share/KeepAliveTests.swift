@@ -13,7 +13,7 @@ struct KeepAliveTests {
         _ shared: AsyncShareSequence<FedSource>, _ source: FedSource, _ values: Int...,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async {
-        let a = await I3Subscriber.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
+        let a = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
         a.request()
         await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
         for value in values { source.control.yield(value) }
@@ -33,7 +33,7 @@ struct KeepAliveTests {
         await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "still running inside the window")
 
-        let b = await I3Subscriber.join { shared.makeAsyncIterator() }
+        let b = await SubscriberTask.join { shared.makeAsyncIterator() }
         source.control.yield(3)
         #expect(await b.next() == 3, "elements continue from the same base iterator")
         #expect(source.control.iteratorCount == 1, "no restart")
@@ -51,7 +51,7 @@ struct KeepAliveTests {
         #expect(ended?.iteration == 0)
         #expect(ended?.end == .cancelled, "onTermination(.cancelled) after the window")
 
-        let b = await I3Subscriber.join { shared.makeAsyncIterator() }
+        let b = await SubscriberTask.join { shared.makeAsyncIterator() }
         b.request()
         await source.control.waitForStart(of: 1)
         source.control.yield(7)
@@ -68,7 +68,7 @@ struct KeepAliveTests {
         let source = FedSource()
         let replayed = source.replay(1, keepAlive: .seconds(60))
         await self.startReadAndLeave(replayed, source, 1, 2)
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.next() == 2, "the replayed element")
         source.control.yield(3)
         #expect(await b.next() == 3)
@@ -85,7 +85,7 @@ struct KeepAliveTests {
         let ended = await source.control.waitForEnd()
         #expect(ended?.end == .cancelled)
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.next() == 2, "the cache survives the window's end")
         b.request()
         await source.control.waitForStart(of: 1)
@@ -105,7 +105,7 @@ struct KeepAliveTests {
         // Once the upstream asks for the element after 3, 3 has been produced.
         try await waitUntil("the upstream produced 3 and pulled again") { source.control.nextCalls > pulls }
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.next() == 3, "produced inside the window by the same iteration")
         source.control.yield(4)
         #expect(await b.next() == 4)
@@ -145,7 +145,7 @@ struct KeepAliveTests {
         // wait until it has run once and is asleep, the step that used to trap.
         try await waitUntil("the timer task to start") { shared.storage.state.withLock { $0.timerTask != nil } }
         await letOthersRun()
-        let b = await I3Subscriber.join { shared.makeAsyncIterator() }
+        let b = await SubscriberTask.join { shared.makeAsyncIterator() }
         source.control.yield(2)
         #expect(await b.next() == 2, "the same iteration continues")
         #expect(source.control.iteratorCount == 1)

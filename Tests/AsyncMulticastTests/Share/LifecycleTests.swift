@@ -42,8 +42,8 @@ struct LifecycleTests {
                 let shared = Instrumented(stream, probe: probe).share()
                 refs.storage = shared.storage
                 refs.captured = probe
-                let a = Sub(shared.makeAsyncIterator())
-                let b = Sub(shared.makeAsyncIterator())
+                let a = SubscriberBox(shared.makeAsyncIterator())
+                let b = SubscriberBox(shared.makeAsyncIterator())
                 do {
                     let payload = Payload(0)
                     refs.element = payload
@@ -75,7 +75,7 @@ struct LifecycleTests {
                 let shared = Instrumented(stream, probe: probe).share(buffering: .bufferingOldest(2))
                 refs.storage = shared.storage
                 refs.captured = probe
-                let reader = Sub(shared.makeAsyncIterator())
+                let reader = SubscriberBox(shared.makeAsyncIterator())
                 var holder: SharedIterator? = shared.makeAsyncIterator()  // its buffer is frozen below
                 for i in 0..<4 {
                     let payload = Payload(i)
@@ -120,7 +120,7 @@ struct LifecycleTests {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Payload.self)
             let shared = stream.share(buffering: .unbounded)
-            let reader = Sub(shared.makeAsyncIterator())
+            let reader = SubscriberBox(shared.makeAsyncIterator())
             var holder: SharedIterator? = shared.makeAsyncIterator()
             do {
                 let payload = Payload(0)

@@ -11,7 +11,7 @@ struct ReplayTests {
     func startsLazily() async {
         let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(replayed.subscriberCount == 1)
         await letOthersRun()
         #expect(source.control.iteratorCount == 0, "joining is not demand")
@@ -26,8 +26,8 @@ struct ReplayTests {
     func lastOneOutCancelsThenRestarts() async {
         let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2) == 1)
         #expect(await b.take(2) == [1, 2])
 
@@ -40,7 +40,7 @@ struct ReplayTests {
         #expect(ended?.end == .cancelled)
         #expect(replayed.subscriberCount == 0)
 
-        let c = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let c = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await c.take(2) == [1, 2], "the replayed elements")
         c.request()
         await source.control.waitForStart(of: 1)
@@ -54,7 +54,7 @@ struct ReplayTests {
     func restartWaitsForTheCancelledIteration() async {
         let source = StubbornSource()
         let replayed = source.replay(1)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         a.request()
         _ = await source.control.pulled.next("first pull")
         source.control.answer(1)
@@ -62,7 +62,7 @@ struct ReplayTests {
         _ = await source.control.pulled.next("second pull")  // stuck: it ignores cancellation
         await a.leave()  // cancels the upstream, which does not notice yet
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.next() == 1, "the replayed element")
         b.request()  // demand: a restart is due
         await letOthersRun()
@@ -85,11 +85,11 @@ struct ReplayTests {
     func replaysLatestThenLive() async {
         let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4, 5) == 1)
         #expect(await a.take(4) == [2, 3, 4, 5])  // all five were produced
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.take(2) == [4, 5])
         source.control.yield(6, 7)
         #expect(await b.take(2) == [6, 7])
@@ -103,10 +103,10 @@ struct ReplayTests {
     func replaysWhatThereIs() async {
         let source = FedSource()
         let replayed = source.replay(5)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2) == 1)
         #expect(await a.next() == 2)
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.take(2) == [1, 2])
         source.control.yield(3)
         #expect(await b.next() == 3)
@@ -165,7 +165,7 @@ struct ReplayTests {
     func afterFinish() async {
         let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         a.request()
         await source.control.waitForStart(of: 0)
         source.control.yield(1, 2, 3)
@@ -174,11 +174,11 @@ struct ReplayTests {
         let rest = await a.drain()
         #expect(rest.elements == [2, 3])
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         let late = await b.drain()
         #expect(late.elements == [2, 3])
         #expect(late.failure == nil)
-        let c = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let c = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await c.drain().elements == [2, 3], "every later subscriber, again")
         #expect(source.control.iteratorCount == 1, "a terminated upstream is not restarted")
     }
@@ -190,12 +190,12 @@ struct ReplayTests {
         for value in 1...3 { continuation.yield(value) }
         continuation.finish(throwing: TestError.other(7))
 
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         let first = await a.drain()
         #expect(first.elements == [1, 2, 3])
         #expect(first.failure as? TestError == TestError.other(7))
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         let late = await b.drain()
         #expect(late.elements == [2, 3])
         #expect(late.failure as? TestError == TestError.other(7))
@@ -207,14 +207,14 @@ struct ReplayTests {
     func cacheSurvivesDisconnect() async {
         let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3) == 1)
         #expect(await a.take(2) == [2, 3])
         await a.leave()
         let ended = await source.control.waitForEnd()
         #expect(ended?.end == .cancelled)
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.take(2) == [2, 3])
         #expect(source.control.iteratorCount == 1, "replayed elements come from the cache, not a restart")
         b.request()
@@ -232,14 +232,14 @@ struct ReplayTests {
         var trace: [String] = []
         let source = FedSource()
         let shared = make(source)
-        let a = await I3Subscriber.join { shared.makeAsyncIterator() }
+        let a = await SubscriberTask.join { shared.makeAsyncIterator() }
         trace.append("iterators after join: \(source.control.iteratorCount)")
         a.request()
         await source.control.waitForStart(of: 0)
         source.control.yield(1, 2)
         trace.append("a: \(await a.answer().map(String.init) ?? "nil")")
         trace.append("a: \(await a.take(1))")
-        let b = await I3Subscriber.join { shared.makeAsyncIterator() }
+        let b = await SubscriberTask.join { shared.makeAsyncIterator() }
         b.request()
         await letOthersRun()
         source.control.yield(3)
@@ -249,7 +249,7 @@ struct ReplayTests {
         await b.leave()
         let ended = await source.control.waitForEnd()
         trace.append("ended: \(ended.map { "\($0.iteration) \($0.end)" } ?? "nil")")
-        let c = await I3Subscriber.join { shared.makeAsyncIterator() }
+        let c = await SubscriberTask.join { shared.makeAsyncIterator() }
         c.request()
         await source.control.waitForStart(of: 1)
         source.control.yield(7)
@@ -275,11 +275,11 @@ struct ReplayTests {
     func replayOneIsAStateHolder() async {
         let source = FedSource()
         let state = source.replay(1)
-        let a = await I3Subscriber.join { state.makeAsyncIterator() }
+        let a = await SubscriberTask.join { state.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3) == 1)
         #expect(await a.take(2) == [2, 3])
 
-        let late = await I3Subscriber.join { state.makeAsyncIterator() }
+        let late = await SubscriberTask.join { state.makeAsyncIterator() }
         #expect(await late.next() == 3, "the current value, without anything new produced")
         #expect(source.control.iteratorCount == 1)
         source.control.yield(4)
@@ -293,12 +293,12 @@ struct ReplayTests {
     func droppingSubscriberGetsNewestReplayed() async {
         let source = FedSource()
         let replayed = source.replay(3)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4) == 1)
         #expect(await a.take(3) == [2, 3, 4])
-        let newest = await I3Subscriber.join { replayed.buffering(.bufferingNewest(1)).makeAsyncIterator() }
+        let newest = await SubscriberTask.join { replayed.buffering(.bufferingNewest(1)).makeAsyncIterator() }
         #expect(await newest.next() == 4)
-        let full = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let full = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await full.take(3) == [2, 3, 4])
         await a.leave()
         await newest.leave()

@@ -168,7 +168,7 @@ struct ShareSemanticsTests {
         try await withTimeout {
             let source = PushSource()
             let shared = source.share(buffering: .unbounded)
-            let waiting = Sub(shared.makeAsyncIterator())
+            let waiting = SubscriberBox(shared.makeAsyncIterator())
             var buffered = shared.makeAsyncIterator()
             source.yield(0)
             source.yield(1)
@@ -191,7 +191,7 @@ struct ShareSemanticsTests {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
             let shared = stream.share()
-            let waiting = Sub(shared.makeAsyncIterator())
+            let waiting = SubscriberBox(shared.makeAsyncIterator())
             let pending = waiting.startNext()
             try await shared.waitForWaiting(1)
             upstream.finish()

@@ -99,9 +99,9 @@ struct SharedSourceTests {
     /// and `a` has a `next()` outstanding, to be read with `answer()`.
     private func joinTwoAndStart(
         _ source: Source, _ monitor: I3Monitor, sourceLocation: SourceLocation = #_sourceLocation
-    ) async -> (a: I3Subscriber<Int, TestError>, b: I3Subscriber<Int, TestError>) {
-        let a = await I3Subscriber.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
-        let b = await I3Subscriber.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
+    ) async -> (a: SubscriberTask<Int, TestError>, b: SubscriberTask<Int, TestError>) {
+        let a = await SubscriberTask.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
+        let b = await SubscriberTask.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
         a.request()
         #expect(await monitor.events.next() == "start 1", sourceLocation: sourceLocation)
         return (a, b)
@@ -113,7 +113,7 @@ struct SharedSourceTests {
         let source = self.makeSource(monitor)
         await letOthersRun()
         #expect(monitor.starts == 0, "not at creation")
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
         await letOthersRun()
         #expect(monitor.starts == 0, "joining is not demand")
 
@@ -122,7 +122,7 @@ struct SharedSourceTests {
         monitor.emit(1)
         #expect(await a.answer() == 1)
 
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
+        let b = await SubscriberTask.join { source.makeAsyncIterator() }
         b.request()
         monitor.emit(2)
         #expect(await b.answer() == 2)
@@ -152,7 +152,7 @@ struct SharedSourceTests {
         #expect(!monitor.isRunning)
         #expect(source.subscriberCount == 0)
 
-        let c = await I3Subscriber.join { source.makeAsyncIterator() }
+        let c = await SubscriberTask.join { source.makeAsyncIterator() }
         c.request()
         #expect(await monitor.events.next() == "start 2")
         monitor.emit(5)
@@ -166,14 +166,14 @@ struct SharedSourceTests {
     func stopBeforeNextStart() async {
         let monitor = I3Monitor(stopDuration: .milliseconds(100))
         let source = self.makeSource(monitor)
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()
         #expect(await monitor.events.next() == "start 1")
         monitor.emit(1)
         #expect(await a.answer() == 1)
         await a.cancel()
         // The next subscriber demands right away, without waiting for the stop.
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
+        let b = await SubscriberTask.join { source.makeAsyncIterator() }
         b.request()
         #expect(await monitor.events.next() == "stop 1")
         #expect(await monitor.events.next() == "start 2")
@@ -190,7 +190,7 @@ struct SharedSourceTests {
         let monitor = I3Monitor(stopDuration: .milliseconds(2))
         let source = self.makeSource(monitor)
         for round in 1...30 {
-            let subscriber = await I3Subscriber.join { source.makeAsyncIterator() }
+            let subscriber = await SubscriberTask.join { source.makeAsyncIterator() }
             subscriber.request()
             if round > 1 {
                 #expect(await monitor.events.next() == "stop \(round - 1)")
@@ -224,7 +224,7 @@ struct SharedSourceTests {
         #expect(await monitor.events.next() == "stop 1")
 
         emitters.values.last?.send(3)  // ignored: the source ended
-        let late = await I3Subscriber.join { source.makeAsyncIterator() }
+        let late = await SubscriberTask.join { source.makeAsyncIterator() }
         let drainedLate = await late.drain()
         #expect(drainedLate.elements.isEmpty)
         #expect(drainedLate.failure == nil)
@@ -246,7 +246,7 @@ struct SharedSourceTests {
         #expect(drainedB.elements == [1])
         #expect(drainedB.failure == TestError.other(5))
         #expect(await monitor.events.next() == "stop 1")
-        let late = await I3Subscriber.join { source.makeAsyncIterator() }
+        let late = await SubscriberTask.join { source.makeAsyncIterator() }
         #expect(await late.drain().failure == TestError.other(5))
     }
 
@@ -255,7 +255,7 @@ struct SharedSourceTests {
         let monitor = I3Monitor()
         let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()
         #expect(await monitor.events.next() == "start 1")
         monitor.emit(1)
@@ -265,7 +265,7 @@ struct SharedSourceTests {
         let stale = emitters.values[0]
         stale.send(99)  // a late callback of session 1, nobody subscribed
 
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
+        let b = await SubscriberTask.join { source.makeAsyncIterator() }
         b.request()
         #expect(await monitor.events.next() == "start 2")
         stale.send(98)  // a late callback of session 1 while session 2 runs
@@ -282,14 +282,14 @@ struct SharedSourceTests {
     func replayLatestValue() async {
         let monitor = I3Monitor()
         let source = self.makeSource(monitor, replay: 1)
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()
         #expect(await monitor.events.next() == "start 1")
         monitor.emit(1)
         monitor.emit(2)
         #expect(await a.answer() == 1)
         #expect(await a.next() == 2)
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
+        let b = await SubscriberTask.join { source.makeAsyncIterator() }
         #expect(await b.next() == 2)
         await a.leave()
         await b.leave()

@@ -108,8 +108,8 @@ struct Issue3SeedScenarioTests {
     func broadcastASequence() async {
         let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
         let broadcast = stream.multicast()
-        let a = await I3Subscriber.join { broadcast.makeAsyncIterator() }
-        let b = await I3Subscriber.join { broadcast.makeAsyncIterator() }
+        let a = await SubscriberTask.join { broadcast.makeAsyncIterator() }
+        let b = await SubscriberTask.join { broadcast.makeAsyncIterator() }
         for value in 1...3 { continuation.yield(value) }
         continuation.finish()
         broadcast.connect()
@@ -158,9 +158,9 @@ struct Issue3SeedScenarioTests {
     @Test("buffering per subscriber: lossless, oldest-first and newest-first subscribers of one channel")
     func bufferingPerSubscriber() async {
         let channel = AsyncPassthroughSubject<Int, Never>()  // .unbounded for the default subscriber
-        let all = await I3Subscriber.join { channel.makeAsyncIterator() }
-        let oldest = await I3Subscriber.join { channel.buffering(.bufferingOldest(2)).makeAsyncIterator() }
-        let newest = await I3Subscriber.join { channel.buffering(.bufferingNewest(2)).makeAsyncIterator() }
+        let all = await SubscriberTask.join { channel.makeAsyncIterator() }
+        let oldest = await SubscriberTask.join { channel.buffering(.bufferingOldest(2)).makeAsyncIterator() }
+        let newest = await SubscriberTask.join { channel.buffering(.bufferingNewest(2)).makeAsyncIterator() }
         for value in 1...10 { channel.send(value) }  // nobody reads meanwhile
         channel.finish()
         #expect(await all.drain().elements == Array(1...10))
@@ -174,9 +174,9 @@ struct Issue3SeedScenarioTests {
         for value in 1...10 { continuation.yield(value) }
         continuation.finish()
         let shared = stream.share(buffering: .unbounded)
-        let all = await I3Subscriber.join { shared.makeAsyncIterator() }
-        let oldest = await I3Subscriber.join { shared.buffering(.bufferingOldest(2)).makeAsyncIterator() }
-        let newest = await I3Subscriber.join { shared.buffering(.bufferingNewest(2)).makeAsyncIterator() }
+        let all = await SubscriberTask.join { shared.makeAsyncIterator() }
+        let oldest = await SubscriberTask.join { shared.buffering(.bufferingOldest(2)).makeAsyncIterator() }
+        let newest = await SubscriberTask.join { shared.buffering(.bufferingNewest(2)).makeAsyncIterator() }
         // `all` drives the upstream to its end (reading nil means all ten were produced).
         #expect(await all.drain().elements == Array(1...10))
         #expect(await oldest.drain().elements == [1, 2])

@@ -23,8 +23,8 @@ struct SubjectTests {
     func sendFromSynchronousCode() async {
         let passthrough = AsyncPassthroughSubject<Int, Never>()
         let currentValue = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
-        let p = await I3Subscriber.join { passthrough.makeAsyncIterator() }
-        let c = await I3Subscriber.join { currentValue.makeAsyncIterator() }
+        let p = await SubscriberTask.join { passthrough.makeAsyncIterator() }
+        let c = await SubscriberTask.join { currentValue.makeAsyncIterator() }
         i3SendSynchronously(passthrough, currentValue, 10)
         #expect(await p.next() == 10)
         #expect(await c.take(3) == [0, 10, 11])
@@ -37,8 +37,8 @@ struct SubjectTests {
     func plainSendInAsyncCode() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
         let current = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
-        let b = await I3Subscriber.join { current.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
+        let b = await SubscriberTask.join { current.makeAsyncIterator() }
         // In an async context, next to `send(waitingForRoom:)`: no `await`, no ambiguity.
         subject.send(1)
         current.send(1)
@@ -53,7 +53,7 @@ struct SubjectTests {
     @Test("the passthrough subject's default buffering is .unbounded: nothing is lost")
     func passthroughDefaultIsUnbounded() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         for value in 0..<1_000 { subject.send(value) }
         subject.finish()
         let drained = await reader.drain()
@@ -63,7 +63,7 @@ struct SubjectTests {
     @Test("the current-value subject's default buffering is .bufferingNewest(1): a slow subscriber skips to the latest")
     func currentValueDefaultIsNewestOne() async {
         let subject = AsyncCurrentValueSubject<Int, Never>(0)
-        let slow = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let slow = await SubscriberTask.join { subject.makeAsyncIterator() }
         for value in 1...5 { subject.send(value) }
         #expect(await slow.next() == 5)
         subject.send(6)
@@ -77,9 +77,9 @@ struct SubjectTests {
     func passthroughReceivesWhatIsSentAfterJoining() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
         subject.send(0)  // nobody hears this
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
-        let b = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let b = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(2)
         subject.finish()
         #expect(await a.drain().elements == [1, 2])
@@ -89,9 +89,9 @@ struct SubjectTests {
     @Test("current-value: each iterator receives the current value first, then what is sent after it joined")
     func currentValueFirst() async {
         let subject = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
-        let b = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let b = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(2)
         subject.finish()
         #expect(await a.drain().elements == [0, 1, 2])
@@ -102,7 +102,7 @@ struct SubjectTests {
     func valueGetSet() async {
         let subject = AsyncCurrentValueSubject<Int, Never>(0)
         #expect(subject.value == 0)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         #expect(await a.next() == 0)
         subject.value = 5
         #expect(subject.value == 5)
@@ -122,8 +122,8 @@ struct SubjectTests {
     func boundedSynchronousSendLosesNothing(limit: Int) async {
         let passthrough = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(limit))
         let current = AsyncCurrentValueSubject<Int, Never>(0, buffering: .bounded(limit))
-        let p = await I3Subscriber.join { passthrough.makeAsyncIterator() }
-        let c = await I3Subscriber.join { current.makeAsyncIterator() }
+        let p = await SubscriberTask.join { passthrough.makeAsyncIterator() }
+        let c = await SubscriberTask.join { current.makeAsyncIterator() }
         for value in 1...20 {
             passthrough.send(value)
             current.send(value)
@@ -137,7 +137,7 @@ struct SubjectTests {
     @Test("send(waitingForRoom:) does not wait while there is room")
     func waitingSendWithRoom() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         let sender = Task {
             await subject.send(waitingForRoom: 1)
             await subject.send(waitingForRoom: 2)
@@ -150,7 +150,7 @@ struct SubjectTests {
     @Test("send(waitingForRoom:) waits while a subscriber holds n pending elements and resumes when it consumes")
     func waitingSendWaitsForTheReader() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)  // the reader now holds 2 = n
         let aboutToSend = Signal<Void>()
@@ -174,7 +174,7 @@ struct SubjectTests {
     @Test("current-value: send(waitingForRoom:) waits until the subscriber consumed the current value (.bounded(1))")
     func currentValueWaitingSend() async throws {
         let subject = AsyncCurrentValueSubject<Int, Never>(0, buffering: .bounded(1))
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }  // holds the current value
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }  // holds the current value
         let aboutToSend = Signal<Void>()
         let sent = LockedFlag()
         let sender = Task {
@@ -196,7 +196,7 @@ struct SubjectTests {
     @Test("a cancelled waiting sender stops waiting, and its element is still delivered")
     func cancelledWaitingSenderStillDelivers() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)
         let aboutToSend = Signal<Void>()
@@ -218,14 +218,14 @@ struct SubjectTests {
     @Test("passthrough: send after finish is ignored; a later subscriber gets nil at once")
     func passthroughSendAfterFinish() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.finish()
         subject.send(2)
         await subject.send(waitingForRoom: 3)
         subject.finish()
         #expect(await a.drain().elements == [1])
-        let late = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let late = await SubscriberTask.join { subject.makeAsyncIterator() }
         let drained = await late.drain()
         #expect(drained.elements.isEmpty)
         #expect(drained.failure == nil)
@@ -235,7 +235,7 @@ struct SubjectTests {
     @Test("passthrough: send and finish after fail are ignored; a later subscriber gets the error at once")
     func passthroughSendAfterFail() async {
         let subject = AsyncPassthroughSubject<Int, TestError>()
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.fail(TestError.other(1))
         subject.send(2)
@@ -244,7 +244,7 @@ struct SubjectTests {
         let drained = await a.drain()
         #expect(drained.elements == [1])
         #expect(drained.failure == TestError.other(1))
-        let late = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let late = await SubscriberTask.join { subject.makeAsyncIterator() }
         let lateDrained = await late.drain()
         #expect(lateDrained.elements.isEmpty)
         #expect(lateDrained.failure == TestError.other(1))
@@ -258,7 +258,7 @@ struct SubjectTests {
         subject.send(6)
         subject.value = 7
         #expect(subject.value == 5)
-        let late = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let late = await SubscriberTask.join { subject.makeAsyncIterator() }
         let drained = await late.drain()
         #expect(drained.elements == [5])
         #expect(drained.failure == nil)
@@ -267,7 +267,7 @@ struct SubjectTests {
     @Test("current-value: after fail, a later subscriber gets the last value, then the error")
     func currentValueAfterFail() async {
         let subject = AsyncCurrentValueSubject<Int, TestError>(0)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(5)
         subject.fail(TestError.other(3))
         subject.send(6)
@@ -275,7 +275,7 @@ struct SubjectTests {
         let drained = await a.drain()
         #expect(drained.elements == [5], "bufferingNewest(1): 0 was replaced by 5")
         #expect(drained.failure == TestError.other(3))
-        let late = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let late = await SubscriberTask.join { subject.makeAsyncIterator() }
         let lateDrained = await late.drain()
         #expect(lateDrained.elements == [5])
         #expect(lateDrained.failure == TestError.other(3))
@@ -284,7 +284,7 @@ struct SubjectTests {
     @Test("a subscriber waiting in next() receives the terminal event")
     func waitingSubscriberGetsTerminal() async {
         let subject = AsyncPassthroughSubject<Int, TestError>()
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         a.request()
         await letOthersRun()
         subject.fail(TestError.other(9))
@@ -297,8 +297,8 @@ struct SubjectTests {
     @Test("subject.buffering(.bufferingNewest(1)): a slow logger drops while the UI subscriber loses nothing")
     func perSubscriberOverride() async {
         let subject = AsyncPassthroughSubject<Int, Never>()  // .unbounded: the UI's policy
-        let ui = await I3Subscriber.join { subject.makeAsyncIterator() }
-        let logger = await I3Subscriber.join { subject.buffering(.bufferingNewest(1)).makeAsyncIterator() }
+        let ui = await SubscriberTask.join { subject.makeAsyncIterator() }
+        let logger = await SubscriberTask.join { subject.buffering(.bufferingNewest(1)).makeAsyncIterator() }
         #expect(subject.buffering(.bufferingNewest(1)).policy == .bufferingNewest(1))
         for value in 1...100 { subject.send(value) }  // neither reads meanwhile
         subject.finish()
@@ -309,8 +309,8 @@ struct SubjectTests {
     @Test("current-value: a per-subscriber .unbounded override keeps every value")
     func currentValueOverride() async {
         let subject = AsyncCurrentValueSubject<Int, Never>(0)  // .bufferingNewest(1)
-        let all = await I3Subscriber.join { subject.buffering(.unbounded).makeAsyncIterator() }
-        let latest = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let all = await SubscriberTask.join { subject.buffering(.unbounded).makeAsyncIterator() }
+        let latest = await SubscriberTask.join { subject.makeAsyncIterator() }
         for value in 1...5 { subject.send(value) }
         subject.finish()
         #expect(await all.drain().elements == [0, 1, 2, 3, 4, 5])
@@ -321,10 +321,10 @@ struct SubjectTests {
     func subscriberCount() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
         #expect(subject.subscriberCount == 0)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         #expect(subject.subscriberCount == 1)
-        let b = await I3Subscriber.join { subject.makeAsyncIterator() }
-        let c = await I3Subscriber.join { subject.buffering(.bufferingOldest(1)).makeAsyncIterator() }
+        let b = await SubscriberTask.join { subject.makeAsyncIterator() }
+        let c = await SubscriberTask.join { subject.buffering(.bufferingOldest(1)).makeAsyncIterator() }
         #expect(subject.subscriberCount == 3)
         await a.leave()
         #expect(subject.subscriberCount == 2)
@@ -336,7 +336,7 @@ struct SubjectTests {
         #expect(subject.subscriberCount == 0, "reaching the end leaves")
 
         let current = AsyncCurrentValueSubject<Int, Never>(0)
-        let d = await I3Subscriber.join { current.makeAsyncIterator() }
+        let d = await SubscriberTask.join { current.makeAsyncIterator() }
         #expect(current.subscriberCount == 1)
         await d.leave()
         #expect(current.subscriberCount == 0)

@@ -1,19 +1,50 @@
-// Test helpers for the issue-3 suites (replay, multicast, keepAlive, subjects, shared source,
-// seed scenarios). Every name starts with `I3` so it cannot clash with other test files.
+// The subscriber drivers, and what the tests read from a sequence's storage.
 //
-// Ordering is established with explicit gates (AsyncStream-based signals, or polling with
-// `Task.yield()`); timeouts exist only as hang guards (see HangGuards.swift).
+// - `SubscriberBox` holds an iterator; each `next()` runs in the task that calls it, so a test
+//   can cancel one read (`startNext()` then `cancel()`) or read from an already-cancelled task.
+// - `SubscriberTask` is a subscriber living in a task of its own, driven by commands under a
+//   hang guard: `next()`, `take(_:)`, `drain()`, `leave()`, or `cancel()` for its whole task.
 
 import Testing
 @testable import AsyncMulticast
 
-// MARK: - A subscriber driven step by step
+// MARK: - SubscriberBox: reads in the caller's task
 
-/// One subscriber (one `SharedIterator`) owned by its own task and driven by commands, so a
-/// test can read it one element at a time under a hang guard, leave it, or cancel its task.
+/// Holds an iterator so that its `next()` calls run in whichever task calls them: the test's
+/// own, one the test cancels, or one started per call (`startNext()`), while the test does
+/// something else meanwhile.
+/// Calls never overlap: each task is awaited before the next one starts, which also orders
+/// the accesses for ThreadSanitizer.
+final class SubscriberBox<Element: Sendable, Failure: Error>: @unchecked Sendable {
+    private var iterator: SharedIterator<Element, Failure>?
+
+    init(_ iterator: consuming SharedIterator<Element, Failure>) {
+        self.iterator = iterator
+    }
+
+    func next() async throws(Failure) -> Element? {
+        try await self.iterator!.next()
+    }
+
+    /// Releases the iterator (the subscriber leaves).
+    func release() { self.iterator = nil }
+}
+
+extension SubscriberBox where Failure == Never {
+    /// Starts one `next()` in a new task.
+    func startNext() -> Task<Element?, Never> {
+        Task { await self.next() }
+    }
+}
+
+// MARK: - SubscriberTask: reads in a task of its own
+
+/// One subscriber (one `SharedIterator`) owned by a task of its own and driven by commands, so
+/// a test can read it one element at a time under a hang guard, leave it, or cancel its task.
+/// Unlike `SubscriberBox`, every read runs in that one task.
 ///
 /// The iterator is created inside the task; ``join(_:sourceLocation:)`` returns once it is.
-final class I3Subscriber<Element: Sendable, Failure: Error>: Sendable {
+final class SubscriberTask<Element: Sendable, Failure: Error>: Sendable {
     private enum Command: Sendable {
         case next
         case leave
@@ -57,9 +88,9 @@ final class I3Subscriber<Element: Sendable, Failure: Error>: Sendable {
     static func join(
         _ make: @escaping @Sendable () -> SharedIterator<Element, Failure>,
         sourceLocation: SourceLocation = #_sourceLocation
-    ) async -> I3Subscriber {
+    ) async -> SubscriberTask {
         let joined = Signal<Void>()
-        let subscriber = I3Subscriber(make: make, joined: joined)
+        let subscriber = SubscriberTask(make: make, joined: joined)
         _ = await joined.next("subscriber joining", sourceLocation: sourceLocation)
         return subscriber
     }
@@ -139,10 +170,7 @@ final class I3Subscriber<Element: Sendable, Failure: Error>: Sendable {
     }
 }
 
-// MARK: - Base sequences
-
-/// How an iteration of an ``FedSource`` ended, as reported by its `AsyncStream`'s `onTermination`.
-extension I3Subscriber where Element == Int {
+extension SubscriberTask where Element == Int {
     /// For the first subscriber of a sequence over `source`: asks for an element (that demand
     /// starts iteration 0), waits for the start, feeds `values` to it and returns the answer
     /// to the demand.
@@ -153,5 +181,56 @@ extension I3Subscriber where Element == Int {
         await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
         for value in values { source.control.yield(value) }
         return await self.answer(sourceLocation: sourceLocation)
+    }
+}
+
+// MARK: - Peeking into the storage, and many subscribers at once
+
+extension MulticastStorage {
+    /// Subscribers currently suspended in `next()`. Read by reflection so the library does not
+    /// need a test-only accessor; `waitingCountIsReadable` checks that this keeps working.
+    var waitingCount: Int {
+        self.state.withLock { state in
+            guard let waiters = Mirror(reflecting: state.machine).descendant("waiters") else {
+                return -1
+            }
+            return Mirror(reflecting: waiters).children.count
+        }
+    }
+
+    var bufferedCount: Int { self.state.withLock { $0.machine.bufferedCount } }
+    var upstreamState: Machine.Upstream { self.state.withLock { $0.machine.upstream } }
+}
+
+extension AsyncShareSequence {
+    /// Waits until `count` subscribers are suspended in `next()`.
+    func waitForWaiting(
+        _ count: Int, seconds: Double = 50, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        try await waitUntil("\(count) waiting subscribers", seconds: seconds, sourceLocation: sourceLocation) {
+            self.storage.waitingCount == count
+        }
+    }
+
+    /// Creates `count` iterators first, so that every subscriber is registered before any
+    /// of them reads, then runs `body` on each in its own task, all released together.
+    /// Returns the results in completion order.
+    func iterateTogether<Result: Sendable>(
+        _ count: Int, _ body: @escaping @Sendable (inout SharedIterator<Element, Failure>) async -> Result
+    ) async -> [Result] {
+        let start = Latch()
+        return await withTaskGroup(of: Result.self) { group in
+            for _ in 0..<count {
+                var iterator = self.makeAsyncIterator()
+                group.addTask {
+                    await start.wait()
+                    return await body(&iterator)
+                }
+            }
+            start.release()
+            var results: [Result] = []
+            for await result in group { results.append(result) }
+            return results
+        }
     }
 }
