@@ -187,16 +187,8 @@ extension SubscriberTask where Element == Int {
 // MARK: - Peeking into the storage, and many subscribers at once
 
 extension MulticastStorage {
-    /// Subscribers currently suspended in `next()`. Read by reflection so the library does not
-    /// need a test-only accessor; `waitingCountIsReadable` checks that this keeps working.
-    var waitingCount: Int {
-        self.state.withLock { state in
-            guard let waiters = Mirror(reflecting: state.machine).descendant("waiters") else {
-                return -1
-            }
-            return Mirror(reflecting: waiters).children.count
-        }
-    }
+    /// Subscribers currently suspended in `next()`.
+    var waitingCount: Int { self.state.withLock { $0.machine.waiters.count } }
 
     var bufferedCount: Int { self.state.withLock { $0.machine.bufferedCount } }
     var upstreamState: Machine.Upstream { self.state.withLock { $0.machine.upstream } }
