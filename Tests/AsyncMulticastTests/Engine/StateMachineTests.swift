@@ -1,13 +1,15 @@
-// Drives `MulticastStateMachine` directly: no tasks, no locks. Orderings that are hard to
-// produce with real tasks (cancellation racing an element, the last subscriber leaving while
-// the upstream produces, a stale producer) are written out transition by transition, and the
-// effects each transition returns are checked. Where a suspended subscriber is needed, a real
+// Automatic mode, the one `share()` and `replay(n)` use, driven on `MulticastStateMachine`
+// directly: no tasks, no locks. Orderings that are hard to produce with real tasks
+// (cancellation racing an element, the last subscriber leaving while the upstream produces,
+// a stale producer) are written out transition by transition, and the effects each
+// transition returns are checked. Where a suspended subscriber is needed, a real
 // continuation is created by `withUnsafeContinuation` and resumed by performing the effects.
+// The driving helpers are in Support/StateMachineDriving.swift.
 
 import Testing
 @testable import AsyncMulticast
 
-@Suite("State machine")
+@Suite("State machine: automatic mode (share and replay)")
 struct StateMachineTests {
     // MARK: Subscribing and starting
 

@@ -1,7 +1,8 @@
 // keepAlive — share(buffering:keepAlive:) and replay(_:buffering:keepAlive:).
 //
 // "Arrives inside the window" uses a 60 s window so it cannot flake; "cancelled when the
-// window ends" uses 50 ms and just awaits the onTermination signal under a hang guard.
+// window ends" uses 50 ms and just awaits the onTermination signal under a hang guard. The
+// transitions behind the window are checked in Engine/StateMachineKeepAliveTests.swift.
 
 import Testing
 @testable import AsyncMulticast
@@ -150,104 +151,5 @@ struct KeepAliveTests {
         #expect(await b.next() == 2, "the same iteration continues")
         #expect(source.control.iteratorCount == 1)
         await b.leave()
-    }
-}
-
-// MARK: - State machine: lingering
-
-@Suite("MulticastStateMachine: keep-alive")
-struct MulticastStateMachineKeepAliveTests {
-    typealias Machine = MulticastStateMachine<Int, Never>
-
-    @Test("lingering → subscribe continues the iteration → the timer finds it running and ends")
-    func lingeringAndRejoin() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
-        let a = machine.subscriberJoined()
-        guard case .suspend(let start) = machine.nextRequested(a) else {
-            Issue.record("expected to suspend")
-            return
-        }
-        #expect(start == 0)
-
-        let leave = machine.subscriberLeft(a)
-        #expect(leave.cancelUpstream == nil, "keep-alive: not cancelled yet")
-        #expect(leave.keepAliveTimer == .start)
-        #expect(machine.upstream == .lingering(epoch: 0))
-        #expect(machine.isCurrent(epoch: 0), "the lingering upstream may still produce")
-        if case .stop = machine.produce(1, epoch: 0) { Issue.record("a lingering upstream's element was refused") }
-
-        let b = machine.subscriberJoined()
-        #expect(machine.upstream == .running(epoch: 0), "the same iteration continues")
-
-        let leaveAgain = machine.subscriberLeft(b)
-        #expect(leaveAgain.keepAliveTimer == .restart, "the running timer is re-armed, not replaced")
-        #expect(machine.upstream == .lingering(epoch: 0))
-
-        let expired = machine.keepAliveExpired()
-        #expect(expired.cancelUpstream == 0)
-        #expect(machine.upstream == .idle)
-        if case .proceed = machine.produce(2, epoch: 0) { Issue.record("a cancelled epoch produced") }
-
-        let c = machine.subscriberJoined()
-        guard case .suspend(let restart) = machine.nextRequested(c) else {
-            Issue.record("expected to suspend")
-            return
-        }
-        #expect(restart == 1, "the next demand starts a new epoch")
-    }
-
-    @Test("a timer that wakes after the subscriber came back ends without stopping anything")
-    func timerFindsTheUpstreamRunning() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
-        let a = machine.subscriberJoined()
-        _ = machine.nextRequested(a)
-        #expect(machine.subscriberLeft(a).keepAliveTimer == .start)
-        let b = machine.subscriberJoined()
-        #expect(machine.keepAliveExpired().isEmpty, "the subscriber is back: nothing to stop")
-        #expect(machine.upstream == .running(epoch: 0))
-        #expect(machine.subscriberLeft(b).keepAliveTimer == .start, "that timer ended: a new one starts")
-    }
-
-    @Test("many departures within the window start one timer task")
-    func oneTimerForManyDepartures() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
-        var starts = 0
-        var restarts = 0
-        let first = machine.subscriberJoined()
-        _ = machine.nextRequested(first)
-        _ = machine.subscriberLeft(first)
-        starts += 1
-        for _ in 0..<20_000 {
-            let id = machine.subscriberJoined()
-            switch machine.subscriberLeft(id).keepAliveTimer {
-            case .start: starts += 1
-            case .restart: restarts += 1
-            case .none, .cancel: Issue.record("unexpected timer action")
-            }
-        }
-        #expect(starts == 1)
-        #expect(restarts == 20_000)
-        #expect(machine.upstream == .lingering(epoch: 0))
-    }
-
-    @Test("the upstream ending while a timer runs cancels the timer")
-    func finishCancelsTheTimer() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
-        let a = machine.subscriberJoined()
-        _ = machine.nextRequested(a)
-        _ = machine.subscriberLeft(a)
-        #expect(machine.upstreamEnded(epoch: 0, failure: nil).keepAliveTimer == .cancel)
-        #expect(machine.upstream == .terminated(.finished))
-    }
-
-    @Test("without keep-alive the last subscriber leaving cancels at once")
-    func noKeepAlive() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic)
-        let a = machine.subscriberJoined()
-        _ = machine.nextRequested(a)
-        let leave = machine.subscriberLeft(a)
-        #expect(leave.cancelUpstream == 0)
-        #expect(leave.keepAliveTimer == .none)
-        #expect(machine.upstream == .idle)
     }
 }

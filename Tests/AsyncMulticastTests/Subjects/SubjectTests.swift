@@ -1,11 +1,13 @@
-// Issue 3: AsyncPassthroughSubject and AsyncCurrentValueSubject; the state machine's push mode.
+// AsyncPassthroughSubject and AsyncCurrentValueSubject, with real tasks: sending, what each
+// subscriber receives, .bounded(n) and send(waitingForRoom:), completion, per-subscriber
+// policies. The push mode behind them is checked in Engine/StateMachinePushModeTests.swift.
 
 import Testing
 @testable import AsyncMulticast
 
 /// Compiles only because `send(_:)` and `value`'s setter never suspend: callable from a
 /// synchronous function.
-private func i3SendSynchronously(
+private func sendSynchronously(
     _ passthrough: AsyncPassthroughSubject<Int, Never>,
     _ currentValue: AsyncCurrentValueSubject<Int, Never>,
     _ value: Int
@@ -25,7 +27,7 @@ struct SubjectTests {
         let currentValue = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
         let p = await SubscriberTask.join { passthrough.makeAsyncIterator() }
         let c = await SubscriberTask.join { currentValue.makeAsyncIterator() }
-        i3SendSynchronously(passthrough, currentValue, 10)
+        sendSynchronously(passthrough, currentValue, 10)
         #expect(await p.next() == 10)
         #expect(await c.take(3) == [0, 10, 11])
         #expect(currentValue.value == 11)
@@ -340,89 +342,5 @@ struct SubjectTests {
         #expect(current.subscriberCount == 1)
         await d.leave()
         #expect(current.subscriberCount == 0)
-    }
-}
-
-// MARK: - State machine: push mode
-
-@Suite("MulticastStateMachine: push mode")
-struct MulticastStateMachinePushTests {
-    typealias Machine = MulticastStateMachine<Int, TestError>
-
-    private func element(_ action: Machine.NextAction) -> Int? {
-        if case .element(let element, _) = action { return element }
-        return nil
-    }
-
-    private func isEnd(_ action: Machine.NextAction) -> Bool {
-        if case .terminal(.success(nil)) = action { return true }
-        return false
-    }
-
-    @Test("push mode: running from the start, never starts an upstream, complete ends it once")
-    func complete() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .push)
-        #expect(machine.upstream == .running(epoch: 0))
-        let a = machine.subscriberJoined()
-        guard case .suspend(let start) = machine.nextRequested(a) else {
-            Issue.record("expected to suspend")
-            return
-        }
-        #expect(start == nil, "a push-fed machine has no upstream to start")
-
-        guard case .proceed = machine.produce(1, epoch: 0, respectingBounds: false) else {
-            Issue.record("send refused")
-            return
-        }
-        let completed = machine.subjectCompleted(failure: nil)
-        #expect(completed.subscribers.isEmpty, "nobody was waiting")
-        #expect(machine.upstream == .terminated(.finished))
-        #expect(machine.subjectCompleted(failure: TestError.other(1)).isEmpty, "completing twice does nothing")
-        if case .stop = machine.produce(2, epoch: 0, respectingBounds: false) {} else {
-            Issue.record("a send after completion was taken")
-        }
-
-        #expect(element(machine.nextRequested(a)) == 1, "buffered elements first")
-        #expect(isEnd(machine.nextRequested(a)), "then nil")
-        #expect(!machine.isSubscribed(a))
-        let late = machine.subscriberJoined()
-        #expect(isEnd(machine.nextRequested(late)), "a later subscriber ends at once")
-    }
-
-    @Test("push mode: complete(failure:) resumes waiting subscribers with the error")
-    func completeWithFailure() async {
-        var machine = Machine(policy: .unbounded, replay: 1, mode: .push)
-        let a = machine.subscriberJoined()
-        var resumed = 0
-        let result = await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
-            _ = machine.subscriberSuspended(a, continuation: continuation)
-            let effects = machine.subjectCompleted(failure: TestError.other(4))
-            resumed = effects.subscribers.count
-            for subscriber in effects.subscribers { subscriber.resume(returning: effects.subscriberResult) }
-        }
-        #expect(resumed == 1)
-        #expect(result == .failure(TestError.other(4)))
-        #expect(machine.subscriberCount == 0)
-        if case .terminal(.failure(let error)) = machine.nextRequested(machine.subscriberJoined()) {
-            #expect(error == TestError.other(4))
-        } else {
-            Issue.record("a later subscriber should get the error")
-        }
-    }
-
-    @Test("push mode with .bounded(1): produceIfRoom refuses when full; a synchronous send buffers past the bound")
-    func boundedPush() {
-        var machine = Machine(policy: .bounded(1), replay: 0, mode: .push)
-        let a = machine.subscriberJoined()
-        #expect(machine.produceIfRoom(1, epoch: 0) != nil)
-        #expect(!machine.hasRoom)
-        #expect(machine.produceIfRoom(2, epoch: 0) == nil, "full: wait for room")
-        guard case .proceed = machine.produce(2, epoch: 0, respectingBounds: false) else {
-            Issue.record("a synchronous send must be taken")
-            return
-        }
-        #expect(element(machine.nextRequested(a)) == 1)
-        #expect(element(machine.nextRequested(a)) == 2)
-        #expect(machine.hasRoom)
     }
 }

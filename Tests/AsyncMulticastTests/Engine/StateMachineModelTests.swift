@@ -703,8 +703,8 @@ func shortestFailing(_ steps: [ModelStep], config: ModelConfig, failure: ModelFa
 
 // MARK: - The test
 
-@Suite("Engine against a reference model")
-struct EngineModelTests {
+@Suite("State machine: random steps against a reference model")
+struct StateMachineModelTests {
     /// Seeds per test case; `MODEL_TEST_SEEDS` (total) overrides the default.
     static let shards = 8
     static var seedsPerShard: Int {
