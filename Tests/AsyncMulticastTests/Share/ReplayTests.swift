@@ -1,4 +1,6 @@
-// Issue 3: replay(_ count, buffering:).
+// replay(_:buffering:keepAlive:) with real tasks: the share() lifecycle, the latest `count`
+// elements replayed then live ones, the cache after the end and across a restart, replay(0)
+// and replay(1). The keep-alive window is in KeepAliveTests.swift.
 
 import Testing
 @testable import AsyncMulticast

@@ -1,5 +1,5 @@
-// Issue 3: AsyncSharedSource — a callback-based producer (the seed's `Monitor` case) started by
-// the first subscriber and stopped when the last one leaves.
+// AsyncSharedSource: a callback-based producer (the `Monitor` case of the articles that
+// motivated the project) started by the first subscriber and stopped when the last one leaves.
 
 #if canImport(Glibc)
 import Glibc
@@ -19,7 +19,7 @@ import Testing
 /// `stopDuration` simulates a system whose stop call takes a while (it blocks the calling
 /// thread, like a synchronous teardown would). It only widens the window in which a wrong
 /// implementation would start the next session early; no ordering depends on it.
-final class I3Monitor: Sendable {
+final class CallbackMonitor: Sendable {
     private struct State: Sendable {
         var handler: (@Sendable (Int) -> Void)?
         var stopping = false
@@ -81,10 +81,10 @@ final class I3Monitor: Sendable {
 struct SharedSourceTests {
     typealias Source = AsyncSharedSource<Int, TestError>
 
-    /// The seed's shape: the start closure wires the monitor's callback to the emitter and
+    /// The articles' shape: the start closure wires the monitor's callback to the emitter and
     /// returns the closure that stops the monitor. Each session's emitter is kept in `emitters`.
     private func makeSource(
-        _ monitor: I3Monitor,
+        _ monitor: CallbackMonitor,
         emitters: LockedLog<Source.Emitter> = LockedLog(),
         replay: Int = 0
     ) -> Source {
@@ -98,7 +98,7 @@ struct SharedSourceTests {
     /// Joins two subscribers, then lets the first one demand: session 1 has started (checked)
     /// and `a` has a `next()` outstanding, to be read with `answer()`.
     private func joinTwoAndStart(
-        _ source: Source, _ monitor: I3Monitor, sourceLocation: SourceLocation = #_sourceLocation
+        _ source: Source, _ monitor: CallbackMonitor, sourceLocation: SourceLocation = #_sourceLocation
     ) async -> (a: SubscriberTask<Int, TestError>, b: SubscriberTask<Int, TestError>) {
         let a = await SubscriberTask.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
         let b = await SubscriberTask.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
@@ -109,7 +109,7 @@ struct SharedSourceTests {
 
     @Test("start is called once, on the first demand, not at creation or when joining")
     func startsOnFirstDemand() async {
-        let monitor = I3Monitor()
+        let monitor = CallbackMonitor()
         let source = self.makeSource(monitor)
         await letOthersRun()
         #expect(monitor.starts == 0, "not at creation")
@@ -135,7 +135,7 @@ struct SharedSourceTests {
 
     @Test("stop is called when the last subscriber leaves; the next subscriber starts it again")
     func stopsWhenLastLeavesAndRestarts() async {
-        let monitor = I3Monitor()
+        let monitor = CallbackMonitor()
         let source = self.makeSource(monitor)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
@@ -164,7 +164,7 @@ struct SharedSourceTests {
 
     @Test("stop of session 1 runs before start of session 2, even when the next subscriber arrives at once")
     func stopBeforeNextStart() async {
-        let monitor = I3Monitor(stopDuration: .milliseconds(100))
+        let monitor = CallbackMonitor(stopDuration: .milliseconds(100))
         let source = self.makeSource(monitor)
         let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()
@@ -187,7 +187,7 @@ struct SharedSourceTests {
 
     @Test("stop/start ordering under immediate re-subscription, repeated")
     func rapidResubscription() async {
-        let monitor = I3Monitor(stopDuration: .milliseconds(2))
+        let monitor = CallbackMonitor(stopDuration: .milliseconds(2))
         let source = self.makeSource(monitor)
         for round in 1...30 {
             let subscriber = await SubscriberTask.join { source.makeAsyncIterator() }
@@ -209,7 +209,7 @@ struct SharedSourceTests {
 
     @Test("emitter.finish() ends every subscriber after its buffered values; stop is called; the source stays ended")
     func finishEndsAllSubscribers() async {
-        let monitor = I3Monitor()
+        let monitor = CallbackMonitor()
         let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
@@ -234,7 +234,7 @@ struct SharedSourceTests {
 
     @Test("emitter.fail(_:) ends every subscriber with the error")
     func failEndsAllSubscribers() async {
-        let monitor = I3Monitor()
+        let monitor = CallbackMonitor()
         let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
@@ -252,7 +252,7 @@ struct SharedSourceTests {
 
     @Test("a late emitter.send after stop is ignored, also while a newer session runs")
     func lateSendAfterStopIsIgnored() async {
-        let monitor = I3Monitor()
+        let monitor = CallbackMonitor()
         let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
         let a = await SubscriberTask.join { source.makeAsyncIterator() }
@@ -280,7 +280,7 @@ struct SharedSourceTests {
 
     @Test("replay: a subscriber joining a running session first gets the latest value")
     func replayLatestValue() async {
-        let monitor = I3Monitor()
+        let monitor = CallbackMonitor()
         let source = self.makeSource(monitor, replay: 1)
         let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()

@@ -1,13 +1,15 @@
-// Issue 3: the seed scenarios, reproduced with our own code.
-// (1) A follow counter migrated from Combine's CurrentValueSubject.
+// Scenarios from the articles that motivated the project, written with this library's
+// subjects (and, once, multicast()):
+// (1) A follow counter migrated from Combine's CurrentValueSubject: screens that open and close.
 // (2) The AsyncBroadcast README examples: a 1-to-N channel, subscribers in cancelled tasks,
 //     buffering per subscriber.
+// (The share() scenarios are in Share/ListenerScenarioTests.swift.)
 
 import Testing
 @testable import AsyncMulticast
 
 /// The migrated repository: it used to hold a Combine `CurrentValueSubject<Int, Never>(0)`.
-final class I3FollowRepository: Sendable {
+private final class FollowCounterRepository: Sendable {
     private let followers = AsyncCurrentValueSubject<Int, Never>(0)
 
     /// What a screen iterates: the current count first, then every change.
@@ -22,13 +24,13 @@ final class I3FollowRepository: Sendable {
     var listenerCount: Int { self.followers.subscriberCount }
 }
 
-@Suite("Issue 3 seed scenarios", .timeLimit(.minutes(2)))
-struct Issue3SeedScenarioTests {
+@Suite("Scenarios: a follow counter and a broadcast channel, with subjects", .timeLimit(.minutes(2)))
+struct SubjectScenarioTests {
     // MARK: (1) The follow counter
 
     @Test("follow counter: two screens see 0, 1, 2; screen 2 closes; screen 1 keeps counting 3, 4")
     func followCounter() async throws {
-        let repository = I3FollowRepository()
+        let repository = FollowCounterRepository()
         let log1 = LockedLog<Int>()
         let log2 = LockedLog<Int>()
         let seen1 = Signal<Int>()

@@ -1,13 +1,15 @@
-// The motivating scenarios: several parts of an app listening to one producer. With a plain
-// AsyncStream they split the elements between them, a cancelled listener ends the stream for
-// everyone, and a late listener cannot join. With share() each listener sees everything from
-// when it joined, and the producer ends only when the last listener is gone.
+// Scenarios from the articles that motivated the project: several parts of an app listening
+// to one producer. With a plain AsyncStream they split the elements between them, a cancelled
+// listener ends the stream for everyone, and a late listener cannot join. With share() each
+// listener sees everything from when it joined, and the producer ends only when the last
+// listener is gone. (The same needs met with subjects and multicast():
+// Subjects/SubjectScenarioTests.swift.)
 
 import Testing
 @testable import AsyncMulticast
 
-@Suite("Seed scenarios")
-struct SeedScenarioTests {
+@Suite("Scenarios: several listeners of one producer, with share()")
+struct ListenerScenarioTests {
     @Test func twoSubscribersOfOneProducerBothSeeEverything() async throws {
         try await withTimeout {
             let (stream, producer) = AsyncStream.makeStream(of: Int.self)
