@@ -6,24 +6,6 @@
 import Testing
 @testable import AsyncMulticast
 
-extension SharedBufferingPolicy {
-    /// The `AsyncStream` policy a subscriber with this policy must behave like.
-    var streamPolicy: AsyncStream<Int>.Continuation.BufferingPolicy {
-        switch self {
-        case .bufferingNewest(let n): return .bufferingNewest(n)
-        case .bufferingOldest(let n): return .bufferingOldest(n)
-        case .unbounded, .bounded: return .unbounded
-        }
-    }
-
-    var dropLimit: Int? {
-        switch self {
-        case .bufferingNewest(let n), .bufferingOldest(let n): return n
-        case .unbounded, .bounded: return nil
-        }
-    }
-}
-
 /// One step of a policy script. Slow subscribers never wait in `next()`: they only read when
 /// their reference stream says an element is buffered for them.
 enum PolicyStep: Sendable, CustomStringConvertible {

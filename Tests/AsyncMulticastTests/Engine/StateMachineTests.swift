@@ -578,12 +578,6 @@ struct StateMachineTests {
         var terminal: TestError?? = nil  // .some(nil): finished
         var value = 0
 
-        func limitOf(_ policy: SharedBufferingPolicy) -> Int? {
-            switch policy {
-            case .bufferingNewest(let n), .bufferingOldest(let n): return n
-            case .bounded, .unbounded: return nil
-            }
-        }
         func modelHasRoom() -> Bool {
             !subs.contains { sub in
                 if case .bounded(let n) = sub.policy { return sub.queue.count >= n }
@@ -597,16 +591,14 @@ struct StateMachineTests {
             if roll < 15 && subs.count < 6 {
                 let policy = mixed ? policies[Int(rng.next() % UInt64(policies.count))] : defaultPolicy
                 let id = machine.subscriberJoined(policy: policy)
-                var replayed = Array(produced.suffix(replay))
-                if let n = limitOf(policy) { replayed = Array(replayed.suffix(n)) }
-                subs.append(Model(id: id, policy: policy, queue: replayed))
+                subs.append(Model(id: id, policy: policy, queue: policy.replayed(produced, replay: replay)))
             } else if roll < 50 && !subs.isEmpty {
                 let k = Int(rng.next() % UInt64(subs.count))
                 let outcome = machine.take(subs[k].id)
                 if !subs[k].queue.isEmpty {
                     #expect(outcome == .element(subs[k].queue.removeFirst()), "\(where_)")
                 } else if let terminal {
-                    #expect(outcome == (terminal.map(Outcome.failed) ?? .finished), "\(where_)")
+                    #expect(outcome == (terminal.map(ReadOutcome.failed) ?? .finished), "\(where_)")
                     subs.remove(at: k)
                 } else if epoch == nil {
                     #expect(outcome == .suspend(startUpstream: nextEpoch), "\(where_)")
@@ -618,17 +610,7 @@ struct StateMachineTests {
             } else if roll < 80, let running = epoch, terminal == nil, machine.hasRoom {
                 let action = machine.produce(value, epoch: running)
                 produced.append(value)
-                for k in subs.indices {
-                    switch subs[k].policy {
-                    case .bounded, .unbounded:
-                        subs[k].queue.append(value)
-                    case .bufferingNewest(let n):
-                        subs[k].queue.append(value)
-                        if subs[k].queue.count > n { subs[k].queue.removeFirst() }
-                    case .bufferingOldest(let n):
-                        if subs[k].queue.count < n { subs[k].queue.append(value) }
-                    }
-                }
+                for k in subs.indices { subs[k].policy.enqueue(value, into: &subs[k].queue) }
                 value += 1
                 switch action {
                 case .proceed(let effects):

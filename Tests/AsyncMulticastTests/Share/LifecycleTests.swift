@@ -6,7 +6,7 @@ import Testing
 @testable import AsyncMulticast
 
 /// Weak references filled in by a scenario and checked after it released everything.
-final class WeakRefs: @unchecked Sendable {  // written, then read after awaiting the writer
+private final class WeakRefs: @unchecked Sendable {  // written, then read after awaiting the writer
     weak var storage: AnyObject?
     weak var captured: AnyObject?
     weak var element: AnyObject?

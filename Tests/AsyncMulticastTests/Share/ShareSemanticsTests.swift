@@ -6,7 +6,7 @@ import Testing
 
 /// Reads until the end; the `do throws(TestError)` proves statically that `next()` throws
 /// `TestError` (the base's `Failure`), not `any Error`.
-func collect(_ iterator: inout SharedIterator<Int, TestError>) async -> (elements: [Int], error: TestError?) {
+private func collect(_ iterator: inout SharedIterator<Int, TestError>) async -> (elements: [Int], error: TestError?) {
     var elements: [Int] = []
     do throws(TestError) {
         while let element = try await iterator.next() { elements.append(element) }

@@ -19,7 +19,7 @@ import Testing
 /// `stopDuration` simulates a system whose stop call takes a while (it blocks the calling
 /// thread, like a synchronous teardown would). It only widens the window in which a wrong
 /// implementation would start the next session early; no ordering depends on it.
-final class CallbackMonitor: Sendable {
+private final class CallbackMonitor: Sendable {
     private struct State: Sendable {
         var handler: (@Sendable (Int) -> Void)?
         var stopping = false

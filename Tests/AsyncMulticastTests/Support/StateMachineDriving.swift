@@ -10,7 +10,7 @@ import Testing
 typealias Machine = MulticastStateMachine<Int, TestError>
 
 /// `NextAction` reduced to something `Equatable` (continuations are not).
-enum Outcome: Equatable, CustomStringConvertible {
+enum ReadOutcome: Equatable, CustomStringConvertible {
     case element(Int)
     case suspend(startUpstream: UInt64?)
     case finished
@@ -29,9 +29,9 @@ enum Outcome: Equatable, CustomStringConvertible {
 // MARK: - Reading, and producing what must be taken
 
 extension Machine {
-    /// `nextRequested(_:connectsOnDemand:)`, reduced to an `Outcome`. The read must not wake
+    /// `nextRequested(_:connectsOnDemand:)`, reduced to a `ReadOutcome`. The read must not wake
     /// a parked producer: where it may, call `nextRequested` directly.
-    mutating func take(_ id: SubscriberID, connectsOnDemand: Bool = false) -> Outcome {
+    mutating func take(_ id: SubscriberID, connectsOnDemand: Bool = false) -> ReadOutcome {
         switch self.nextRequested(id, connectsOnDemand: connectsOnDemand) {
         case .element(let element, let producers):
             precondition(producers.isEmpty, "unexpected producers; use nextRequested(_:) directly")
