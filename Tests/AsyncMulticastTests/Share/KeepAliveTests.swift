@@ -15,11 +15,10 @@ struct KeepAliveTests {
         sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         let a = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
-        a.request()
-        await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
-        for value in values { source.control.yield(value) }
         var read: [Int] = []
-        if let first = await a.answer(sourceLocation: sourceLocation) { read.append(first) }
+        if let first = await a.startIteration(of: source, yielding: values, sourceLocation: sourceLocation) {
+            read.append(first)
+        }
         read += await a.take(values.count - 1, sourceLocation: sourceLocation)
         #expect(read == values, sourceLocation: sourceLocation)
         await a.leave(sourceLocation: sourceLocation)

@@ -177,6 +177,12 @@ extension SubscriberTask where Element == Int {
     func startIteration(
         of source: FedSource, yielding values: Int..., sourceLocation: SourceLocation = #_sourceLocation
     ) async -> Int? {
+        await self.startIteration(of: source, yielding: values, sourceLocation: sourceLocation)
+    }
+
+    func startIteration(
+        of source: FedSource, yielding values: [Int], sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> Int? {
         self.request()
         await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
         for value in values { source.control.yield(value) }
