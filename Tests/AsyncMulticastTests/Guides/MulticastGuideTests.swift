@@ -1,14 +1,13 @@
 // Checks Guides/Multicast.md: every compiled example, and the output the guide shows for it.
 //
 // Each test carries a `// Guides/Multicast.md: <section>` comment, which is also its display
-// name, and contains the example verbatim; the lines marked `[test gate]` or `[test only]`
-// are the test's own.
-// The test then asserts exactly the output the guide shows: all lines in order, or, where
-// the guide shows the lines of concurrent subscribers separately, each subscriber's lines on
-// their own. `print` is a local function of each test (or a `static func print` of the
+// name, and contains the example verbatim; the lines marked `[test gate]` or `[test only]` are
+// the test's own. The test then asserts exactly the output the guide shows: all lines in order,
+// or, where the guide shows the lines of concurrent subscribers separately, each subscriber's
+// lines on their own. `print` is a local function of each test (or a `static func print` of the
 // namespace that holds an example's declarations) that records the line in that example's own
-// `PrintedLines` (the per-example way of PrintedLines.swift), so the tests may run in
-// parallel. Names the guide declares live in a `private` namespace per example.
+// `PrintedLines` (the per-example way of PrintedLines.swift), so the tests may run in parallel.
+// Names the guide declares live in a `private` namespace per example.
 //
 // The guide's examples are written so that their output is deterministic; where it says
 // "later" (a user action), the test waits for the previous step explicitly, with a gate on
