@@ -13,6 +13,7 @@ import Testing
 /// Holds an iterator so that its `next()` calls run in whichever task calls them: the test's
 /// own, one the test cancels, or one started per call (`startNext()`), while the test does
 /// something else meanwhile.
+///
 /// Calls never overlap: each task is awaited before the next one starts, which also orders
 /// the accesses for ThreadSanitizer.
 final class SubscriberBox<Element: Sendable, Failure: Error>: @unchecked Sendable {
