@@ -6,24 +6,6 @@
 import Testing
 @testable import AsyncMulticast
 
-extension SharedBufferingPolicy {
-    /// The `AsyncStream` policy a subscriber with this policy must behave like.
-    var streamPolicy: AsyncStream<Int>.Continuation.BufferingPolicy {
-        switch self {
-        case .bufferingNewest(let n): return .bufferingNewest(n)
-        case .bufferingOldest(let n): return .bufferingOldest(n)
-        case .unbounded, .bounded: return .unbounded
-        }
-    }
-
-    var dropLimit: Int? {
-        switch self {
-        case .bufferingNewest(let n), .bufferingOldest(let n): return n
-        case .unbounded, .bounded: return nil
-        }
-    }
-}
-
 /// One step of a policy script. Slow subscribers never wait in `next()`: they only read when
 /// their reference stream says an element is buffered for them.
 enum PolicyStep: Sendable, CustomStringConvertible {
@@ -68,7 +50,7 @@ func runPolicyScript(_ policy: SharedBufferingPolicy, _ steps: [PolicyStep]) asy
     }
     let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
     let shared = stream.share(buffering: policy)
-    let waiting = Sub(shared.makeAsyncIterator())
+    let waiting = SubscriberBox(shared.makeAsyncIterator())
     var sessions: [Session] = []
     var open: [Int: Int] = [:]
     var run = PolicyRun()
@@ -222,7 +204,7 @@ struct BufferingPolicyTests {
             // upstream from being pulled for its end.
             let shared = stream.share(buffering: .bounded(9))
             var holder = shared.makeAsyncIterator()  // keeps 0..<5 buffered
-            let reader = Sub(shared.makeAsyncIterator())
+            let reader = SubscriberBox(shared.makeAsyncIterator())
             for i in 0..<5 { upstream.yield(i) }
             for i in 0..<5 { #expect(await reader.next() == i) }
             #expect(shared.storage.bufferedCount == 5)
@@ -245,7 +227,7 @@ struct BufferingPolicyTests {
         try await withTimeout {
             let probe = Probe()
             let shared = Instrumented(Counter(), probe: probe).share(buffering: .bounded(limit))
-            let slow = Sub(shared.makeAsyncIterator())
+            let slow = SubscriberBox(shared.makeAsyncIterator())
             var fast = shared.makeAsyncIterator()
             for i in 0..<limit { #expect(await fast.next() == i) }
             // The slow subscriber holds `limit` elements: the upstream was pulled exactly that far.
@@ -304,7 +286,7 @@ struct BufferingPolicyTests {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
             let shared = stream.share(buffering: policy)
             var idle = (0..<200).map { _ in shared.makeAsyncIterator() }
-            let fast = Sub(shared.makeAsyncIterator())
+            let fast = SubscriberBox(shared.makeAsyncIterator())
             var received: [Int] = []
             for value in 0..<100 {
                 let pending = fast.startNext()

@@ -1,94 +1,15 @@
-// Drives `MulticastStateMachine` directly: no tasks, no locks. Orderings that are hard to
-// produce with real tasks (cancellation racing an element, the last subscriber leaving while
-// the upstream produces, a stale producer) are written out transition by transition, and the
-// effects each transition returns are checked. Where a suspended subscriber is needed, a real
+// Automatic mode, the one `share()` and `replay(n)` use, driven on `MulticastStateMachine`
+// directly: no tasks, no locks. Orderings that are hard to produce with real tasks
+// (cancellation racing an element, the last subscriber leaving while the upstream produces,
+// a stale producer) are written out transition by transition, and the effects each
+// transition returns are checked. Where a suspended subscriber is needed, a real
 // continuation is created by `withUnsafeContinuation` and resumed by performing the effects.
+// The driving helpers are in Support/StateMachineDriving.swift.
 
 import Testing
 @testable import AsyncMulticast
 
-typealias Machine = MulticastStateMachine<Int, TestError>
-
-/// `NextAction` reduced to something `Equatable` (continuations are not).
-enum Outcome: Equatable, CustomStringConvertible {
-    case element(Int)
-    case suspend(startUpstream: UInt64?)
-    case finished
-    case failed(TestError)
-
-    var description: String {
-        switch self {
-        case .element(let e): return ".element(\(e))"
-        case .suspend(let s): return ".suspend(startUpstream: \(s.map(String.init) ?? "nil"))"
-        case .finished: return ".finished"
-        case .failed(let e): return ".failed(\(e))"
-        }
-    }
-}
-
-extension Machine {
-    /// `next(_:)`, reduced to an `Outcome`. Element reads must not wake producers here unless
-    /// `producers` is given.
-    mutating func take(_ id: SubscriberID) -> Outcome {
-        switch self.nextRequested(id) {
-        case .element(let element, let producers):
-            precondition(producers.isEmpty, "unexpected producers; use next(_:) directly")
-            return .element(element)
-        case .suspend(let start):
-            return .suspend(startUpstream: start)
-        case .terminal(.success):
-            return .finished
-        case .terminal(.failure(let error)):
-            return .failed(error)
-        }
-    }
-
-    /// Reads elements until the subscriber would suspend or has ended.
-    mutating func drain(_ id: SubscriberID) -> [Int] {
-        var out: [Int] = []
-        while case .element(let element) = self.take(id) { out.append(element) }
-        return out
-    }
-
-    /// Produces `element`, expecting it to be taken (not `.stop`); returns its effects and
-    /// whether the producer must park.
-    mutating func push(_ element: Int, epoch: UInt64, sourceLocation: SourceLocation = #_sourceLocation)
-        -> (effects: Effects, park: Bool)
-    {
-        switch self.produce(element, epoch: epoch) {
-        case .proceed(let effects): return (effects, false)
-        case .park(let effects): return (effects, true)
-        case .stop:
-            Issue.record("produce(\(element)) was refused", sourceLocation: sourceLocation)
-            return (Effects(), false)
-        }
-    }
-}
-
-extension Machine.ProduceAction {
-    var isStop: Bool { if case .stop = self { return true } else { return false } }
-}
-
-extension MulticastStateMachine.Effects {
-    /// Resumes what the storage would resume.
-    func perform() {
-        for continuation in self.subscribers { continuation.resume(returning: self.subscriberResult) }
-        for continuation in self.producers { continuation.resume(returning: self.producerResult) }
-    }
-}
-
-/// A machine with one running upstream (epoch 0) and `count` subscribers, none suspended.
-func runningMachine(
-    policy: SharedBufferingPolicy, subscribers count: Int, replay: Int = 0
-) -> (Machine, [SubscriberID]) {
-    var machine = Machine(policy: policy, replay: replay, mode: .automatic)
-    let ids = (0..<count).map { _ in machine.subscriberJoined() }
-    let first = machine.take(ids[0])
-    precondition(first == .suspend(startUpstream: 0))
-    return (machine, ids)
-}
-
-@Suite("State machine")
+@Suite("State machine: automatic mode (share and replay)")
 struct StateMachineTests {
     // MARK: Subscribing and starting
 
@@ -657,12 +578,6 @@ struct StateMachineTests {
         var terminal: TestError?? = nil  // .some(nil): finished
         var value = 0
 
-        func limitOf(_ policy: SharedBufferingPolicy) -> Int? {
-            switch policy {
-            case .bufferingNewest(let n), .bufferingOldest(let n): return n
-            case .bounded, .unbounded: return nil
-            }
-        }
         func modelHasRoom() -> Bool {
             !subs.contains { sub in
                 if case .bounded(let n) = sub.policy { return sub.queue.count >= n }
@@ -676,16 +591,14 @@ struct StateMachineTests {
             if roll < 15 && subs.count < 6 {
                 let policy = mixed ? policies[Int(rng.next() % UInt64(policies.count))] : defaultPolicy
                 let id = machine.subscriberJoined(policy: policy)
-                var replayed = Array(produced.suffix(replay))
-                if let n = limitOf(policy) { replayed = Array(replayed.suffix(n)) }
-                subs.append(Model(id: id, policy: policy, queue: replayed))
+                subs.append(Model(id: id, policy: policy, queue: policy.replayed(produced, replay: replay)))
             } else if roll < 50 && !subs.isEmpty {
                 let k = Int(rng.next() % UInt64(subs.count))
                 let outcome = machine.take(subs[k].id)
                 if !subs[k].queue.isEmpty {
                     #expect(outcome == .element(subs[k].queue.removeFirst()), "\(where_)")
                 } else if let terminal {
-                    #expect(outcome == (terminal.map(Outcome.failed) ?? .finished), "\(where_)")
+                    #expect(outcome == (terminal.map(ReadOutcome.failed) ?? .finished), "\(where_)")
                     subs.remove(at: k)
                 } else if epoch == nil {
                     #expect(outcome == .suspend(startUpstream: nextEpoch), "\(where_)")
@@ -697,17 +610,7 @@ struct StateMachineTests {
             } else if roll < 80, let running = epoch, terminal == nil, machine.hasRoom {
                 let action = machine.produce(value, epoch: running)
                 produced.append(value)
-                for k in subs.indices {
-                    switch subs[k].policy {
-                    case .bounded, .unbounded:
-                        subs[k].queue.append(value)
-                    case .bufferingNewest(let n):
-                        subs[k].queue.append(value)
-                        if subs[k].queue.count > n { subs[k].queue.removeFirst() }
-                    case .bufferingOldest(let n):
-                        if subs[k].queue.count < n { subs[k].queue.append(value) }
-                    }
-                }
+                for k in subs.indices { subs[k].policy.enqueue(value, into: &subs[k].queue) }
                 value += 1
                 switch action {
                 case .proceed(let effects):

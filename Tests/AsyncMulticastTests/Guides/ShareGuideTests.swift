@@ -1,65 +1,29 @@
-// The code examples of Guides/Share.md and README.md, and the output the guide shows for them.
+// Checks Guides/Share.md: every compiled example, and the output the guide shows for it.
 //
-// Each test carries a `// Guides/Share.md: <section>` (or `// README.md: <section>`) comment and
-// contains its example verbatim. The examples call `print`; in this file `print` is the
-// `fileprivate` function below, which records the line instead of writing it, so each test can
-// compare the recorded lines with the output block shown in the guide. Types and functions the
-// guide declares at the top level are declared here at file scope, `fileprivate` so that they
-// cannot clash with other test files.
+// Each test carries a `// Guides/Share.md: <section>` comment and contains its example
+// verbatim; where the guide shows an output block, the test compares the printed lines with
+// it exactly, in order (`example(printing:)`). The examples call `print`; in this file `print`
+// is the `fileprivate` function below, which records the line in `printed` instead of writing
+// it (the file-wide way of PrintedLines.swift). Types and functions the guide declares at the
+// top level are declared here at file scope, `fileprivate` so that they cannot clash with
+// other test files, and print through the same function.
 //
 // No sleeps: where an example's last line is printed by another task (an `onTermination`
 // handler), the test waits for that line explicitly. The suite is serialized because the
 // record is shared by all its tests (the upstream tasks that print are detached, so a
 // task-local record would not reach them).
 
+import AsyncMulticast
 import Testing
-@testable import AsyncMulticast  // only for `Lock` (a pthread mutex, which TSan understands)
 
 // MARK: - Recording `print`
 
-/// The lines the examples printed, in order.
-private final class PrintedLines: Sendable {
-    private struct State: Sendable {
-        var lines: [String] = []
-        var waiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
-    }
-
-    private let state = Lock(State())
-
-    func append(_ line: String) {
-        let ready = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.lines.append(line)
-            let count = state.lines.count
-            let ready = state.waiters.filter { $0.count <= count }.map(\.continuation)
-            state.waiters.removeAll { $0.count <= count }
-            return ready
-        }
-        for continuation in ready { continuation.resume() }
-    }
-
-    /// Returns the recorded lines once there are at least `count` of them.
-    func lines(waitingFor count: Int) async -> [String] {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let isReady = self.state.withLock { state -> Bool in
-                if state.lines.count >= count { return true }
-                state.waiters.append((count, continuation))
-                return false
-            }
-            if isReady { continuation.resume() }
-        }
-        return self.state.withLock { $0.lines }
-    }
-
-    func reset() {
-        self.state.withLock { $0.lines = [] }
-    }
-}
-
+/// The lines the examples of this file printed, in order.
 private let printed = PrintedLines()
 
 /// Shadows `Swift.print` in this file: formats the items as `print` does and records the line.
 fileprivate func print(_ items: Any..., separator: String = " ", terminator: String = "\n") {
-    printed.append(items.map { String(describing: $0) }.joined(separator: separator))
+    printed.record(items, separator: separator)
 }
 
 /// Runs a guide example and expects it to print exactly `output` (the block shown in the
@@ -146,8 +110,8 @@ fileprivate final class HeartRateMonitor: Sendable {
 
 // MARK: - The examples
 
-@Suite(.serialized, .timeLimit(.minutes(1)))
-struct GuideExampleTests {
+@Suite("Guides/Share.md", .serialized, .timeLimit(.minutes(1)))
+struct ShareGuideTests {
     // Guides/Share.md: Sharing one asynchronous sequence (the first example)
     @Test func introduction() async {
         let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
@@ -155,32 +119,6 @@ struct GuideExampleTests {
         let latest = source.share(buffering: .bufferingNewest(1))    // see "Buffering policies"
         #expect(shared.subscriberCount == 0 && latest.subscriberCount == 0)
         continuation.finish()
-    }
-
-    // README.md: Quick start
-    @Test func readmeQuickStart() async {
-        printed.reset()
-        // One source, for example readings pushed by a sensor callback.
-        let (readings, continuation) = AsyncStream.makeStream(of: Double.self)
-
-        // Share it: create the shared sequence once and keep it.
-        let shared = readings.share()
-
-        // Each `for await` loop is one subscriber. It receives every element produced
-        // after it joined, whatever the other subscribers do.
-        let display = Task { for await r in shared { print("display:", r) } }
-        let logger  = Task { for await r in shared { print("logger:", r) } }
-
-        // (Test only.) Once both loops have joined, both get everything.
-        while shared.subscriberCount < 2 { await Task.yield() }
-        continuation.yield(21.5)
-        continuation.yield(21.7)
-        continuation.finish()
-        await display.value
-        await logger.value
-        let lines = await printed.lines(waitingFor: 4)
-        #expect(lines.filter { $0.hasPrefix("display:") } == ["display: 21.5", "display: 21.7"])
-        #expect(lines.filter { $0.hasPrefix("logger:") } == ["logger: 21.5", "logger: 21.7"])
     }
 
     // Guides/Share.md: Each iterator is one subscriber

@@ -6,7 +6,7 @@ import Testing
 
 /// Reads until the end; the `do throws(TestError)` proves statically that `next()` throws
 /// `TestError` (the base's `Failure`), not `any Error`.
-func collect(_ iterator: inout SharedIterator<Int, TestError>) async -> (elements: [Int], error: TestError?) {
+private func collect(_ iterator: inout SharedIterator<Int, TestError>) async -> (elements: [Int], error: TestError?) {
     var elements: [Int] = []
     do throws(TestError) {
         while let element = try await iterator.next() { elements.append(element) }
@@ -78,7 +78,7 @@ struct ShareSemanticsTests {
             var first = shared.makeAsyncIterator()
             let second = shared.makeAsyncIterator()
             #expect(shared.subscriberCount == 2)
-            await yieldMany()  // a stray task, if share() had started one, would run now
+            await letOthersRun()  // a stray task, if share() had started one, would run now
             #expect(probe.iterators == 0)
             #expect(probe.pulls == 0)
             #expect(shared.storage.upstreamState == .idle)
@@ -168,7 +168,7 @@ struct ShareSemanticsTests {
         try await withTimeout {
             let source = PushSource()
             let shared = source.share(buffering: .unbounded)
-            let waiting = Sub(shared.makeAsyncIterator())
+            let waiting = SubscriberBox(shared.makeAsyncIterator())
             var buffered = shared.makeAsyncIterator()
             source.yield(0)
             source.yield(1)
@@ -191,7 +191,7 @@ struct ShareSemanticsTests {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
             let shared = stream.share()
-            let waiting = Sub(shared.makeAsyncIterator())
+            let waiting = SubscriberBox(shared.makeAsyncIterator())
             let pending = waiting.startNext()
             try await shared.waitForWaiting(1)
             upstream.finish()

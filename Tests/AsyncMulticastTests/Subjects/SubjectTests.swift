@@ -1,11 +1,13 @@
-// Issue 3: AsyncPassthroughSubject and AsyncCurrentValueSubject; the state machine's push mode.
+// AsyncPassthroughSubject and AsyncCurrentValueSubject, with real tasks: sending, what each
+// subscriber receives, .bounded(n) and send(waitingForRoom:), completion, per-subscriber
+// policies. The push mode behind them is checked in Engine/StateMachinePushModeTests.swift.
 
 import Testing
 @testable import AsyncMulticast
 
 /// Compiles only because `send(_:)` and `value`'s setter never suspend: callable from a
 /// synchronous function.
-private func i3SendSynchronously(
+private func sendSynchronously(
     _ passthrough: AsyncPassthroughSubject<Int, Never>,
     _ currentValue: AsyncCurrentValueSubject<Int, Never>,
     _ value: Int
@@ -23,9 +25,9 @@ struct SubjectTests {
     func sendFromSynchronousCode() async {
         let passthrough = AsyncPassthroughSubject<Int, Never>()
         let currentValue = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
-        let p = await I3Subscriber.join { passthrough.makeAsyncIterator() }
-        let c = await I3Subscriber.join { currentValue.makeAsyncIterator() }
-        i3SendSynchronously(passthrough, currentValue, 10)
+        let p = await SubscriberTask.join { passthrough.makeAsyncIterator() }
+        let c = await SubscriberTask.join { currentValue.makeAsyncIterator() }
+        sendSynchronously(passthrough, currentValue, 10)
         #expect(await p.next() == 10)
         #expect(await c.take(3) == [0, 10, 11])
         #expect(currentValue.value == 11)
@@ -37,8 +39,8 @@ struct SubjectTests {
     func plainSendInAsyncCode() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
         let current = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
-        let b = await I3Subscriber.join { current.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
+        let b = await SubscriberTask.join { current.makeAsyncIterator() }
         // In an async context, next to `send(waitingForRoom:)`: no `await`, no ambiguity.
         subject.send(1)
         current.send(1)
@@ -53,7 +55,7 @@ struct SubjectTests {
     @Test("the passthrough subject's default buffering is .unbounded: nothing is lost")
     func passthroughDefaultIsUnbounded() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         for value in 0..<1_000 { subject.send(value) }
         subject.finish()
         let drained = await reader.drain()
@@ -63,7 +65,7 @@ struct SubjectTests {
     @Test("the current-value subject's default buffering is .bufferingNewest(1): a slow subscriber skips to the latest")
     func currentValueDefaultIsNewestOne() async {
         let subject = AsyncCurrentValueSubject<Int, Never>(0)
-        let slow = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let slow = await SubscriberTask.join { subject.makeAsyncIterator() }
         for value in 1...5 { subject.send(value) }
         #expect(await slow.next() == 5)
         subject.send(6)
@@ -77,9 +79,9 @@ struct SubjectTests {
     func passthroughReceivesWhatIsSentAfterJoining() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
         subject.send(0)  // nobody hears this
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
-        let b = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let b = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(2)
         subject.finish()
         #expect(await a.drain().elements == [1, 2])
@@ -89,9 +91,9 @@ struct SubjectTests {
     @Test("current-value: each iterator receives the current value first, then what is sent after it joined")
     func currentValueFirst() async {
         let subject = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
-        let b = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let b = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(2)
         subject.finish()
         #expect(await a.drain().elements == [0, 1, 2])
@@ -102,7 +104,7 @@ struct SubjectTests {
     func valueGetSet() async {
         let subject = AsyncCurrentValueSubject<Int, Never>(0)
         #expect(subject.value == 0)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         #expect(await a.next() == 0)
         subject.value = 5
         #expect(subject.value == 5)
@@ -122,8 +124,8 @@ struct SubjectTests {
     func boundedSynchronousSendLosesNothing(limit: Int) async {
         let passthrough = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(limit))
         let current = AsyncCurrentValueSubject<Int, Never>(0, buffering: .bounded(limit))
-        let p = await I3Subscriber.join { passthrough.makeAsyncIterator() }
-        let c = await I3Subscriber.join { current.makeAsyncIterator() }
+        let p = await SubscriberTask.join { passthrough.makeAsyncIterator() }
+        let c = await SubscriberTask.join { current.makeAsyncIterator() }
         for value in 1...20 {
             passthrough.send(value)
             current.send(value)
@@ -135,58 +137,58 @@ struct SubjectTests {
     }
 
     @Test("send(waitingForRoom:) does not wait while there is room")
-    func waitingSendWithRoom() async {
+    func waitingSendWithRoom() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         let sender = Task {
             await subject.send(waitingForRoom: 1)
             await subject.send(waitingForRoom: 2)
         }
-        _ = await i3Value(of: sender, "sends with room")
+        try await withTimeout("sends with room") { await sender.value }
         #expect(await reader.take(2) == [1, 2])
         await reader.leave()
     }
 
     @Test("send(waitingForRoom:) waits while a subscriber holds n pending elements and resumes when it consumes")
-    func waitingSendWaitsForTheReader() async {
+    func waitingSendWaitsForTheReader() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)  // the reader now holds 2 = n
-        let aboutToSend = I3Signal<Void>()
-        let sent = I3Flag()
+        let aboutToSend = Signal<Void>()
+        let sent = LockedFlag()
         let sender = Task {
             aboutToSend.send(())
             await subject.send(waitingForRoom: 3)
             sent.set()
         }
         _ = await aboutToSend.next("sender started")
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(!sent.isSet, "the send waits: the reader is full")
 
         #expect(await reader.next() == 1)  // consuming makes room
-        _ = await i3Value(of: sender, "the waiting send")
+        try await withTimeout("the waiting send") { await sender.value }
         #expect(sent.isSet)
         #expect(await reader.take(2) == [2, 3])
         await reader.leave()
     }
 
     @Test("current-value: send(waitingForRoom:) waits until the subscriber consumed the current value (.bounded(1))")
-    func currentValueWaitingSend() async {
+    func currentValueWaitingSend() async throws {
         let subject = AsyncCurrentValueSubject<Int, Never>(0, buffering: .bounded(1))
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }  // holds the current value
-        let aboutToSend = I3Signal<Void>()
-        let sent = I3Flag()
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }  // holds the current value
+        let aboutToSend = Signal<Void>()
+        let sent = LockedFlag()
         let sender = Task {
             aboutToSend.send(())
             await subject.send(waitingForRoom: 1)
             sent.set()
         }
         _ = await aboutToSend.next("sender started")
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(!sent.isSet, "the reader holds 1 = n (the current value)")
         #expect(await reader.next() == 0)
-        _ = await i3Value(of: sender, "the waiting send")
+        try await withTimeout("the waiting send") { await sender.value }
         #expect(sent.isSet)
         #expect(subject.value == 1)
         #expect(await reader.next() == 1)
@@ -194,21 +196,21 @@ struct SubjectTests {
     }
 
     @Test("a cancelled waiting sender stops waiting, and its element is still delivered")
-    func cancelledWaitingSenderStillDelivers() async {
+    func cancelledWaitingSenderStillDelivers() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        let reader = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)
-        let aboutToSend = I3Signal<Void>()
+        let aboutToSend = Signal<Void>()
         let sender = Task {
             aboutToSend.send(())
             await subject.send(waitingForRoom: 3)
         }
         _ = await aboutToSend.next("sender started")
-        await i3LetOthersRun()
+        await letOthersRun()
         sender.cancel()
         // It returns although the reader has not consumed anything.
-        _ = await i3Value(of: sender, "the cancelled send")
+        try await withTimeout("the cancelled send") { await sender.value }
         subject.finish()
         #expect(await reader.drain().elements == [1, 2, 3], "nothing lost")
     }
@@ -218,14 +220,14 @@ struct SubjectTests {
     @Test("passthrough: send after finish is ignored; a later subscriber gets nil at once")
     func passthroughSendAfterFinish() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.finish()
         subject.send(2)
         await subject.send(waitingForRoom: 3)
         subject.finish()
         #expect(await a.drain().elements == [1])
-        let late = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let late = await SubscriberTask.join { subject.makeAsyncIterator() }
         let drained = await late.drain()
         #expect(drained.elements.isEmpty)
         #expect(drained.failure == nil)
@@ -234,20 +236,20 @@ struct SubjectTests {
 
     @Test("passthrough: send and finish after fail are ignored; a later subscriber gets the error at once")
     func passthroughSendAfterFail() async {
-        let subject = AsyncPassthroughSubject<Int, I3Error>()
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let subject = AsyncPassthroughSubject<Int, TestError>()
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
-        subject.fail(I3Error(code: 1))
+        subject.fail(TestError.other(1))
         subject.send(2)
         subject.finish()
-        subject.fail(I3Error(code: 2))
+        subject.fail(TestError.other(2))
         let drained = await a.drain()
         #expect(drained.elements == [1])
-        #expect(drained.failure == I3Error(code: 1))
-        let late = await I3Subscriber.join { subject.makeAsyncIterator() }
+        #expect(drained.failure == TestError.other(1))
+        let late = await SubscriberTask.join { subject.makeAsyncIterator() }
         let lateDrained = await late.drain()
         #expect(lateDrained.elements.isEmpty)
-        #expect(lateDrained.failure == I3Error(code: 1))
+        #expect(lateDrained.failure == TestError.other(1))
     }
 
     @Test("current-value: after finish, sends are ignored, `value` keeps the last value, a later subscriber gets it then nil")
@@ -258,7 +260,7 @@ struct SubjectTests {
         subject.send(6)
         subject.value = 7
         #expect(subject.value == 5)
-        let late = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let late = await SubscriberTask.join { subject.makeAsyncIterator() }
         let drained = await late.drain()
         #expect(drained.elements == [5])
         #expect(drained.failure == nil)
@@ -266,30 +268,30 @@ struct SubjectTests {
 
     @Test("current-value: after fail, a later subscriber gets the last value, then the error")
     func currentValueAfterFail() async {
-        let subject = AsyncCurrentValueSubject<Int, I3Error>(0)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let subject = AsyncCurrentValueSubject<Int, TestError>(0)
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(5)
-        subject.fail(I3Error(code: 3))
+        subject.fail(TestError.other(3))
         subject.send(6)
         #expect(subject.value == 5)
         let drained = await a.drain()
         #expect(drained.elements == [5], "bufferingNewest(1): 0 was replaced by 5")
-        #expect(drained.failure == I3Error(code: 3))
-        let late = await I3Subscriber.join { subject.makeAsyncIterator() }
+        #expect(drained.failure == TestError.other(3))
+        let late = await SubscriberTask.join { subject.makeAsyncIterator() }
         let lateDrained = await late.drain()
         #expect(lateDrained.elements == [5])
-        #expect(lateDrained.failure == I3Error(code: 3))
+        #expect(lateDrained.failure == TestError.other(3))
     }
 
     @Test("a subscriber waiting in next() receives the terminal event")
     func waitingSubscriberGetsTerminal() async {
-        let subject = AsyncPassthroughSubject<Int, I3Error>()
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let subject = AsyncPassthroughSubject<Int, TestError>()
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         a.request()
-        await i3LetOthersRun()
-        subject.fail(I3Error(code: 9))
+        await letOthersRun()
+        subject.fail(TestError.other(9))
         let result = await a.response()
-        #expect(result.map { r in if case .failure(let e) = r { e == I3Error(code: 9) } else { false } } == true)
+        #expect(result.map { r in if case .failure(let e) = r { e == TestError.other(9) } else { false } } == true)
     }
 
     // MARK: Per-subscriber policy, subscriberCount
@@ -297,8 +299,8 @@ struct SubjectTests {
     @Test("subject.buffering(.bufferingNewest(1)): a slow logger drops while the UI subscriber loses nothing")
     func perSubscriberOverride() async {
         let subject = AsyncPassthroughSubject<Int, Never>()  // .unbounded: the UI's policy
-        let ui = await I3Subscriber.join { subject.makeAsyncIterator() }
-        let logger = await I3Subscriber.join { subject.buffering(.bufferingNewest(1)).makeAsyncIterator() }
+        let ui = await SubscriberTask.join { subject.makeAsyncIterator() }
+        let logger = await SubscriberTask.join { subject.buffering(.bufferingNewest(1)).makeAsyncIterator() }
         #expect(subject.buffering(.bufferingNewest(1)).policy == .bufferingNewest(1))
         for value in 1...100 { subject.send(value) }  // neither reads meanwhile
         subject.finish()
@@ -309,8 +311,8 @@ struct SubjectTests {
     @Test("current-value: a per-subscriber .unbounded override keeps every value")
     func currentValueOverride() async {
         let subject = AsyncCurrentValueSubject<Int, Never>(0)  // .bufferingNewest(1)
-        let all = await I3Subscriber.join { subject.buffering(.unbounded).makeAsyncIterator() }
-        let latest = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let all = await SubscriberTask.join { subject.buffering(.unbounded).makeAsyncIterator() }
+        let latest = await SubscriberTask.join { subject.makeAsyncIterator() }
         for value in 1...5 { subject.send(value) }
         subject.finish()
         #expect(await all.drain().elements == [0, 1, 2, 3, 4, 5])
@@ -321,10 +323,10 @@ struct SubjectTests {
     func subscriberCount() async {
         let subject = AsyncPassthroughSubject<Int, Never>()
         #expect(subject.subscriberCount == 0)
-        let a = await I3Subscriber.join { subject.makeAsyncIterator() }
+        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
         #expect(subject.subscriberCount == 1)
-        let b = await I3Subscriber.join { subject.makeAsyncIterator() }
-        let c = await I3Subscriber.join { subject.buffering(.bufferingOldest(1)).makeAsyncIterator() }
+        let b = await SubscriberTask.join { subject.makeAsyncIterator() }
+        let c = await SubscriberTask.join { subject.buffering(.bufferingOldest(1)).makeAsyncIterator() }
         #expect(subject.subscriberCount == 3)
         await a.leave()
         #expect(subject.subscriberCount == 2)
@@ -336,93 +338,9 @@ struct SubjectTests {
         #expect(subject.subscriberCount == 0, "reaching the end leaves")
 
         let current = AsyncCurrentValueSubject<Int, Never>(0)
-        let d = await I3Subscriber.join { current.makeAsyncIterator() }
+        let d = await SubscriberTask.join { current.makeAsyncIterator() }
         #expect(current.subscriberCount == 1)
         await d.leave()
         #expect(current.subscriberCount == 0)
-    }
-}
-
-// MARK: - State machine: push mode
-
-@Suite("MulticastStateMachine: push mode")
-struct MulticastStateMachinePushTests {
-    typealias Machine = MulticastStateMachine<Int, I3Error>
-
-    private func element(_ action: Machine.NextAction) -> Int? {
-        if case .element(let element, _) = action { return element }
-        return nil
-    }
-
-    private func isEnd(_ action: Machine.NextAction) -> Bool {
-        if case .terminal(.success(nil)) = action { return true }
-        return false
-    }
-
-    @Test("push mode: running from the start, never starts an upstream, complete ends it once")
-    func complete() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .push)
-        #expect(machine.upstream == .running(epoch: 0))
-        let a = machine.subscriberJoined()
-        guard case .suspend(let start) = machine.nextRequested(a) else {
-            Issue.record("expected to suspend")
-            return
-        }
-        #expect(start == nil, "a push-fed machine has no upstream to start")
-
-        guard case .proceed = machine.produce(1, epoch: 0, respectingBounds: false) else {
-            Issue.record("send refused")
-            return
-        }
-        let completed = machine.subjectCompleted(failure: nil)
-        #expect(completed.subscribers.isEmpty, "nobody was waiting")
-        #expect(machine.upstream == .terminated(.finished))
-        #expect(machine.subjectCompleted(failure: I3Error(code: 1)).isEmpty, "completing twice does nothing")
-        if case .stop = machine.produce(2, epoch: 0, respectingBounds: false) {} else {
-            Issue.record("a send after completion was taken")
-        }
-
-        #expect(element(machine.nextRequested(a)) == 1, "buffered elements first")
-        #expect(isEnd(machine.nextRequested(a)), "then nil")
-        #expect(!machine.isSubscribed(a))
-        let late = machine.subscriberJoined()
-        #expect(isEnd(machine.nextRequested(late)), "a later subscriber ends at once")
-    }
-
-    @Test("push mode: complete(failure:) resumes waiting subscribers with the error")
-    func completeWithFailure() async {
-        var machine = Machine(policy: .unbounded, replay: 1, mode: .push)
-        let a = machine.subscriberJoined()
-        var resumed = 0
-        let result = await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
-            _ = machine.subscriberSuspended(a, continuation: continuation)
-            let effects = machine.subjectCompleted(failure: I3Error(code: 4))
-            resumed = effects.subscribers.count
-            for subscriber in effects.subscribers { subscriber.resume(returning: effects.subscriberResult) }
-        }
-        #expect(resumed == 1)
-        #expect(result == .failure(I3Error(code: 4)))
-        #expect(machine.subscriberCount == 0)
-        if case .terminal(.failure(let error)) = machine.nextRequested(machine.subscriberJoined()) {
-            #expect(error == I3Error(code: 4))
-        } else {
-            Issue.record("a later subscriber should get the error")
-        }
-    }
-
-    @Test("push mode with .bounded(1): produceIfRoom refuses when full; a synchronous send buffers past the bound")
-    func boundedPush() {
-        var machine = Machine(policy: .bounded(1), replay: 0, mode: .push)
-        let a = machine.subscriberJoined()
-        #expect(machine.produceIfRoom(1, epoch: 0) != nil)
-        #expect(!machine.hasRoom)
-        #expect(machine.produceIfRoom(2, epoch: 0) == nil, "full: wait for room")
-        guard case .proceed = machine.produce(2, epoch: 0, respectingBounds: false) else {
-            Issue.record("a synchronous send must be taken")
-            return
-        }
-        #expect(element(machine.nextRequested(a)) == 1)
-        #expect(element(machine.nextRequested(a)) == 2)
-        #expect(machine.hasRoom)
     }
 }

@@ -6,7 +6,7 @@
 import Testing
 @testable import AsyncMulticast
 
-@Suite("Catch-up spin")
+@Suite("State machine: catch-up spin")
 struct CatchUpSpinTests {
     @Test func withoutOffersItGivesUpAndReleasesTheToken() {
         let spin = CatchUpSpin()

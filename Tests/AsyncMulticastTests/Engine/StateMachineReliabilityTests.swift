@@ -8,14 +8,12 @@ import Testing
 
 @Suite("State machine: bounds, connections and lanes")
 struct StateMachineReliabilityTests {
-    typealias PushMachine = Machine
-
     /// Reads like a `SharedIterator` does: from its batch first, refilling it when empty.
     struct BatchingReader {
         let id: SubscriberID
         var batch: [Int] = []
 
-        mutating func next(_ machine: inout PushMachine) -> Int? {
+        mutating func next(_ machine: inout Machine) -> Int? {
             if let element = self.batch.popLast() { return element }
             var lending: [Int]? = []
             defer { self.batch = lending ?? [] }
@@ -30,7 +28,7 @@ struct StateMachineReliabilityTests {
 
     @Test("a batch taken in one read no longer counts against the bound")
     func batchIsHandedOver() {
-        var machine = PushMachine(policy: .bounded(8), replay: 0, mode: .push)
+        var machine = Machine(policy: .bounded(8), replay: 0, mode: .push)
         var reader = BatchingReader(id: machine.subscriberJoined())
         for i in 0..<8 { _ = machine.produce(i, epoch: 0, respectingBounds: false) }
         #expect(!machine.hasRoom)
@@ -42,7 +40,7 @@ struct StateMachineReliabilityTests {
 
     @Test("after everything sent was read, a full bound of sends fits without waiting", arguments: [1, 2, 3, 4, 8, 64])
     func fullBoundFitsAfterReadingEverything(bound: Int) {
-        var machine = PushMachine(policy: .bounded(bound), replay: 0, mode: .push)
+        var machine = Machine(policy: .bounded(bound), replay: 0, mode: .push)
         var reader = BatchingReader(id: machine.subscriberJoined())
         for i in 0..<bound { _ = machine.produce(i, epoch: 0, respectingBounds: false) }
         for i in 0..<bound { #expect(reader.next(&machine) == i) }
@@ -57,7 +55,7 @@ struct StateMachineReliabilityTests {
 
     @Test("a subscriber that echoes each element back never waits for room it holds itself", arguments: 1...64)
     func echoNeverWaitsForItself(bound: Int) {
-        var machine = PushMachine(policy: .bounded(bound), replay: 0, mode: .push)
+        var machine = Machine(policy: .bounded(bound), replay: 0, mode: .push)
         var reader = BatchingReader(id: machine.subscriberJoined())
         let burst = max(1, bound - 1)
         for i in 0..<burst { _ = machine.produce(i, epoch: 0, respectingBounds: false) }
@@ -82,7 +80,7 @@ struct StateMachineReliabilityTests {
 
     @Test("old subscribers of an ended connection do not hold back the next one")
     func oldSubscribersDoNotCountForTheNextConnection() {
-        var machine = PushMachine(policy: .bounded(2), replay: 0, mode: .manual)
+        var machine = Machine(policy: .bounded(2), replay: 0, mode: .manual)
         let old = machine.subscriberJoined()
         let first = machine.connectRequested().epoch!
         #expect(machine.produce(1, epoch: first) .isProceed)
@@ -113,7 +111,7 @@ struct StateMachineReliabilityTests {
             (.bufferingOldest(0), []),
         ])
     func oldSubscribersKeepTheirBuffer(policy: SharedBufferingPolicy, expected: [Int]) {
-        var machine = PushMachine(policy: .unbounded, replay: 0, mode: .manual)
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
         let old = machine.subscriberJoined(policy: policy)
         let first = machine.connectRequested().epoch!
         for i in 1...3 { _ = machine.produce(i, epoch: first, respectingBounds: false) }
@@ -128,7 +126,7 @@ struct StateMachineReliabilityTests {
 
     @Test("a .bufferingOldest subscriber reading from its own queue at the end keeps that queue")
     func detachedSubscriberKeepsItsQueue() {
-        var machine = PushMachine(policy: .bufferingOldest(2), replay: 0, mode: .manual)
+        var machine = Machine(policy: .bufferingOldest(2), replay: 0, mode: .manual)
         let old = machine.subscriberJoined()
         let first = machine.connectRequested().epoch!
         for i in 1...3 { _ = machine.produce(i, epoch: first) }  // keeps 1, 2; drops 3
@@ -143,7 +141,7 @@ struct StateMachineReliabilityTests {
 
     @Test("a subscriber that joins between connections belongs to the next one")
     func subscriberBetweenConnections() {
-        var machine = PushMachine(policy: .bounded(4), replay: 1, mode: .manual)
+        var machine = Machine(policy: .bounded(4), replay: 1, mode: .manual)
         let first = machine.connectRequested().epoch!
         _ = machine.produce(1, epoch: first)
         _ = machine.connectionCancelled(epoch: first)
@@ -160,7 +158,7 @@ struct StateMachineReliabilityTests {
 
     @Test("distinct policies used once and dropped leave no lane behind")
     func lanesOfLeftPoliciesGo() {
-        var machine = PushMachine(policy: .unbounded, replay: 0, mode: .push)
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .push)
         let steady = machine.subscriberJoined()
         for k in 0..<70_000 {  // more than any 16-bit lane index could number
             let view = machine.subscriberJoined(policy: .bufferingNewest(k + 1))
@@ -177,7 +175,7 @@ struct StateMachineReliabilityTests {
 
     @Test("removing a lane renumbers the subscribers of the lane that takes its place")
     func laneRemovalRenumbers() {
-        var machine = PushMachine(policy: .unbounded, replay: 0, mode: .push)
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .push)
         let a = machine.subscriberJoined(policy: .bounded(3))
         let b = machine.subscriberJoined(policy: .bufferingNewest(2))
         let c = machine.subscriberJoined(policy: .bufferingOldest(2))
@@ -194,9 +192,4 @@ struct StateMachineReliabilityTests {
         #expect(machine.drain(c2) == [1, 2])
         #expect(machine.lanes.count == 1)
     }
-}
-
-extension MulticastStateMachine.ProduceAction {
-    var isProceed: Bool { if case .proceed = self { return true } else { return false } }
-    var isPark: Bool { if case .park = self { return true } else { return false } }
 }

@@ -1,13 +1,15 @@
-// Issue 3: the seed scenarios, reproduced with our own code.
-// (1) A follow counter migrated from Combine's CurrentValueSubject.
+// Scenarios from the articles that motivated the project, written with this library's
+// subjects (and, once, multicast()):
+// (1) A follow counter migrated from Combine's CurrentValueSubject: screens that open and close.
 // (2) The AsyncBroadcast README examples: a 1-to-N channel, subscribers in cancelled tasks,
 //     buffering per subscriber.
+// (The share() scenarios are in Share/ListenerScenarioTests.swift.)
 
 import Testing
 @testable import AsyncMulticast
 
 /// The migrated repository: it used to hold a Combine `CurrentValueSubject<Int, Never>(0)`.
-final class I3FollowRepository: Sendable {
+private final class FollowCounterRepository: Sendable {
     private let followers = AsyncCurrentValueSubject<Int, Never>(0)
 
     /// What a screen iterates: the current count first, then every change.
@@ -22,17 +24,17 @@ final class I3FollowRepository: Sendable {
     var listenerCount: Int { self.followers.subscriberCount }
 }
 
-@Suite("Issue 3 seed scenarios", .timeLimit(.minutes(2)))
-struct Issue3SeedScenarioTests {
+@Suite("Scenarios: a follow counter and a broadcast channel, with subjects", .timeLimit(.minutes(2)))
+struct SubjectScenarioTests {
     // MARK: (1) The follow counter
 
     @Test("follow counter: two screens see 0, 1, 2; screen 2 closes; screen 1 keeps counting 3, 4")
-    func followCounter() async {
-        let repository = I3FollowRepository()
-        let log1 = I3Log<Int>()
-        let log2 = I3Log<Int>()
-        let seen1 = I3Signal<Int>()
-        let seen2 = I3Signal<Int>()
+    func followCounter() async throws {
+        let repository = FollowCounterRepository()
+        let log1 = LockedLog<Int>()
+        let log2 = LockedLog<Int>()
+        let seen1 = Signal<Int>()
+        let seen2 = Signal<Int>()
 
         // Two screens, written the way a screen would: `for await` over listen().
         let screen1 = Task {
@@ -61,7 +63,7 @@ struct Issue3SeedScenarioTests {
 
         // Screen 2 is closed: its task is cancelled.
         screen2.cancel()
-        _ = await i3Value(of: screen2, "screen 2 closing")
+        try await withTimeout("screen 2 closing") { await screen2.value }
         #expect(repository.listenerCount == 1)
 
         repository.follow()
@@ -70,7 +72,7 @@ struct Issue3SeedScenarioTests {
         #expect(await seen1.next() == 4)
 
         screen1.cancel()
-        _ = await i3Value(of: screen1, "screen 1 closing")
+        try await withTimeout("screen 1 closing") { await screen1.value }
         #expect(log1.values == [0, 1, 2, 3, 4])
         #expect(log2.values == [0, 1, 2])
         #expect(repository.listenerCount == 0)
@@ -79,10 +81,10 @@ struct Issue3SeedScenarioTests {
     // MARK: (2) The AsyncBroadcast README examples
 
     @Test("broadcast: multiple subscribers each get 1, 2, 3, then finish")
-    func broadcastToMultipleSubscribers() async {
+    func broadcastToMultipleSubscribers() async throws {
         let channel = AsyncPassthroughSubject<Int, Never>()
         let subscribers = 3
-        let joined = I3Signal<Void>()
+        let joined = Signal<Void>()
         var tasks: [Task<[Int], Never>] = []
         for _ in 0..<subscribers {
             tasks.append(Task {
@@ -99,7 +101,7 @@ struct Issue3SeedScenarioTests {
         channel.send(3)
         channel.finish()
         for task in tasks {
-            #expect(await i3Value(of: task, "subscriber") == [1, 2, 3])
+            #expect(try await withTimeout("subscriber") { await task.value } == [1, 2, 3])
         }
         #expect(channel.subscriberCount == 0)
     }
@@ -108,8 +110,8 @@ struct Issue3SeedScenarioTests {
     func broadcastASequence() async {
         let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
         let broadcast = stream.multicast()
-        let a = await I3Subscriber.join { broadcast.makeAsyncIterator() }
-        let b = await I3Subscriber.join { broadcast.makeAsyncIterator() }
+        let a = await SubscriberTask.join { broadcast.makeAsyncIterator() }
+        let b = await SubscriberTask.join { broadcast.makeAsyncIterator() }
         for value in 1...3 { continuation.yield(value) }
         continuation.finish()
         broadcast.connect()
@@ -118,10 +120,10 @@ struct Issue3SeedScenarioTests {
     }
 
     @Test("a subscriber created in an already-cancelled task gets nothing: its first next() returns nil")
-    func subscriberInCancelledTask() async {
+    func subscriberInCancelledTask() async throws {
         let channel = AsyncPassthroughSubject<Int, Never>()
         let current = AsyncCurrentValueSubject<Int, Never>(42)  // has a value ready
-        let gate = I3Signal<Void>()
+        let gate = Signal<Void>()
         let proceed = AsyncStream.makeStream(of: Void.self)
         let task = Task { () -> (Int?, Int?) in
             withUnsafeCurrentTask { $0?.cancel() }
@@ -135,15 +137,15 @@ struct Issue3SeedScenarioTests {
         channel.send(1)
         channel.send(2)
         proceed.continuation.yield(())
-        let results = await i3Value(of: task, "cancelled task")
-        #expect(results?.0 == nil, "nothing from the channel")
-        #expect(results?.1 == nil, "not even the current value")
+        let results = try await withTimeout("cancelled task") { await task.value }
+        #expect(results.0 == nil, "nothing from the channel")
+        #expect(results.1 == nil, "not even the current value")
         #expect(channel.subscriberCount == 0)
         #expect(current.subscriberCount == 0)
     }
 
     @Test("a `for await` loop in an already-cancelled task runs zero times")
-    func forAwaitInCancelledTask() async {
+    func forAwaitInCancelledTask() async throws {
         let channel = AsyncCurrentValueSubject<Int, Never>(1)
         let task = Task { () -> [Int] in
             withUnsafeCurrentTask { $0?.cancel() }
@@ -151,16 +153,16 @@ struct Issue3SeedScenarioTests {
             for await value in channel { received.append(value) }
             return received
         }
-        #expect(await i3Value(of: task, "cancelled loop") == [])
+        #expect(try await withTimeout("cancelled loop") { await task.value } == [])
         #expect(channel.subscriberCount == 0)
     }
 
     @Test("buffering per subscriber: lossless, oldest-first and newest-first subscribers of one channel")
     func bufferingPerSubscriber() async {
         let channel = AsyncPassthroughSubject<Int, Never>()  // .unbounded for the default subscriber
-        let all = await I3Subscriber.join { channel.makeAsyncIterator() }
-        let oldest = await I3Subscriber.join { channel.buffering(.bufferingOldest(2)).makeAsyncIterator() }
-        let newest = await I3Subscriber.join { channel.buffering(.bufferingNewest(2)).makeAsyncIterator() }
+        let all = await SubscriberTask.join { channel.makeAsyncIterator() }
+        let oldest = await SubscriberTask.join { channel.buffering(.bufferingOldest(2)).makeAsyncIterator() }
+        let newest = await SubscriberTask.join { channel.buffering(.bufferingNewest(2)).makeAsyncIterator() }
         for value in 1...10 { channel.send(value) }  // nobody reads meanwhile
         channel.finish()
         #expect(await all.drain().elements == Array(1...10))
@@ -174,9 +176,9 @@ struct Issue3SeedScenarioTests {
         for value in 1...10 { continuation.yield(value) }
         continuation.finish()
         let shared = stream.share(buffering: .unbounded)
-        let all = await I3Subscriber.join { shared.makeAsyncIterator() }
-        let oldest = await I3Subscriber.join { shared.buffering(.bufferingOldest(2)).makeAsyncIterator() }
-        let newest = await I3Subscriber.join { shared.buffering(.bufferingNewest(2)).makeAsyncIterator() }
+        let all = await SubscriberTask.join { shared.makeAsyncIterator() }
+        let oldest = await SubscriberTask.join { shared.buffering(.bufferingOldest(2)).makeAsyncIterator() }
+        let newest = await SubscriberTask.join { shared.buffering(.bufferingNewest(2)).makeAsyncIterator() }
         // `all` drives the upstream to its end (reading nil means all ten were produced).
         #expect(await all.drain().elements == Array(1...10))
         #expect(await oldest.drain().elements == [1, 2])

@@ -195,15 +195,7 @@ struct ModelRun {
         }
 
         mutating func receive(_ value: Int) {
-            switch self.policy {
-            case .bounded, .unbounded:
-                self.pending.append(value)
-            case .bufferingNewest(let n):
-                self.pending.append(value)
-                if self.pending.count > n { self.pending.removeFirst() }
-            case .bufferingOldest(let n):
-                if self.pending.count < n { self.pending.append(value) }
-            }
+            self.policy.enqueue(value, into: &self.pending)
         }
     }
 
@@ -340,11 +332,7 @@ struct ModelRun {
             let policy = index < 0 ? nil : ModelRun.policies[index]
             let effective = policy ?? self.config.defaultPolicy
             let id = self.machine.subscriberJoined(policy: policy)
-            var replayed = Array(self.produced.suffix(self.config.replay))
-            switch effective {
-            case .bufferingNewest(let n), .bufferingOldest(let n): replayed = Array(replayed.suffix(n))
-            case .bounded, .unbounded: break
-            }
+            let replayed = effective.replayed(self.produced, replay: self.config.replay)
             self.subscribers.append(Subscriber(id: id, policy: effective, pending: replayed))
             if case .lingering(let epoch) = self.upstream { self.upstream = .running(epoch: epoch) }
 
@@ -703,8 +691,8 @@ func shortestFailing(_ steps: [ModelStep], config: ModelConfig, failure: ModelFa
 
 // MARK: - The test
 
-@Suite("Engine against a reference model")
-struct EngineModelTests {
+@Suite("State machine: random steps against a reference model")
+struct StateMachineModelTests {
     /// Seeds per test case; `MODEL_TEST_SEEDS` (total) overrides the default.
     static let shards = 8
     static var seedsPerShard: Int {

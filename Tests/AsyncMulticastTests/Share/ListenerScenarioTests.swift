@@ -1,13 +1,15 @@
-// The motivating scenarios: several parts of an app listening to one producer. With a plain
-// AsyncStream they split the elements between them, a cancelled listener ends the stream for
-// everyone, and a late listener cannot join. With share() each listener sees everything from
-// when it joined, and the producer ends only when the last listener is gone.
+// Scenarios from the articles that motivated the project: several parts of an app listening
+// to one producer. With a plain AsyncStream they split the elements between them, a cancelled
+// listener ends the stream for everyone, and a late listener cannot join. With share() each
+// listener sees everything from when it joined, and the producer ends only when the last
+// listener is gone. (The same needs met with subjects and multicast():
+// Subjects/SubjectScenarioTests.swift.)
 
 import Testing
 @testable import AsyncMulticast
 
-@Suite("Seed scenarios")
-struct SeedScenarioTests {
+@Suite("Scenarios: several listeners of one producer, with share()")
+struct ListenerScenarioTests {
     @Test func twoSubscribersOfOneProducerBothSeeEverything() async throws {
         try await withTimeout {
             let (stream, producer) = AsyncStream.makeStream(of: Int.self)
@@ -43,14 +45,14 @@ struct SeedScenarioTests {
             let terminations = TerminationRecorder()
             terminations.attach(to: producer)
             let shared = stream.share()
-            let halfway = Gate()
+            let halfway = Signal<Void>()
             var cancelledIterator = shared.makeAsyncIterator()
             var stayingIterator = shared.makeAsyncIterator()
             let cancelled = Task {
                 var received: [Int] = []
                 while let n = await cancelledIterator.next() {
                     received.append(n)
-                    if n == 5 { halfway.open() }
+                    if n == 5 { halfway.send(()) }
                 }
                 return received
             }
@@ -60,7 +62,7 @@ struct SeedScenarioTests {
                 return received
             }
             for n in 1...5 { producer.yield(n) }
-            await halfway.wait()
+            _ = await halfway.next("the subscriber to be cancelled to reach 5")
             cancelled.cancel()
             #expect(await cancelled.value == [1, 2, 3, 4, 5])
             #expect(shared.subscriberCount == 1)
@@ -68,7 +70,7 @@ struct SeedScenarioTests {
             #expect(terminations.all.isEmpty, "the producer is not told to stop while someone listens")
             producer.finish()
             #expect(await staying.value == Array(1...9))
-            #expect(terminations.all == ["finished"], "the producer ended by finishing, at the end")
+            #expect(terminations.all == [.finished], "the producer ended by finishing, at the end")
         }
     }
 

@@ -37,8 +37,8 @@ extension HeavyAndTimingSensitive {
             try await withTimeout {
                 let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
                 let shared = stream.share()
-                let a = Sub(shared.makeAsyncIterator())
-                let b = Sub(shared.makeAsyncIterator())
+                let a = SubscriberBox(shared.makeAsyncIterator())
+                let b = SubscriberBox(shared.makeAsyncIterator())
                 let result = await Task {
                     withUnsafeCurrentTask { $0?.cancel() }
                     let start = ContinuousClock.now
@@ -66,8 +66,8 @@ struct CancellationTests {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
             let shared = stream.share()
-            let a = Sub(shared.makeAsyncIterator())
-            let b = Sub(shared.makeAsyncIterator())
+            let a = SubscriberBox(shared.makeAsyncIterator())
+            let b = SubscriberBox(shared.makeAsyncIterator())
             upstream.yield(0)
             upstream.yield(1)
             #expect(await b.next() == 0)
@@ -91,7 +91,7 @@ struct CancellationTests {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
             let shared = stream.share()
-            let readyToBeCancelled = Gate()
+            let readyToBeCancelled = Signal<Void>()
             var others: [Task<[Int], Never>] = []
             for _ in 0..<3 {
                 var iterator = shared.makeAsyncIterator()
@@ -106,12 +106,12 @@ struct CancellationTests {
                 var received: [Int] = []
                 while let element = await cancelledIterator.next() {
                     received.append(element)
-                    if element == 4 { readyToBeCancelled.open() }
+                    if element == 4 { readyToBeCancelled.send(()) }
                 }
                 return received
             }
             for i in 0..<5 { upstream.yield(i) }
-            await readyToBeCancelled.wait()
+            _ = await readyToBeCancelled.next("the subscriber to be cancelled to reach 4")
             cancelled.cancel()
             let cancelledReceived = await cancelled.value
             #expect(cancelledReceived == [0, 1, 2, 3, 4])
@@ -127,8 +127,8 @@ struct CancellationTests {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
             let shared = stream.share()
             var neverIterated: SharedIterator? = shared.makeAsyncIterator()
-            let iterated = Sub(shared.makeAsyncIterator())
-            let remaining = Sub(shared.makeAsyncIterator())
+            let iterated = SubscriberBox(shared.makeAsyncIterator())
+            let remaining = SubscriberBox(shared.makeAsyncIterator())
             #expect(shared.subscriberCount == 3)
             neverIterated = nil
             #expect(shared.subscriberCount == 2)
@@ -164,7 +164,7 @@ struct CancellationTests {
             #expect(await bAgain.value == nil)
             // The sequence value is still referenced (used below); the upstream is cancelled anyway.
             let reasons = try await terminations.waitForTermination()
-            #expect(reasons == ["cancelled"])
+            #expect(reasons == [.cancelled])
             #expect(shared.subscriberCount == 0)
             #expect(shared.storage.upstreamState == .idle)
             #expect(await a.next() == nil, "a cancelled subscriber stays gone")
@@ -178,13 +178,13 @@ struct CancellationTests {
             let terminations = TerminationRecorder()
             terminations.attach(to: upstream)
             let shared = stream.share()
-            let a = Sub(shared.makeAsyncIterator())
+            let a = SubscriberBox(shared.makeAsyncIterator())
             upstream.yield(0)
             #expect(await a.next() == 0)
             #expect(terminations.all.isEmpty)
             a.release()
             let reasons = try await terminations.waitForTermination()
-            #expect(reasons == ["cancelled"])
+            #expect(reasons == [.cancelled])
             #expect(shared.subscriberCount == 0)
         }
     }
@@ -193,7 +193,7 @@ struct CancellationTests {
         try await withTimeout {
             let probe = Probe()
             let shared = Instrumented(Counter(), probe: probe).share(buffering: .bounded(1))
-            let a = Sub(shared.makeAsyncIterator())
+            let a = SubscriberBox(shared.makeAsyncIterator())
             var holder: SharedIterator? = shared.makeAsyncIterator()
             #expect(await a.next() == 0)
             // `holder` holds 0: the producer is parked with nothing pulled beyond it.
@@ -213,7 +213,7 @@ struct CancellationTests {
             let shared = Instrumented(Counter(), probe: probe).share()
             for _ in 0..<3 { _ = shared.makeAsyncIterator() }
             #expect(shared.subscriberCount == 0)
-            await yieldMany()
+            await letOthersRun()
             #expect(probe.iterators == 0)
         }
     }
@@ -271,17 +271,21 @@ struct CancellationTests {
     @Test func restartWaitsUntilTheCancelledIterationHasEnded() async throws {
         try await withTimeout {
             let probe = Probe()
-            let latch = Latch()
-            let shared = Instrumented(SlowToCancel(latch: latch), probe: probe).share()
-            let a = Sub(shared.makeAsyncIterator())
-            #expect(await a.next() == 0)
+            let source = StubbornSource()
+            let shared = Instrumented(source, probe: probe).share()
+            let a = SubscriberBox(shared.makeAsyncIterator())
+            let aFirst = a.startNext()
+            _ = await source.control.pulled.next("the first pull")
+            source.control.answer(0)
+            #expect(await aFirst.value == 0)
             let aNext = a.startNext()
             // The upstream is now blocked in its second next(), ignoring cancellation.
+            _ = await source.control.pulled.next("the second pull")
             try await waitUntil("the upstream to block") { probe.snapshot.activePulls == 1 }
             aNext.cancel()
             #expect(await aNext.value == nil)
 
-            let b = Sub(shared.makeAsyncIterator())
+            let b = SubscriberBox(shared.makeAsyncIterator())
             let bNext = b.startNext()
             try await waitUntil("b to wait, or a second iteration") {
                 shared.storage.waitingCount == 1 || probe.iterators == 2
@@ -289,12 +293,18 @@ struct CancellationTests {
             // Give a wrongly started second iteration every chance to show up.
             for _ in 0..<1_000 where probe.iterators < 2 { await Task.yield() }
             #expect(probe.iterators == 1, "no new base iterator while the old one is still in next()")
-            latch.release()
+            source.control.answer(1)  // the cancelled iteration's late element: not delivered
+            _ = await source.control.pulled.next("the new iteration's first pull")
+            source.control.answer(100)
             #expect(await bNext.value == 100, "the new subscriber is served by a new iteration")
             let stats = probe.snapshot
             #expect(stats.iterators == 2)
             #expect(!stats.iteratorMadeDuringPull, "a second base iterator was made while the first was still pulling")
             #expect(stats.maxActivePulls == 1)
+            // The new iteration pulls on; once b left, end that pull too.
+            _ = await source.control.pulled.next("the new iteration's second pull")
+            b.release()
+            source.control.answer(nil)
         }
     }
 }
@@ -306,15 +316,15 @@ private func startTwoWaitingSubscribers() async throws -> (
     upstream: AsyncStream<Int>.Continuation,
     terminations: TerminationRecorder,
     shared: AsyncShareSequence<AsyncStream<Int>>,
-    a: Sub<Int, Never>, b: Sub<Int, Never>,
+    a: SubscriberBox<Int, Never>, b: SubscriberBox<Int, Never>,
     aNext: Task<Int?, Never>, bNext: Task<Int?, Never>
 ) {
     let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
     let terminations = TerminationRecorder()
     terminations.attach(to: upstream)
     let shared = stream.share()
-    let a = Sub(shared.makeAsyncIterator())
-    let b = Sub(shared.makeAsyncIterator())
+    let a = SubscriberBox(shared.makeAsyncIterator())
+    let b = SubscriberBox(shared.makeAsyncIterator())
     let aNext = a.startNext()
     let bNext = b.startNext()
     try await shared.waitForWaiting(2)

@@ -1,5 +1,5 @@
-// Issue 3: AsyncSharedSource — a callback-based producer (the seed's `Monitor` case) started by
-// the first subscriber and stopped when the last one leaves.
+// AsyncSharedSource: a callback-based producer (the `Monitor` case of the articles that
+// motivated the project) started by the first subscriber and stopped when the last one leaves.
 
 #if canImport(Glibc)
 import Glibc
@@ -19,7 +19,7 @@ import Testing
 /// `stopDuration` simulates a system whose stop call takes a while (it blocks the calling
 /// thread, like a synchronous teardown would). It only widens the window in which a wrong
 /// implementation would start the next session early; no ordering depends on it.
-final class I3Monitor: Sendable {
+private final class CallbackMonitor: Sendable {
     private struct State: Sendable {
         var handler: (@Sendable (Int) -> Void)?
         var stopping = false
@@ -30,7 +30,7 @@ final class I3Monitor: Sendable {
     }
     private let state = Lock(State())
     /// "start N" / "stop N", in the order they happen.
-    let events = I3Signal<String>()
+    let events = Signal<String>()
     private let stopMicroseconds: UInt32
 
     init(stopDuration: Duration = .zero) {
@@ -79,13 +79,13 @@ final class I3Monitor: Sendable {
 
 @Suite("AsyncSharedSource", .timeLimit(.minutes(2)))
 struct SharedSourceTests {
-    typealias Source = AsyncSharedSource<Int, I3Error>
+    typealias Source = AsyncSharedSource<Int, TestError>
 
-    /// The seed's shape: the start closure wires the monitor's callback to the emitter and
+    /// The articles' shape: the start closure wires the monitor's callback to the emitter and
     /// returns the closure that stops the monitor. Each session's emitter is kept in `emitters`.
     private func makeSource(
-        _ monitor: I3Monitor,
-        emitters: I3Log<Source.Emitter> = I3Log(),
+        _ monitor: CallbackMonitor,
+        emitters: LockedLog<Source.Emitter> = LockedLog(),
         replay: Int = 0
     ) -> Source {
         Source(replay: replay) { emitter in
@@ -98,10 +98,10 @@ struct SharedSourceTests {
     /// Joins two subscribers, then lets the first one demand: session 1 has started (checked)
     /// and `a` has a `next()` outstanding, to be read with `answer()`.
     private func joinTwoAndStart(
-        _ source: Source, _ monitor: I3Monitor, sourceLocation: SourceLocation = #_sourceLocation
-    ) async -> (a: I3Subscriber<Int, I3Error>, b: I3Subscriber<Int, I3Error>) {
-        let a = await I3Subscriber.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
-        let b = await I3Subscriber.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
+        _ source: Source, _ monitor: CallbackMonitor, sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> (a: SubscriberTask<Int, TestError>, b: SubscriberTask<Int, TestError>) {
+        let a = await SubscriberTask.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
+        let b = await SubscriberTask.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
         a.request()
         #expect(await monitor.events.next() == "start 1", sourceLocation: sourceLocation)
         return (a, b)
@@ -109,12 +109,12 @@ struct SharedSourceTests {
 
     @Test("start is called once, on the first demand, not at creation or when joining")
     func startsOnFirstDemand() async {
-        let monitor = I3Monitor()
+        let monitor = CallbackMonitor()
         let source = self.makeSource(monitor)
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(monitor.starts == 0, "not at creation")
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
-        await i3LetOthersRun()
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
+        await letOthersRun()
         #expect(monitor.starts == 0, "joining is not demand")
 
         a.request()
@@ -122,7 +122,7 @@ struct SharedSourceTests {
         monitor.emit(1)
         #expect(await a.answer() == 1)
 
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
+        let b = await SubscriberTask.join { source.makeAsyncIterator() }
         b.request()
         monitor.emit(2)
         #expect(await b.answer() == 2)
@@ -135,7 +135,7 @@ struct SharedSourceTests {
 
     @Test("stop is called when the last subscriber leaves; the next subscriber starts it again")
     func stopsWhenLastLeavesAndRestarts() async {
-        let monitor = I3Monitor()
+        let monitor = CallbackMonitor()
         let source = self.makeSource(monitor)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
@@ -143,7 +143,7 @@ struct SharedSourceTests {
         #expect(await b.next() == 1)
 
         await a.leave()
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(monitor.stops == 0, "one subscriber is left")
         #expect(monitor.isRunning)
         b.request()
@@ -152,7 +152,7 @@ struct SharedSourceTests {
         #expect(!monitor.isRunning)
         #expect(source.subscriberCount == 0)
 
-        let c = await I3Subscriber.join { source.makeAsyncIterator() }
+        let c = await SubscriberTask.join { source.makeAsyncIterator() }
         c.request()
         #expect(await monitor.events.next() == "start 2")
         monitor.emit(5)
@@ -164,16 +164,16 @@ struct SharedSourceTests {
 
     @Test("stop of session 1 runs before start of session 2, even when the next subscriber arrives at once")
     func stopBeforeNextStart() async {
-        let monitor = I3Monitor(stopDuration: .milliseconds(100))
+        let monitor = CallbackMonitor(stopDuration: .milliseconds(100))
         let source = self.makeSource(monitor)
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()
         #expect(await monitor.events.next() == "start 1")
         monitor.emit(1)
         #expect(await a.answer() == 1)
         await a.cancel()
         // The next subscriber demands right away, without waiting for the stop.
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
+        let b = await SubscriberTask.join { source.makeAsyncIterator() }
         b.request()
         #expect(await monitor.events.next() == "stop 1")
         #expect(await monitor.events.next() == "start 2")
@@ -187,10 +187,10 @@ struct SharedSourceTests {
 
     @Test("stop/start ordering under immediate re-subscription, repeated")
     func rapidResubscription() async {
-        let monitor = I3Monitor(stopDuration: .milliseconds(2))
+        let monitor = CallbackMonitor(stopDuration: .milliseconds(2))
         let source = self.makeSource(monitor)
         for round in 1...30 {
-            let subscriber = await I3Subscriber.join { source.makeAsyncIterator() }
+            let subscriber = await SubscriberTask.join { source.makeAsyncIterator() }
             subscriber.request()
             if round > 1 {
                 #expect(await monitor.events.next() == "stop \(round - 1)")
@@ -209,8 +209,8 @@ struct SharedSourceTests {
 
     @Test("emitter.finish() ends every subscriber after its buffered values; stop is called; the source stays ended")
     func finishEndsAllSubscribers() async {
-        let monitor = I3Monitor()
-        let emitters = I3Log<Source.Emitter>()
+        let monitor = CallbackMonitor()
+        let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
@@ -224,38 +224,38 @@ struct SharedSourceTests {
         #expect(await monitor.events.next() == "stop 1")
 
         emitters.values.last?.send(3)  // ignored: the source ended
-        let late = await I3Subscriber.join { source.makeAsyncIterator() }
+        let late = await SubscriberTask.join { source.makeAsyncIterator() }
         let drainedLate = await late.drain()
         #expect(drainedLate.elements.isEmpty)
         #expect(drainedLate.failure == nil)
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(monitor.starts == 1, "an ended source does not start again")
     }
 
     @Test("emitter.fail(_:) ends every subscriber with the error")
     func failEndsAllSubscribers() async {
-        let monitor = I3Monitor()
-        let emitters = I3Log<Source.Emitter>()
+        let monitor = CallbackMonitor()
+        let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
-        emitters.values.last?.fail(I3Error(code: 5))
+        emitters.values.last?.fail(TestError.other(5))
         #expect(await a.answer() == 1)
-        #expect(await a.drain().failure == I3Error(code: 5))
+        #expect(await a.drain().failure == TestError.other(5))
         let drainedB = await b.drain()
         #expect(drainedB.elements == [1])
-        #expect(drainedB.failure == I3Error(code: 5))
+        #expect(drainedB.failure == TestError.other(5))
         #expect(await monitor.events.next() == "stop 1")
-        let late = await I3Subscriber.join { source.makeAsyncIterator() }
-        #expect(await late.drain().failure == I3Error(code: 5))
+        let late = await SubscriberTask.join { source.makeAsyncIterator() }
+        #expect(await late.drain().failure == TestError.other(5))
     }
 
     @Test("a late emitter.send after stop is ignored, also while a newer session runs")
     func lateSendAfterStopIsIgnored() async {
-        let monitor = I3Monitor()
-        let emitters = I3Log<Source.Emitter>()
+        let monitor = CallbackMonitor()
+        let emitters = LockedLog<Source.Emitter>()
         let source = self.makeSource(monitor, emitters: emitters)
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()
         #expect(await monitor.events.next() == "start 1")
         monitor.emit(1)
@@ -265,7 +265,7 @@ struct SharedSourceTests {
         let stale = emitters.values[0]
         stale.send(99)  // a late callback of session 1, nobody subscribed
 
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
+        let b = await SubscriberTask.join { source.makeAsyncIterator() }
         b.request()
         #expect(await monitor.events.next() == "start 2")
         stale.send(98)  // a late callback of session 1 while session 2 runs
@@ -280,16 +280,16 @@ struct SharedSourceTests {
 
     @Test("replay: a subscriber joining a running session first gets the latest value")
     func replayLatestValue() async {
-        let monitor = I3Monitor()
+        let monitor = CallbackMonitor()
         let source = self.makeSource(monitor, replay: 1)
-        let a = await I3Subscriber.join { source.makeAsyncIterator() }
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()
         #expect(await monitor.events.next() == "start 1")
         monitor.emit(1)
         monitor.emit(2)
         #expect(await a.answer() == 1)
         #expect(await a.next() == 2)
-        let b = await I3Subscriber.join { source.makeAsyncIterator() }
+        let b = await SubscriberTask.join { source.makeAsyncIterator() }
         #expect(await b.next() == 2)
         await a.leave()
         await b.leave()

@@ -6,7 +6,7 @@ import Testing
 @testable import AsyncMulticast
 
 /// Weak references filled in by a scenario and checked after it released everything.
-final class WeakRefs: @unchecked Sendable {  // written, then read after awaiting the writer
+private final class WeakRefs: @unchecked Sendable {  // written, then read after awaiting the writer
     weak var storage: AnyObject?
     weak var captured: AnyObject?
     weak var element: AnyObject?
@@ -42,8 +42,8 @@ struct LifecycleTests {
                 let shared = Instrumented(stream, probe: probe).share()
                 refs.storage = shared.storage
                 refs.captured = probe
-                let a = Sub(shared.makeAsyncIterator())
-                let b = Sub(shared.makeAsyncIterator())
+                let a = SubscriberBox(shared.makeAsyncIterator())
+                let b = SubscriberBox(shared.makeAsyncIterator())
                 do {
                     let payload = Payload(0)
                     refs.element = payload
@@ -75,7 +75,7 @@ struct LifecycleTests {
                 let shared = Instrumented(stream, probe: probe).share(buffering: .bufferingOldest(2))
                 refs.storage = shared.storage
                 refs.captured = probe
-                let reader = Sub(shared.makeAsyncIterator())
+                let reader = SubscriberBox(shared.makeAsyncIterator())
                 var holder: SharedIterator? = shared.makeAsyncIterator()  // its buffer is frozen below
                 for i in 0..<4 {
                     let payload = Payload(i)
@@ -120,7 +120,7 @@ struct LifecycleTests {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Payload.self)
             let shared = stream.share(buffering: .unbounded)
-            let reader = Sub(shared.makeAsyncIterator())
+            let reader = SubscriberBox(shared.makeAsyncIterator())
             var holder: SharedIterator? = shared.makeAsyncIterator()
             do {
                 let payload = Payload(0)

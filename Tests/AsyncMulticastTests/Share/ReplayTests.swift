@@ -1,4 +1,6 @@
-// Issue 3: replay(_ count, buffering:).
+// replay(_:buffering:keepAlive:) with real tasks: the share() lifecycle, the latest `count`
+// elements replayed then live ones, the cache after the end and across a restart, replay(0)
+// and replay(1). The keep-alive window is in KeepAliveTests.swift.
 
 import Testing
 @testable import AsyncMulticast
@@ -9,11 +11,11 @@ struct ReplayTests {
 
     @Test("replay starts the upstream lazily, on the first demand")
     func startsLazily() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(replayed.subscriberCount == 1)
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.iteratorCount == 0, "joining is not demand")
         #expect(source.control.nextCalls == 0)
 
@@ -24,15 +26,15 @@ struct ReplayTests {
 
     @Test("the last subscriber leaving cancels the upstream; the next demand restarts it")
     func lastOneOutCancelsThenRestarts() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2) == 1)
         #expect(await b.take(2) == [1, 2])
 
         await a.leave()
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "one subscriber is still there")
         await b.cancel()
         let ended = await source.control.waitForEnd()
@@ -40,7 +42,7 @@ struct ReplayTests {
         #expect(ended?.end == .cancelled)
         #expect(replayed.subscriberCount == 0)
 
-        let c = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let c = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await c.take(2) == [1, 2], "the replayed elements")
         c.request()
         await source.control.waitForStart(of: 1)
@@ -52,9 +54,9 @@ struct ReplayTests {
 
     @Test("a restart waits only for the element the cancelled iteration was computing, which is not delivered")
     func restartWaitsForTheCancelledIteration() async {
-        let source = I3StubbornSource()
+        let source = StubbornSource()
         let replayed = source.replay(1)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         a.request()
         _ = await source.control.pulled.next("first pull")
         source.control.answer(1)
@@ -62,10 +64,10 @@ struct ReplayTests {
         _ = await source.control.pulled.next("second pull")  // stuck: it ignores cancellation
         await a.leave()  // cancels the upstream, which does not notice yet
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.next() == 1, "the replayed element")
         b.request()  // demand: a restart is due
-        await i3LetOthersRun()
+        await letOthersRun()
         #expect(source.control.iteratorCount == 1, "no second base iterator while the first is still running")
 
         source.control.answer(2)  // the cancelled iteration's late element
@@ -83,13 +85,13 @@ struct ReplayTests {
 
     @Test("a new subscriber gets the latest `count` elements, oldest first, then live ones")
     func replaysLatestThenLive() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4, 5) == 1)
         #expect(await a.take(4) == [2, 3, 4, 5])  // all five were produced
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.take(2) == [4, 5])
         source.control.yield(6, 7)
         #expect(await b.take(2) == [6, 7])
@@ -101,12 +103,12 @@ struct ReplayTests {
 
     @Test("fewer elements produced than `count`: a new subscriber gets all of them")
     func replaysWhatThereIs() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(5)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2) == 1)
         #expect(await a.next() == 2)
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.take(2) == [1, 2])
         source.control.yield(3)
         #expect(await b.next() == 3)
@@ -115,9 +117,9 @@ struct ReplayTests {
     }
 
     @Test("joining while the upstream produces continuously: a contiguous run, nothing missed or duplicated at the seam")
-    func seamIsContiguous() async {
-        let counter = I3Counter()
-        let replayed = counter.replay(3)
+    func seamIsContiguous() async throws {
+        let probe = Probe()
+        let replayed = Instrumented(Counter(), probe: probe).replay(3)
         let progress = Lock(-1)
         // Subscriber A reads continuously, for the whole test.
         let a = Task { () -> (count: Int, contiguous: Bool) in
@@ -135,7 +137,7 @@ struct ReplayTests {
         }
         for round in 1...20 {
             let target = round * 40
-            await i3Eventually("A reaches \(target)") { progress.withLock { $0 } >= target }
+            try await waitUntil("A reaches \(target)") { progress.withLock { $0 } >= target }
             let before = progress.withLock { $0 }
             // B joins right now, while the upstream is producing.
             let b = Task { () -> [Int] in
@@ -144,28 +146,28 @@ struct ReplayTests {
                 while values.count < 100, let value = await iterator.next() { values.append(value) }
                 return values
             }
-            let values = await i3Value(of: b, "joiner B") ?? []
+            let values = try await withTimeout("joiner B") { await b.value }
             #expect(values.count == 100)
-            #expect(i3IsContiguous(values), "round \(round): \(values.prefix(8))…")
+            #expect(isConsecutive(values), "round \(round): \(values.prefix(8))…")
             if let first = values.first {
                 // Produced before B joined: `before` (A saw it); B starts at most 3 back from the tail.
                 #expect(first >= before - 2, "round \(round): B started at \(first), A had seen \(before)")
             }
         }
         a.cancel()
-        let result = await i3Value(of: a, "subscriber A")
-        #expect(result?.contiguous == true)
-        #expect((result?.count ?? 0) > 800)
-        #expect(counter.iterators.count == 1, "one upstream iteration throughout")
+        let result = try await withTimeout("subscriber A") { await a.value }
+        #expect(result.contiguous)
+        #expect(result.count > 800)
+        #expect(probe.iterators == 1, "one upstream iteration throughout")
     }
 
     // MARK: After the upstream ended
 
     @Test("after the upstream finished, a new subscriber gets the replayed elements, then nil")
     func afterFinish() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         a.request()
         await source.control.waitForStart(of: 0)
         source.control.yield(1, 2, 3)
@@ -174,11 +176,11 @@ struct ReplayTests {
         let rest = await a.drain()
         #expect(rest.elements == [2, 3])
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         let late = await b.drain()
         #expect(late.elements == [2, 3])
         #expect(late.failure == nil)
-        let c = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let c = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await c.drain().elements == [2, 3], "every later subscriber, again")
         #expect(source.control.iteratorCount == 1, "a terminated upstream is not restarted")
     }
@@ -188,33 +190,33 @@ struct ReplayTests {
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: Int.self)
         let replayed = stream.replay(2)
         for value in 1...3 { continuation.yield(value) }
-        continuation.finish(throwing: I3Error(code: 7))
+        continuation.finish(throwing: TestError.other(7))
 
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         let first = await a.drain()
         #expect(first.elements == [1, 2, 3])
-        #expect(first.failure as? I3Error == I3Error(code: 7))
+        #expect(first.failure as? TestError == TestError.other(7))
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         let late = await b.drain()
         #expect(late.elements == [2, 3])
-        #expect(late.failure as? I3Error == I3Error(code: 7))
+        #expect(late.failure as? TestError == TestError.other(7))
     }
 
     // MARK: The cache survives a disconnect
 
     @Test("a subscriber arriving after everyone left sees the last values, then the restarted upstream's")
     func cacheSurvivesDisconnect() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(2)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3) == 1)
         #expect(await a.take(2) == [2, 3])
         await a.leave()
         let ended = await source.control.waitForEnd()
         #expect(ended?.end == .cancelled)
 
-        let b = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.take(2) == [2, 3])
         #expect(source.control.iteratorCount == 1, "replayed elements come from the cache, not a restart")
         b.request()
@@ -228,20 +230,20 @@ struct ReplayTests {
     // MARK: replay(0) and replay(1)
 
     /// Runs one script against a shared sequence and records what is observable.
-    private func trace(_ make: (I3Source) -> AsyncShareSequence<I3Source>) async -> [String] {
+    private func trace(_ make: (FedSource) -> AsyncShareSequence<FedSource>) async -> [String] {
         var trace: [String] = []
-        let source = I3Source()
+        let source = FedSource()
         let shared = make(source)
-        let a = await I3Subscriber.join { shared.makeAsyncIterator() }
+        let a = await SubscriberTask.join { shared.makeAsyncIterator() }
         trace.append("iterators after join: \(source.control.iteratorCount)")
         a.request()
         await source.control.waitForStart(of: 0)
         source.control.yield(1, 2)
         trace.append("a: \(await a.answer().map(String.init) ?? "nil")")
         trace.append("a: \(await a.take(1))")
-        let b = await I3Subscriber.join { shared.makeAsyncIterator() }
+        let b = await SubscriberTask.join { shared.makeAsyncIterator() }
         b.request()
-        await i3LetOthersRun()
+        await letOthersRun()
         source.control.yield(3)
         trace.append("b: \(await b.answer().map(String.init) ?? "nil")")
         trace.append("a: \(await a.take(1))")
@@ -249,7 +251,7 @@ struct ReplayTests {
         await b.leave()
         let ended = await source.control.waitForEnd()
         trace.append("ended: \(ended.map { "\($0.iteration) \($0.end)" } ?? "nil")")
-        let c = await I3Subscriber.join { shared.makeAsyncIterator() }
+        let c = await SubscriberTask.join { shared.makeAsyncIterator() }
         c.request()
         await source.control.waitForStart(of: 1)
         source.control.yield(7)
@@ -273,13 +275,13 @@ struct ReplayTests {
 
     @Test("replay(1): a late subscriber immediately gets the current value")
     func replayOneIsAStateHolder() async {
-        let source = I3Source()
+        let source = FedSource()
         let state = source.replay(1)
-        let a = await I3Subscriber.join { state.makeAsyncIterator() }
+        let a = await SubscriberTask.join { state.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3) == 1)
         #expect(await a.take(2) == [2, 3])
 
-        let late = await I3Subscriber.join { state.makeAsyncIterator() }
+        let late = await SubscriberTask.join { state.makeAsyncIterator() }
         #expect(await late.next() == 3, "the current value, without anything new produced")
         #expect(source.control.iteratorCount == 1)
         source.control.yield(4)
@@ -291,14 +293,14 @@ struct ReplayTests {
 
     @Test("a dropping subscriber gets at most max(n, 1) replayed elements, the newest")
     func droppingSubscriberGetsNewestReplayed() async {
-        let source = I3Source()
+        let source = FedSource()
         let replayed = source.replay(3)
-        let a = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4) == 1)
         #expect(await a.take(3) == [2, 3, 4])
-        let newest = await I3Subscriber.join { replayed.buffering(.bufferingNewest(1)).makeAsyncIterator() }
+        let newest = await SubscriberTask.join { replayed.buffering(.bufferingNewest(1)).makeAsyncIterator() }
         #expect(await newest.next() == 4)
-        let full = await I3Subscriber.join { replayed.makeAsyncIterator() }
+        let full = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await full.take(3) == [2, 3, 4])
         await a.leave()
         await newest.leave()

@@ -1,0 +1,221 @@
+// multicast(replay:buffering:) -> AsyncMulticastSequence, MulticastConnection and
+// autoconnect(), with real tasks. The connect/cancel epochs behind them are checked in
+// Engine/StateMachineConnectionTests.swift.
+
+import Testing
+@testable import AsyncMulticast
+
+@Suite("multicast(replay:buffering:)", .timeLimit(.minutes(2)))
+struct MulticastTests {
+    @Test("subscribers join before anything flows; nothing is pulled until connect(); all see the first element")
+    func nothingFlowsBeforeConnect() async {
+        let source = FedSource()
+        let multicast = source.multicast()
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        #expect(multicast.subscriberCount == 2)
+        a.request()  // both wait for an element…
+        b.request()
+        await letOthersRun()
+        #expect(source.control.iteratorCount == 0, "…but demand does not start a multicast")
+        #expect(source.control.nextCalls == 0)
+
+        let connection = multicast.connect()
+        await source.control.waitForStart(of: 0)
+        #expect(source.control.iteratorCount == 1)
+        source.control.yield(1, 2)
+        #expect(await a.answer() == 1, "the very first element")
+        #expect(await b.answer() == 1, "the very first element")
+        #expect(await a.next() == 2)
+        #expect(await b.next() == 2)
+        connection.cancel()
+        await a.leave()
+        await b.leave()
+    }
+
+    @Test("subscribers that joined before connect() but never waited see the first element too")
+    func idleSubscribersSeeFirstElement() async {
+        let source = FedSource()
+        let multicast = source.multicast()
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let connection = multicast.connect()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2, 3)
+        #expect(await a.take(3) == [1, 2, 3])
+        #expect(await b.take(3) == [1, 2, 3])
+        connection.cancel()
+        await a.leave()
+        await b.leave()
+    }
+
+    @Test("connect() while connected returns the same connection")
+    func connectIsIdempotentWhileConnected() async {
+        let source = FedSource()
+        let multicast = source.multicast()
+        let first = multicast.connect()
+        let second = multicast.connect()
+        #expect(first == second)
+        #expect(first.hashValue == second.hashValue)
+        await source.control.waitForStart(of: 0)
+        await letOthersRun()
+        #expect(source.control.iteratorCount == 1, "one iteration for both calls")
+
+        let other = FedSource().multicast().connect()
+        #expect(other != first, "connections of different multicasts differ")
+        first.cancel()
+        other.cancel()
+    }
+
+    @Test("cancel(): the upstream is cancelled, current subscribers drain then get nil, a later connect() restarts")
+    func cancelDrainsThenReconnectRestarts() async {
+        let source = FedSource()
+        let multicast = source.multicast()
+        let reader = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let idle = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let connection = multicast.connect()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2, 3)
+        #expect(await reader.take(3) == [1, 2, 3])  // so 1, 2, 3 were produced
+        reader.request()  // now waiting for a 4th
+
+        connection.cancel()
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.iteration == 0)
+        #expect(ended?.end == .cancelled, "AsyncStream onTermination(.cancelled)")
+        #expect(await reader.answer() == nil, "a waiting subscriber gets nil")
+        let drained = await idle.drain()
+        #expect(drained.elements == [1, 2, 3], "what was buffered, then nil")
+
+        let later = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        later.request()
+        await letOthersRun()
+        #expect(source.control.iteratorCount == 1, "nothing restarts on its own")
+        let reconnected = multicast.connect()
+        #expect(reconnected != connection)
+        await source.control.waitForStart(of: 1)
+        #expect(source.control.iteratorCount == 2, "a fresh makeAsyncIterator()")
+        source.control.yield(10)
+        #expect(await later.answer() == 10, "a later subscriber is not ended by the old cancel")
+        reconnected.cancel()
+        #expect(await later.next() == nil)
+        connection.cancel()  // cancelling an old connection again does nothing
+        #expect(source.control.iteratorCount == 2)
+    }
+
+    @Test("cancelling twice is harmless; an old connection does not cancel a newer one")
+    func staleCancelIsIgnored() async {
+        let source = FedSource()
+        let multicast = source.multicast()
+        let first = multicast.connect()
+        await source.control.waitForStart(of: 0)
+        first.cancel()
+        first.cancel()
+        _ = await source.control.waitForEnd()
+        let second = multicast.connect()
+        await source.control.waitForStart(of: 1)
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        first.cancel()  // stale
+        source.control.yield(5)
+        #expect(await a.next() == 5)
+        #expect(source.control.end(of: 1) == nil)
+        second.cancel()
+        #expect(await a.next() == nil)
+    }
+
+    @Test("subscribers leaving do not disconnect a multicast")
+    func leavingDoesNotDisconnect() async {
+        let source = FedSource()
+        let multicast = source.multicast()
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let connection = multicast.connect()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1)
+        #expect(await a.next() == 1)
+        await a.leave()
+        #expect(multicast.subscriberCount == 0)
+        await letOthersRun()
+        #expect(source.control.end(of: 0) == nil, "the upstream is still running")
+
+        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        source.control.yield(2)
+        #expect(await b.next() == 2, "the same iteration goes on")
+        #expect(source.control.iteratorCount == 1)
+        #expect(multicast.connect() == connection)
+        connection.cancel()
+        await b.leave()
+    }
+
+    @Test("autoconnect() connects on the first demand, and leaving does not disconnect")
+    func autoconnect() async {
+        let source = FedSource()
+        let multicast = source.multicast()
+        let auto = multicast.autoconnect()
+        let a = await SubscriberTask.join { auto.makeAsyncIterator() }
+        await letOthersRun()
+        #expect(source.control.iteratorCount == 0, "joining is not demand")
+
+        #expect(await a.startIteration(of: source, yielding: 1) == 1)
+        await a.leave()
+        await letOthersRun()
+        #expect(source.control.end(of: 0) == nil)
+
+        let b = await SubscriberTask.join { auto.makeAsyncIterator() }
+        source.control.yield(2)
+        #expect(await b.next() == 2)
+        #expect(source.control.iteratorCount == 1)
+        // The connection is the multicast's: connect() hands out the running one.
+        let connection = multicast.connect()
+        connection.cancel()
+        #expect(await b.next() == nil)
+        _ = await source.control.waitForEnd()
+
+        // After a cancel, demand through autoconnect connects again.
+        let c = await SubscriberTask.join { auto.makeAsyncIterator() }
+        c.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(3)
+        #expect(await c.answer() == 3)
+        multicast.connect().cancel()
+        await c.leave()
+    }
+
+    @Test("after the upstream ended, connect() returns an inert connection")
+    func connectAfterEndIsInert() async {
+        let source = FedSource()
+        let multicast = source.multicast(replay: 1)
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let connection = multicast.connect()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1)
+        source.control.finish()
+        let drained = await a.drain()
+        #expect(drained.elements == [1])
+        #expect(drained.failure == nil)
+
+        let inert = multicast.connect()
+        #expect(inert != connection)
+        inert.cancel()
+        connection.cancel()
+        await letOthersRun()
+        #expect(source.control.iteratorCount == 1, "nothing restarts after the end")
+        let late = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        #expect(await late.drain().elements == [1], "replay, then the terminal event")
+    }
+
+    @Test("multicast(replay:) gives a late subscriber the latest elements")
+    func multicastReplay() async {
+        let source = FedSource()
+        let multicast = source.multicast(replay: 2)
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let connection = multicast.connect()
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2, 3)
+        #expect(await a.take(3) == [1, 2, 3])
+        let late = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        #expect(await late.take(2) == [2, 3])
+        connection.cancel()
+        #expect(await late.next() == nil)
+        await a.leave()
+    }
+}

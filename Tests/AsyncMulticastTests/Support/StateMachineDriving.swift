@@ -1,0 +1,139 @@
+// Driving `MulticastStateMachine` directly in tests, transition by transition: the machine the
+// engine suites use, its reads reduced to an `Equatable` outcome, the producing transitions
+// with their effects gathered in one value (as the storage would perform them), and a
+// machine already running with a few subscribers.
+
+import Testing
+@testable import AsyncMulticast
+
+/// The machine of the engine suites: `Int` elements, failing with `TestError`.
+typealias Machine = MulticastStateMachine<Int, TestError>
+
+/// `NextAction` reduced to something `Equatable` (continuations are not).
+enum ReadOutcome: Equatable, CustomStringConvertible {
+    case element(Int)
+    case suspend(startUpstream: UInt64?)
+    case finished
+    case failed(TestError)
+
+    var description: String {
+        switch self {
+        case .element(let e): return ".element(\(e))"
+        case .suspend(let s): return ".suspend(startUpstream: \(s.map(String.init) ?? "nil"))"
+        case .finished: return ".finished"
+        case .failed(let e): return ".failed(\(e))"
+        }
+    }
+}
+
+// MARK: - Reading, and producing what must be taken
+
+extension Machine {
+    /// `nextRequested(_:connectsOnDemand:)`, reduced to a `ReadOutcome`. The read must not wake
+    /// a parked producer: where it may, call `nextRequested` directly.
+    mutating func take(_ id: SubscriberID, connectsOnDemand: Bool = false) -> ReadOutcome {
+        switch self.nextRequested(id, connectsOnDemand: connectsOnDemand) {
+        case .element(let element, let producers):
+            precondition(producers.isEmpty, "unexpected producers; use nextRequested(_:) directly")
+            return .element(element)
+        case .suspend(let start):
+            return .suspend(startUpstream: start)
+        case .terminal(.success(nil)):
+            return .finished
+        case .terminal(.success(let element?)):
+            preconditionFailure("a terminal event carried the element \(element)")
+        case .terminal(.failure(let error)):
+            return .failed(error)
+        }
+    }
+
+    /// Reads elements until the subscriber would suspend or has ended.
+    mutating func drain(_ id: SubscriberID) -> [Int] {
+        var out: [Int] = []
+        while case .element(let element) = self.take(id) { out.append(element) }
+        return out
+    }
+
+    /// Produces `element`, expecting it to be taken (not `.stop`); returns its effects and
+    /// whether the producer must park.
+    mutating func push(_ element: Int, epoch: UInt64, sourceLocation: SourceLocation = #_sourceLocation)
+        -> (effects: Effects, park: Bool)
+    {
+        switch self.produce(element, epoch: epoch) {
+        case .proceed(let effects): return (effects, false)
+        case .park(let effects): return (effects, true)
+        case .stop:
+            Issue.record("produce(\(element)) was refused", sourceLocation: sourceLocation)
+            return (Effects(), false)
+        }
+    }
+}
+
+// MARK: - Performing effects, and a running machine
+
+extension MulticastStateMachine.Effects {
+    /// Resumes what the storage would resume.
+    func perform() {
+        for continuation in self.subscribers { continuation.resume(returning: self.subscriberResult) }
+        for continuation in self.producers { continuation.resume(returning: self.producerResult) }
+    }
+}
+
+/// A machine with one running upstream (epoch 0) and `count` subscribers, none suspended.
+func runningMachine(
+    policy: SharedBufferingPolicy, subscribers count: Int, replay: Int = 0
+) -> (Machine, [SubscriberID]) {
+    var machine = Machine(policy: policy, replay: replay, mode: .automatic)
+    let ids = (0..<count).map { _ in machine.subscriberJoined() }
+    let first = machine.take(ids[0])
+    precondition(first == .suspend(startUpstream: 0))
+    return (machine, ids)
+}
+
+// MARK: - Producing
+
+extension MulticastStateMachine {
+    /// What producing an element returned, with the waiting subscribers to resume.
+    enum ProduceAction: Sendable {
+        /// The element is in; go on producing.
+        case proceed(Effects)
+        /// The element is in; wait for room (see `producerParked`) before the next one.
+        case park(Effects)
+        /// The element was not taken: a stale epoch, or the sequence has ended.
+        case stop
+    }
+
+    /// `elementProduced`, with the subscribers it resumes gathered into `Effects`.
+    mutating func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) -> ProduceAction {
+        var effects = Effects()
+        let outcome = self.elementProduced(
+            element, epoch: epoch, respectingBounds: respectingBounds, resuming: &effects.subscribers)
+        if !effects.subscribers.isEmpty { effects.subscriberResult = .success(element) }
+        switch outcome {
+        case .proceed: return .proceed(effects)
+        case .park: return .park(effects)
+        case .stop: return .stop
+        }
+    }
+
+    /// `elementProducedIfRoom`, with the subscribers it resumes gathered into `Effects`;
+    /// `nil` when the sender must wait for room.
+    mutating func produceIfRoom(_ element: Element, epoch: UInt64) -> ProduceAction? {
+        var effects = Effects()
+        guard let outcome = self.elementProducedIfRoom(element, epoch: epoch, resuming: &effects.subscribers) else {
+            return nil
+        }
+        if !effects.subscribers.isEmpty { effects.subscriberResult = .success(element) }
+        switch outcome {
+        case .proceed: return .proceed(effects)
+        case .park: return .park(effects)
+        case .stop: return .stop
+        }
+    }
+}
+
+extension MulticastStateMachine.ProduceAction {
+    var isStop: Bool { if case .stop = self { return true } else { return false } }
+    var isProceed: Bool { if case .proceed = self { return true } else { return false } }
+    var isPark: Bool { if case .park = self { return true } else { return false } }
+}
