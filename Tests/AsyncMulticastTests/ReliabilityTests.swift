@@ -140,25 +140,41 @@ struct ReliabilityTests {
 
     // MARK: - Multicast: subscribers present at a cancel
 
+    /// A `.bounded(2)` multicast over `TaggedIterations` whose subscriber `old` never read:
+    /// its first connection produced 2 elements, paused, and was cancelled.
+    private static func cancelledAfterTwo() async throws -> (
+        base: TaggedIterations, multicast: AsyncMulticastSequence<TaggedIterations>,
+        old: SharedIterator<Int, Never>, first: MulticastConnection
+    ) {
+        let base = TaggedIterations()
+        let multicast = base.multicast(buffering: .bounded(2))
+        let old = multicast.makeAsyncIterator()
+        let first = multicast.connect()
+        try await waitUntil("the first iteration to produce 2 elements") { multicast.storage.bufferedCount == 2 }
+        first.cancel()
+        return (base, multicast, old, first)
+    }
+
+    /// Up to `count` elements of `iterator`, stopping early at its end.
+    private static func read(_ count: Int, from iterator: inout SharedIterator<Int, Never>) async -> [Int] {
+        var received: [Int] = []
+        for _ in 0..<count {
+            guard let element = await iterator.next() else { break }
+            received.append(element)
+        }
+        return received
+    }
+
     @Test("multicast .bounded(2): a subscriber present at a cancel does not hold back the next connection, keeps its 2 elements, then ends")
     func cancelledSubscriberDoesNotHoldBackNextConnection() async throws {
         try await withTimeout(seconds: 60) {
-            let base = TaggedIterations()
-            let multicast = base.multicast(buffering: .bounded(2))
-            var old = multicast.makeAsyncIterator()
-            let first = multicast.connect()
             // `old` does not read: the upstream produces 2 elements and pauses.
-            try await waitUntil("the first iteration to produce 2 elements") { multicast.storage.bufferedCount == 2 }
-            first.cancel()
+            var (base, multicast, old, first) = try await Self.cancelledAfterTwo()
 
             var fresh = multicast.makeAsyncIterator()
             let second = multicast.connect()
             #expect(second != first)
-            var received: [Int] = []
-            for _ in 0..<50 {
-                guard let element = await fresh.next() else { break }
-                received.append(element)
-            }
+            let received = await Self.read(50, from: &fresh)
             try Task.checkCancellation()  // stopped by the hang guard: nothing more to check
             #expect(received == Array(1000..<1050), "the second iteration, from its first element")
             #expect(base.iterations == 2)
@@ -180,12 +196,7 @@ struct ReliabilityTests {
     @Test("multicast .bounded(2): a subscriber that drained and ended after a cancel; the next connection delivers to a new subscriber")
     func drainedSubscriberThenReconnect() async throws {
         try await withTimeout(seconds: 60) {
-            let base = TaggedIterations()
-            let multicast = base.multicast(buffering: .bounded(2))
-            var old = multicast.makeAsyncIterator()
-            let first = multicast.connect()
-            try await waitUntil("the first iteration to produce 2 elements") { multicast.storage.bufferedCount == 2 }
-            first.cancel()
+            var (base, multicast, old, _) = try await Self.cancelledAfterTwo()
             #expect(await old.next() == 0)
             #expect(await old.next() == 1)
             #expect(await old.next() == nil)
@@ -193,11 +204,7 @@ struct ReliabilityTests {
 
             var fresh = multicast.makeAsyncIterator()
             let second = multicast.connect()
-            var received: [Int] = []
-            for _ in 0..<50 {
-                guard let element = await fresh.next() else { break }
-                received.append(element)
-            }
+            let received = await Self.read(50, from: &fresh)
             try Task.checkCancellation()  // stopped by the hang guard: nothing more to check
             #expect(received == Array(1000..<1050))
             second.cancel()
