@@ -33,7 +33,9 @@ extension MulticastStateMachine {
 
         var keepFrom = self.tail - self.replayCount
         for lane in self.lanes { keepFrom = Swift.min(keepFrom, lane.minCursor) }
-        guard self.elements.startIndex == Swift.max(keepFrom, 0) else { return "stored from \(self.elements.startIndex), needed from \(Swift.max(keepFrom, 0))" }
+        guard self.elements.startIndex == Swift.max(keepFrom, 0) else {
+            return "stored from \(self.elements.startIndex), needed from \(Swift.max(keepFrom, 0))"
+        }
 
         var membersByLane = [Int](repeating: 0, count: self.lanes.count)
         var waitingByLane = [Int](repeating: 0, count: self.lanes.count)
@@ -42,7 +44,9 @@ extension MulticastStateMachine {
         for (slotIndex, slot) in self.slots.enumerated() where slot.isLive {
             live += 1
             if slot.lane == Slot.noLane {
-                guard slot.isDetached && self.detached[UInt32(slotIndex)]?.endsWhenEmpty == true else { return "an ended connection's subscriber without its final queue" }
+                guard slot.isDetached && self.detached[UInt32(slotIndex)]?.endsWhenEmpty == true else {
+                    return "an ended connection's subscriber without its final queue"
+                }
                 guard slot.waiterIndex < 0 else { return "an ended connection's subscriber is waiting" }
                 continue
             }
@@ -50,43 +54,66 @@ extension MulticastStateMachine {
             guard laneIndex < self.lanes.count else { return "slot \(slotIndex) in a lane that does not exist" }
             membersByLane[laneIndex] += 1
             if slot.isDetached {
-                guard self.detached[UInt32(slotIndex)]?.endsWhenEmpty == false else { return "a subscriber in a lane reads a final queue" }
+                guard self.detached[UInt32(slotIndex)]?.endsWhenEmpty == false else {
+                    return "a subscriber in a lane reads a final queue"
+                }
                 detachedByLane[laneIndex] += 1
             }
             if slot.waiterIndex >= 0 {
                 waitingByLane[laneIndex] += 1
-                guard Int(slot.waiterIndex) < self.waiters.count
-                             && self.waiters[Int(slot.waiterIndex)].slot == UInt32(slotIndex) else { return "slot \(slotIndex) and its waiter entry disagree" }
+                guard
+                    Int(slot.waiterIndex) < self.waiters.count
+                        && self.waiters[Int(slot.waiterIndex)].slot == UInt32(slotIndex)
+                else { return "slot \(slotIndex) and its waiter entry disagree" }
                 guard slot.cursor == self.tail && !slot.isDetached else { return "a waiting subscriber is behind" }
             }
         }
         guard live == self.subscriberCount else { return "\(live) live slots, subscriberCount \(self.subscriberCount)" }
-        guard self.waiters.count == waitingByLane.reduce(0, +) else { return "\(self.waiters.count) waiters, \(waitingByLane.reduce(0, +)) waiting slots" }
+        guard self.waiters.count == waitingByLane.reduce(0, +) else {
+            return "\(self.waiters.count) waiters, \(waitingByLane.reduce(0, +)) waiting slots"
+        }
         for key in self.detached.keys {
-            guard self.slots[Int(key)].isLive && self.slots[Int(key)].isDetached else { return "a private queue without its subscriber" }
+            guard self.slots[Int(key)].isLive && self.slots[Int(key)].isDetached else {
+                return "a private queue without its subscriber"
+            }
         }
 
         var policies = Set<SharedBufferingPolicy>()
         for (laneIndex, lane) in self.lanes.enumerated() {
             guard lane.members > 0 else { return "lane \(laneIndex) (\(lane.policy)) has no members" }
             guard policies.insert(lane.policy).inserted else { return "two lanes for \(lane.policy)" }
-            guard lane.members == membersByLane[laneIndex] else { return "lane \(laneIndex): members \(lane.members), slots \(membersByLane[laneIndex])" }
-            guard lane.waiting == waitingByLane[laneIndex] else { return "lane \(laneIndex): waiting \(lane.waiting), waiting slots \(waitingByLane[laneIndex])" }
-            guard lane.counts.endIndex == self.tail else { return "lane \(laneIndex)'s histogram ends at \(lane.counts.endIndex)" }
+            guard lane.members == membersByLane[laneIndex] else {
+                return "lane \(laneIndex): members \(lane.members), slots \(membersByLane[laneIndex])"
+            }
+            guard lane.waiting == waitingByLane[laneIndex] else {
+                return "lane \(laneIndex): waiting \(lane.waiting), waiting slots \(waitingByLane[laneIndex])"
+            }
+            guard lane.counts.endIndex == self.tail else {
+                return "lane \(laneIndex)'s histogram ends at \(lane.counts.endIndex)"
+            }
             if let first = lane.counts.first { guard first > 0 else { return "lane \(laneIndex)'s histogram starts with 0" } }
             let histogram = (lane.counts.startIndex..<lane.counts.endIndex).reduce(0) { $0 + lane.counts[$1] }
             let frozen = lane.frozen.values.reduce(0) { $0 + $1.members }
-            guard lane.members == lane.atTail + histogram + frozen + detachedByLane[laneIndex] else { return "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[laneIndex]) detached" }
+            guard lane.members == lane.atTail + histogram + frozen + detachedByLane[laneIndex] else {
+                return
+                    "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[laneIndex]) detached"
+            }
             guard lane.atTail >= lane.waiting else { return "lane \(laneIndex): more waiting members than members at the tail" }
             for (position, group) in lane.frozen {
-                guard position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit else { return "lane \(laneIndex): a frozen group at \(position) is not a full, older cell" }
+                guard position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit else {
+                    return "lane \(laneIndex): a frozen group at \(position) is not a full, older cell"
+                }
             }
             for (index, key) in lane.roomList.enumerated() {
                 let queue = self.detached[key]!
-                guard queue.roomIndex == index && queue.pending < lane.freezeLimit else { return "lane \(laneIndex): the room list holds a full or misplaced queue" }
+                guard queue.roomIndex == index && queue.pending < lane.freezeLimit else {
+                    return "lane \(laneIndex): the room list holds a full or misplaced queue"
+                }
             }
             if lane.dropLimit >= 0 {
-                guard self.tail - lane.minCursor <= lane.dropLimit else { return "lane \(laneIndex) holds more than \(lane.dropLimit)" }
+                guard self.tail - lane.minCursor <= lane.dropLimit else {
+                    return "lane \(laneIndex) holds more than \(lane.dropLimit)"
+                }
             }
         }
         if !self.parkedProducers.isEmpty {

@@ -210,7 +210,6 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var upstream: Upstream = .idle
 
-
     @usableFromInline
     var nextEpoch: UInt64 = 0
 

@@ -137,7 +137,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     func runKeepAliveTimer() async {
         while true {
-            let step = self.state.withLock { state -> (sleep: Duration?, effects: Machine.Effects, upstream: Task<Void, Never>?) in
+            typealias Step = (sleep: Duration?, effects: Machine.Effects, upstream: Task<Void, Never>?)
+            let step = self.state.withLock { state -> Step in
                 let remaining = state.keepAliveDeadline - .now
                 if remaining > .zero { return (remaining, Machine.Effects(), nil) }
                 state.timerTask = nil
