@@ -128,11 +128,6 @@ extension MulticastStateMachine {
     @usableFromInline
     func undelivered(_ id: SubscriberID) -> [Element] {
         guard let slotIndex = self.liveSlot(id) else { return [] }
-        let slot = self.slots[slotIndex]
-        if slot.lane == Slot.noLane || slot.isDetached {
-            let queue = self.detached[UInt32(slotIndex)]!
-            return Array(queue.queue[queue.head...])
-        }
         return self.pendingElements(of: slotIndex)
     }
 }

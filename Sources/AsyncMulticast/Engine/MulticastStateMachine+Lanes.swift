@@ -42,6 +42,10 @@ extension MulticastStateMachine {
         @inlinable
         var pending: Int { self.queue.count - self.head }
 
+        /// The elements still to be read, in order.
+        @inlinable
+        var remaining: [Element] { Array(self.queue[self.head...]) }
+
         @inlinable
         mutating func pop() -> Element {
             let element = self.queue[self.head]
@@ -200,7 +204,7 @@ extension MulticastStateMachine {
         return self.lanes.count - 1
     }
 
-    /// Removes lane `l` if its last member left: the last lane takes its index, and the
+    /// Removes lane `laneIndex` if its last member left: the last lane takes its index, and the
     /// slots of that lane's members are renumbered (a scan of the slots, on this cold path
     /// only, so that reading never pays an indirection).
     @inlinable
@@ -266,7 +270,7 @@ extension MulticastStateMachine {
         }
     }
 
-    /// Takes subscriber `s` (not waiting) out of its lane: its histogram unit, frozen group
+    /// Takes subscriber `slotIndex` (not waiting) out of its lane: its histogram unit, frozen group
     /// or private queue, and its membership; the lane goes if it was the last member.
     /// Afterwards the slot's `lane` is `Slot.noLane` and it holds no private queue.
     @inlinable
@@ -300,16 +304,16 @@ extension MulticastStateMachine {
         self.removeLaneIfEmpty(laneIndex)
     }
 
-    /// The elements subscriber `s` (attached to a lane, not waiting) would still read, in
-    /// order, if nothing more were produced.
+    /// The elements subscriber `slotIndex` (not waiting) would still read, in order, if
+    /// nothing more were produced: its private queue if it reads one, else its part of the
+    /// shared buffer.
     @inlinable
     func pendingElements(of slotIndex: Int) -> [Element] {
         let slot = self.slots[slotIndex]
-        let lane = self.lanes[Int(slot.lane)]
         if slot.isDetached {
-            let queue = self.detached[UInt32(slotIndex)]!
-            return Array(queue.queue[queue.head...])
+            return self.detached[UInt32(slotIndex)]!.remaining
         }
+        let lane = self.lanes[Int(slot.lane)]
         var from = slot.cursor
         if from < lane.minCursor {
             switch lane.policy {

@@ -105,29 +105,31 @@ extension MulticastStateMachine {
 
     /// `elementProduced`, with the subscribers it resumes gathered into `Effects`.
     mutating func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) -> ProduceAction {
-        var effects = Effects()
+        var resuming: [SubscriberContinuation] = []
         let outcome = self.elementProduced(
-            element, epoch: epoch, respectingBounds: respectingBounds, resuming: &effects.subscribers)
-        if !effects.subscribers.isEmpty { effects.subscriberResult = .success(element) }
-        switch outcome {
-        case .proceed: return .proceed(effects)
-        case .park: return .park(effects)
-        case .stop: return .stop
-        }
+            element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
+        return ProduceAction(outcome, element: element, resuming: resuming)
     }
 
     /// `elementProducedIfRoom`, with the subscribers it resumes gathered into `Effects`;
     /// `nil` when the sender must wait for room.
     mutating func produceIfRoom(_ element: Element, epoch: UInt64) -> ProduceAction? {
-        var effects = Effects()
-        guard let outcome = self.elementProducedIfRoom(element, epoch: epoch, resuming: &effects.subscribers) else {
-            return nil
-        }
-        if !effects.subscribers.isEmpty { effects.subscriberResult = .success(element) }
+        var resuming: [SubscriberContinuation] = []
+        let outcome = self.elementProducedIfRoom(element, epoch: epoch, resuming: &resuming)
+        return outcome.map { ProduceAction($0, element: element, resuming: resuming) }
+    }
+}
+
+extension MulticastStateMachine.ProduceAction {
+    /// `outcome`, with the waiting subscribers to resume with `element` as `Effects`.
+    init(_ outcome: MulticastStateMachine.ProduceOutcome, element: Element, resuming: [MulticastStateMachine.SubscriberContinuation]) {
+        var effects = MulticastStateMachine.Effects()
+        effects.subscribers = resuming
+        if !resuming.isEmpty { effects.subscriberResult = .success(element) }
         switch outcome {
-        case .proceed: return .proceed(effects)
-        case .park: return .park(effects)
-        case .stop: return .stop
+        case .proceed: self = .proceed(effects)
+        case .park: self = .park(effects)
+        case .stop: self = .stop
         }
     }
 }
