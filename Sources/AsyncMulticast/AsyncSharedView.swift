@@ -18,19 +18,19 @@ public struct AsyncSharedView<Element: Sendable, Failure: Error>: AsyncSequence,
     /// The buffering policy of this view's subscribers.
     public let policy: SharedBufferingPolicy
     @usableFromInline
-    let connectsOnDemand: Bool
+    let connectRule: ConnectRule
 
     @inlinable
-    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy, connectsOnDemand: Bool = false) {
+    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy, connectRule: ConnectRule = .never) {
         self.storage = storage
         self.policy = policy
-        self.connectsOnDemand = connectsOnDemand
+        self.connectRule = connectRule
     }
 
     /// Registers a new subscriber with this view's policy.
     @inlinable
     public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
-        SharedIterator(storage: self.storage, policy: self.policy, connectsOnDemand: self.connectsOnDemand)
+        SharedIterator(storage: self.storage, policy: self.policy, connectRule: self.connectRule)
     }
 
     /// The number of subscribers currently registered with the underlying sequence or
@@ -44,5 +44,30 @@ public struct AsyncSharedView<Element: Sendable, Failure: Error>: AsyncSequence,
     @inlinable
     public var subscriberCount: Int {
         self.storage.subscriberCount
+    }
+
+    /// Iterates this view as a lag-reporting subscriber with the view's policy; see
+    /// ``AsyncSharedEvents``.
+    ///
+    /// ```swift
+    /// for await event in feed.buffering(.bufferingOldest(8)).events() { print(event) }
+    /// ```
+    @inlinable
+    public func events() -> AsyncSharedEvents<Element, Failure> {
+        AsyncSharedEvents(storage: self.storage, policy: self.policy, connectRule: self.connectRule)
+    }
+
+    /// The number of subscribers of the underlying sequence or subject, as it changes; see
+    /// ``AsyncSubscriberCounts``.
+    @inlinable
+    public var subscriberCounts: AsyncSubscriberCounts {
+        AsyncSubscriberCounts(storage: self.storage)
+    }
+
+    /// Returns once the underlying sequence or subject has at least `count` subscribers;
+    /// throws `CancellationError` if the task is cancelled first.
+    @inlinable
+    public func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {
+        try await self.storage.waitForSubscribers(atLeast: count)
     }
 }

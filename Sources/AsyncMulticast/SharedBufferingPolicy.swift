@@ -41,6 +41,26 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     /// as fast as it produces. Memory grows with the slowest subscriber's backlog.
     case unbounded
 
+    /// Lossless while a subscriber keeps up, and never waits for it: a subscriber that holds
+    /// `n` unconsumed elements when another one arrives is **evicted**. Its buffer is
+    /// released at once, the upstream and the other subscribers carry on at full speed, and
+    /// its iteration ends the next time it asks for an element:
+    /// - a sequence whose `Failure` can hold it (`any Error`) throws ``SubscriberEvictedError``;
+    /// - otherwise (`Never`, or a concrete error type) the iteration returns `nil`, and
+    ///   `events(buffering:)` (``SharedEvent/evicted``) tells the two endings apart.
+    ///
+    /// This is how a server keeps one stalled client from stalling or bloating the others
+    /// (Redis disconnects a pub/sub client whose output buffer passes a hard limit). As with
+    /// ``bounded(_:)``, an iterator may also hold up to `min(n / 2, 64)` elements it has
+    /// already taken: only elements not yet handed to it count. A subscriber waiting in
+    /// `next()` holds nothing and is never evicted. `n` must be at least 1.
+    ///
+    /// ```swift
+    /// // Each client may fall 256 events behind; past that it is dropped, not waited for.
+    /// for try await event in feed.buffering(.evicting(256)) { try await client.write(event) }
+    /// ```
+    case evicting(Int)
+
     /// Stops with a message naming `parameter` and the value when the policy is invalid.
     @usableFromInline
     func validate(parameter: String = "buffering") {
@@ -51,6 +71,8 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
             precondition(n >= 0, "\(parameter): .bufferingNewest(\(n)) needs a limit of at least 0")
         case .bufferingOldest(let n):
             precondition(n >= 0, "\(parameter): .bufferingOldest(\(n)) needs a limit of at least 0")
+        case .evicting(let n):
+            precondition(n >= 1, "\(parameter): .evicting(\(n)) needs a limit of at least 1")
         case .unbounded:
             break
         }

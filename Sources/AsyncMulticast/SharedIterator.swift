@@ -27,10 +27,9 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     init(
         storage: MulticastStorage<Element, Failure>,
         policy: SharedBufferingPolicy? = nil,
-        connectsOnDemand: Bool = false
+        connectRule: ConnectRule = .never
     ) {
-        self.subscription = Subscription(
-            storage: storage, id: storage.subscribe(policy: policy), connectsOnDemand: connectsOnDemand)
+        self.subscription = Subscription(storage: storage, policy: policy, connectRule: connectRule)
     }
 
     /// The next element, `nil` once the sequence finished or this subscriber's task was
@@ -45,9 +44,14 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         }
         // The batch is used up (or the task was cancelled, and the subscriber leaves).
         self.batch.removeAll(keepingCapacity: true)
-        return try await self.subscription.storage.next(
-            self.subscription.id, batch: &self.batch,
+        var report = ReadReport()
+        let element = try await self.subscription.storage.next(
+            self.subscription.id, batch: &self.batch, report: &report,
             connectsOnDemand: self.subscription.connectsOnDemand, isolation: actor)
+        if element == nil, report.evicted, let error = SubscriberEvictedError() as? Failure {
+            throw error
+        }
+        return element
     }
 
     /// The next element; see ``next(isolation:)``.
@@ -67,15 +71,28 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         @usableFromInline
         let connectsOnDemand: Bool
 
+        /// Subscribes to `storage`; see ``ConnectRule`` for `connectRule`.
         @inlinable
-        init(storage: MulticastStorage<Element, Failure>, id: SubscriberID, connectsOnDemand: Bool) {
+        init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule) {
             self.storage = storage
-            self.id = id
-            self.connectsOnDemand = connectsOnDemand
+            self.id = storage.subscribe(policy: policy, connectRule: connectRule)
+            self.connectsOnDemand = connectRule == .onDemand
         }
 
         deinit {
             self.storage.unsubscribe(self.id)
         }
     }
+}
+
+/// How the subscribers of a multicast seen through `autoconnect` connect it.
+@usableFromInline
+enum ConnectRule: Sendable, Hashable {
+    /// They never connect it (`share()` and subjects have no connection; plain `multicast()`).
+    case never
+    /// `autoconnect()`: waiting in `next()` connects it.
+    case onDemand
+    /// `autoconnect(minimumSubscribers:)`: joining connects it once at least this many
+    /// subscribers are present.
+    case atSubscriberCount(Int)
 }

@@ -94,9 +94,16 @@ extension MulticastStateMachine {
             if let first = lane.counts.first { guard first > 0 else { return "lane \(laneIndex)'s histogram starts with 0" } }
             let histogram = (lane.counts.startIndex..<lane.counts.endIndex).reduce(0) { $0 + lane.counts[$1] }
             let frozen = lane.frozen.values.reduce(0) { $0 + $1.members }
-            guard lane.members == lane.atTail + histogram + frozen + detachedByLane[laneIndex] else {
+            guard lane.members == lane.atTail + histogram + frozen + detachedByLane[laneIndex] + lane.evicted else {
                 return
-                    "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[laneIndex]) detached"
+                    "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[laneIndex]) detached + \(lane.evicted) evicted"
+            }
+            if lane.evictLimit > 0 {
+                guard self.tail - lane.minCursor <= lane.evictLimit else {
+                    return "lane \(laneIndex) holds more than its eviction limit \(lane.evictLimit)"
+                }
+            } else {
+                guard lane.evicted == 0 else { return "lane \(laneIndex) evicted members without an eviction limit" }
             }
             guard lane.atTail >= lane.waiting else { return "lane \(laneIndex): more waiting members than members at the tail" }
             for (position, group) in lane.frozen {

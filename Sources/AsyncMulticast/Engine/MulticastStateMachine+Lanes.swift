@@ -32,11 +32,26 @@ extension MulticastStateMachine {
         /// subscriber ends (its multicast connection was cancelled).
         @usableFromInline
         var endsWhenEmpty = false
+        /// With `endsWhenEmpty`: the subscriber had been evicted, and ends as evicted.
+        @usableFromInline
+        var endsEvicted = false
+        /// The absolute position following the last element queued: an element queued
+        /// later at a higher position means the ones in between were missed.
+        @usableFromInline
+        var nextPosition = 0
+        /// Elements missed before the queue element of absolute index `index` (elements
+        /// ever popped plus its index in `queue`), oldest first: what lag reports say.
+        @usableFromInline
+        var gaps: [(index: Int, missed: Int)] = []
+        /// Elements popped before `queue[head]`, over the queue's life.
+        @usableFromInline
+        var popped = 0
 
         @inlinable
-        init(queue: [Element], endsWhenEmpty: Bool = false) {
+        init(queue: [Element], endsWhenEmpty: Bool = false, nextPosition: Int = 0) {
             self.queue = queue
             self.endsWhenEmpty = endsWhenEmpty
+            self.nextPosition = nextPosition
         }
 
         @inlinable
@@ -46,10 +61,32 @@ extension MulticastStateMachine {
         @inlinable
         var remaining: [Element] { Array(self.queue[self.head...]) }
 
+        /// Queues the element of absolute position `position`, noting a gap before it if
+        /// the queue had no room for the ones since `nextPosition`.
+        @inlinable
+        mutating func push(_ element: Element, at position: Int) {
+            if position > self.nextPosition {
+                self.gaps.append((self.popped + self.pending, position - self.nextPosition))
+            }
+            self.queue.append(element)
+            self.nextPosition = position + 1
+        }
+
+        /// Takes the next element; adds to `missed` what was missed just before it.
+        @inlinable
+        mutating func pop(missed: inout Int) -> Element {
+            if let gap = self.gaps.first, gap.index == self.popped {
+                missed += gap.missed
+                self.gaps.removeFirst()
+            }
+            return self.pop()
+        }
+
         @inlinable
         mutating func pop() -> Element {
             let element = self.queue[self.head]
             self.head += 1
+            self.popped += 1
             if self.head >= 32, self.head * 2 >= self.queue.count {
                 self.queue.removeFirst(self.head)
                 self.head = 0
@@ -88,18 +125,25 @@ extension MulticastStateMachine {
             // The policy's numbers, unpacked once: `append` reads them for every element.
             switch policy {
             case .bounded(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) =
-                    (Swift.min(limit / 2, Self.maxBatch), limit, -1, 0)
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
+                    (Swift.min(limit / 2, Self.maxBatch), limit, -1, 0, 0)
+            case .evicting(let limit):
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
+                    (Swift.min(limit / 2, Self.maxBatch), .max, -1, 0, limit)
             case .unbounded:
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (Self.maxBatch, .max, -1, 0)
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
+                    (Self.maxBatch, .max, -1, 0, 0)
             case .bufferingNewest(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (0, .max, limit, 0)
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
+                    (0, .max, limit, 0, 0)
             case .bufferingOldest(0):
                 // Drops like `.bufferingNewest(0)`: the new element is the only one a
                 // member holds, so whole cells move.
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (0, .max, 0, 0)
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
+                    (0, .max, 0, 0, 0)
             case .bufferingOldest(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit) = (0, .max, -1, limit)
+                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
+                    (0, .max, -1, limit, 0)
             }
         }
 
@@ -120,6 +164,13 @@ extension MulticastStateMachine {
         /// `.bufferingOldest(n)` with n > 0: `n` (full cells freeze); otherwise 0.
         @usableFromInline
         let freezeLimit: Int
+        /// `.evicting(n)`: `n` (members that would hold `n + 1` are evicted); otherwise 0.
+        @usableFromInline
+        let evictLimit: Int
+        /// `.evicting`: members evicted that have not noticed yet. They left the histogram
+        /// when they were evicted; their stored cursor is below `minCursor`.
+        @usableFromInline
+        var evicted = 0
 
         /// How many ready elements beyond the one returned a member may take per lock
         /// acquisition (see `read`). Lossless lanes only: a dropping policy must be able to
@@ -153,6 +204,14 @@ extension MulticastStateMachine {
             }
         }
 
+        /// Evicts the members of the oldest histogram cell: they leave the histogram (and stop
+        /// holding the shared buffer) and learn it when they next read.
+        @inlinable
+        mutating func evictOldestCell() {
+            self.evicted += self.counts.removeFirst()
+            self.dropLeadingZeros()
+        }
+
         /// Moves the oldest histogram cell one position forward (its members drop one element).
         @inlinable
         mutating func advanceOldestCell(tail: Int) {
@@ -170,7 +229,11 @@ extension MulticastStateMachine {
     /// producer may append without waiting.
     @inlinable
     var hasRoom: Bool {
-        self.everyMemberHolds(atMost: \.roomLevel)
+        // Spelled out rather than through a key path: this runs at every park and unpark.
+        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor > lane.roomLevel {
+            return false
+        }
+        return true
     }
 
     /// Whether a *parked* producer may go on: every bounded subscriber is down to its
@@ -180,13 +243,7 @@ extension MulticastStateMachine {
     /// unaffected: a subscriber above the level has elements to read.
     @inlinable
     var hasRoomToResume: Bool {
-        self.everyMemberHolds(atMost: \.resumeLevel)
-    }
-
-    /// Whether every member of every lane holds at most `level` of its lane pending.
-    @inlinable
-    func everyMemberHolds(atMost level: KeyPath<Lane, Int>) -> Bool {
-        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor > lane[keyPath: level] {
+        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor > lane.resumeLevel {
             return false
         }
         return true
@@ -293,6 +350,8 @@ extension MulticastStateMachine {
                 } else {
                     self.lanes[laneIndex].frozen[slot.cursor]!.members -= 1
                 }
+            case .evicting:
+                self.lanes[laneIndex].evicted -= 1
             case .bounded, .unbounded:
                 preconditionFailure("lossless subscriber behind the shared window")
             }
@@ -319,6 +378,8 @@ extension MulticastStateMachine {
             switch lane.policy {
             case .bufferingOldest(let limit) where limit > 0:
                 return lane.frozen[from]!.elements
+            case .evicting:
+                return []
             default:
                 from = lane.minCursor
             }
@@ -362,7 +423,7 @@ extension MulticastStateMachine {
         var index = 0
         while index < self.lanes[laneIndex].roomList.count {
             let key = self.lanes[laneIndex].roomList[index]
-            self.detached[key]!.queue.append(element)
+            self.detached[key]!.push(element, at: self.tail)
             if self.detached[key]!.pending >= limit {
                 self.removeFromRoomList(key, lane: laneIndex)  // swaps the last one into `index`
             } else {

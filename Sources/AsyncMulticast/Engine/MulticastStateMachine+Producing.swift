@@ -69,6 +69,14 @@ extension MulticastStateMachine {
                     self.lanes[laneIndex].advanceOldestCell(tail: newTail)
                 }
             }
+            // Members that would now hold `evictLimit + 1` are evicted: the cell goes.
+            let evictLimit = self.lanes[laneIndex].evictLimit
+            if evictLimit > 0 {
+                let floor = newTail - evictLimit
+                while !self.lanes[laneIndex].counts.isEmpty && self.lanes[laneIndex].minCursor < floor {
+                    self.lanes[laneIndex].evictOldestCell()
+                }
+            }
             let minCursor = self.lanes[laneIndex].minCursor
             if !self.lanes[laneIndex].counts.isEmpty { needed = true }
             keepFrom = Swift.min(keepFrom, minCursor)

@@ -1,6 +1,22 @@
 // Reading: a subscriber's `next()`, first without suspending (`nextRequested`), then
 // suspended (`subscriberSuspended`).
 
+/// What a read tells a subscriber besides its element: what it missed just before it, and
+/// whether its ending is an eviction. Lag-reporting iterators (`events(buffering:)`) turn
+/// it into ``SharedEvent/missed(_:)`` and ``SharedEvent/evicted``; plain ones ignore `missed`.
+@usableFromInline
+struct ReadReport: Sendable {
+    /// Elements this subscriber's policy dropped just before the element read.
+    @usableFromInline
+    var missed = 0
+    /// The read ended the subscriber because it had been evicted (`.evicting`).
+    @usableFromInline
+    var evicted = false
+
+    @inlinable
+    init() {}
+}
+
 extension MulticastStateMachine {
     @usableFromInline
     enum ReadResult {
@@ -18,12 +34,19 @@ extension MulticastStateMachine {
     /// own unread batch takes up (it may be the producer that would have to make it),
     /// and a `.bounded(n)` subscriber holds at most `n` elements in the shared buffer plus
     /// at most `batchLimit` (half the bound, at most 64) in its iterator.
+    ///
+    /// `report` receives what the subscriber missed just before the returned element (or
+    /// before its end), and whether the end is an eviction.
     @inlinable
-    mutating func read(_ id: SubscriberID, batch: inout [Element]?) -> ReadResult {
+    mutating func read(_ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport) -> ReadResult {
         guard let slotIndex = self.liveSlot(id) else { return .terminal(.success(nil)) }
         assert(self.slots[slotIndex].waiterIndex < 0, "a subscriber reads while it is suspended")
+        if self.slots[slotIndex].missed != 0 {
+            report.missed += self.slots[slotIndex].missed
+            self.slots[slotIndex].missed = 0
+        }
         if self.slots[slotIndex].isDetached {
-            return self.readDetached(slotIndex)
+            return self.readDetached(slotIndex, report: &report)
         }
         let laneIndex = Int(self.slots[slotIndex].lane)
         let cursor = self.slots[slotIndex].cursor
@@ -32,16 +55,21 @@ extension MulticastStateMachine {
             switch self.lanes[laneIndex].policy {
             case .bufferingNewest, .bufferingOldest(0):
                 // `.bufferingOldest(0)` drops like `.bufferingNewest(0)`: whole cells move (see `append`).
+                report.missed += self.lanes[laneIndex].minCursor - cursor
                 self.slots[slotIndex].cursor = self.lanes[laneIndex].minCursor
-            case .bufferingOldest:
+            case .bufferingOldest(let limit):
                 guard var group = self.lanes[laneIndex].frozen.removeValue(forKey: cursor) else {
                     preconditionFailure("bufferingOldest subscriber behind the window without a frozen group")
                 }
-                self.detached[UInt32(slotIndex)] = Detached(queue: group.elements)
+                self.detached[UInt32(slotIndex)] = Detached(queue: group.elements, nextPosition: cursor + limit)
                 self.slots[slotIndex].isDetached = true
                 group.members -= 1
                 if group.members > 0 { self.lanes[laneIndex].frozen[cursor] = group }
-                return self.readDetached(slotIndex)
+                return self.readDetached(slotIndex, report: &report)
+            case .evicting:
+                self.removeSubscriber(slotIndex)
+                report.evicted = true
+                return .terminal(.success(nil))
             case .bounded, .unbounded:
                 preconditionFailure("lossless subscriber behind the shared window")
             }
@@ -76,20 +104,23 @@ extension MulticastStateMachine {
 
     /// Reads from the subscriber's private queue (`Slot.isDetached`).
     @inlinable
-    mutating func readDetached(_ slotIndex: Int) -> ReadResult {
+    mutating func readDetached(_ slotIndex: Int, report: inout ReadReport) -> ReadResult {
         let key = UInt32(slotIndex)
         if self.detached[key]!.endsWhenEmpty {
             // What an ended connection left it: no lane, nothing more will come.
             guard self.detached[key]!.pending > 0 else {
+                report.evicted = self.detached[key]!.endsEvicted
                 self.removeSubscriber(slotIndex)
                 return .terminal(.success(nil))
             }
             return .element(self.detached[key]!.pop())
         }
         let laneIndex = Int(self.slots[slotIndex].lane)
-        let element = self.detached[key]!.pop()
+        let element = self.detached[key]!.pop(missed: &report.missed)
         if self.detached[key]!.pending == 0 {
-            // Nothing private is left: rejoin the shared buffer at the tail.
+            // Nothing private is left: rejoin the shared buffer at the tail. What was
+            // produced since the last queued element was missed: the next read says so.
+            self.slots[slotIndex].missed += self.tail - self.detached[key]!.nextPosition
             self.removeFromRoomList(key, lane: laneIndex)
             self.detached[key] = nil
             self.slots[slotIndex].isDetached = false
@@ -122,15 +153,17 @@ extension MulticastStateMachine {
     @inlinable
     mutating func nextRequested(_ id: SubscriberID, connectsOnDemand: Bool = false) -> NextAction {
         var noBatch: [Element]? = nil
-        return self.nextRequested(id, batch: &noBatch, connectsOnDemand: connectsOnDemand)
+        var report = ReadReport()
+        return self.nextRequested(id, batch: &noBatch, report: &report, connectsOnDemand: connectsOnDemand)
     }
 
-    /// `nextRequested(_:connectsOnDemand:)` with batching; see `read(_:batch:)`.
+    /// `nextRequested(_:connectsOnDemand:)` with batching and a report; see
+    /// `read(_:batch:report:)`.
     @inlinable
     mutating func nextRequested(
-        _ id: SubscriberID, batch: inout [Element]?, connectsOnDemand: Bool
+        _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool
     ) -> NextAction {
-        switch self.read(id, batch: &batch) {
+        switch self.read(id, batch: &batch, report: &report) {
         case .element(let element):
             return .element(element, producers: self.takeProducersIfRoom())
         case .terminal(let result):
@@ -147,9 +180,19 @@ extension MulticastStateMachine {
     mutating func subscriberSuspended(
         _ id: SubscriberID, continuation: SubscriberContinuation, connectsOnDemand: Bool = false
     ) -> Effects {
+        var report = ReadReport()
+        return self.subscriberSuspended(id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
+    }
+
+    /// `subscriberSuspended(_:continuation:connectsOnDemand:)` with a report; see
+    /// `read(_:batch:report:)`.
+    @inlinable
+    mutating func subscriberSuspended(
+        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool
+    ) -> Effects {
         var effects = Effects()
         var noBatch: [Element]? = nil
-        switch self.read(id, batch: &noBatch) {
+        switch self.read(id, batch: &noBatch, report: &report) {
         case .element(let element):
             effects.subscribers = [continuation]
             effects.subscriberResult = .success(element)
@@ -183,7 +226,8 @@ extension MulticastStateMachine {
             return nil
         }
         let lane = self.lanes[Int(self.slots[slotIndex].lane)]
-        guard lane.dropLimit < 0, lane.freezeLimit == 0 else { return nil }
+        // Not on an evicting lane either: waiting unregistered, it could be evicted.
+        guard lane.dropLimit < 0, lane.freezeLimit == 0, lane.evictLimit == 0 else { return nil }
         return Swift.min(CatchUpSpin.batch, lane.bound)
     }
 }

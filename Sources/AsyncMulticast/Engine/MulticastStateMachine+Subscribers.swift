@@ -21,6 +21,10 @@ extension MulticastStateMachine {
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
         @usableFromInline
         var waiterIndex: Int32 = -1
+        /// Elements this subscriber missed (its policy dropped them) that its next read
+        /// reports before the element it returns (see `ReadReport`).
+        @usableFromInline
+        var missed = 0
 
         /// The `lane` of a subscriber that belongs to no lane any more.
         @inlinable
@@ -61,10 +65,11 @@ extension MulticastStateMachine {
 
         var replay = Swift.min(self.replayCount, self.elements.count)
         switch policy {
-        case .bufferingNewest(let limit), .bufferingOldest(let limit):
+        case .bufferingNewest(let limit), .bufferingOldest(let limit), .evicting(let limit):
             // A dropping subscriber never holds more than `limit` (the lane invariant
             // `append` relies on), so it gets at most `limit` replayed elements: the newest,
-            // whatever the policy, since a replay is about the latest values.
+            // whatever the policy, since a replay is about the latest values. An evicting
+            // one likewise, or it would be evicted for what it was given.
             replay = Swift.min(replay, limit)
         case .bounded, .unbounded:
             break

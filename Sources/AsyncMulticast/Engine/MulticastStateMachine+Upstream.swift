@@ -103,8 +103,10 @@ extension MulticastStateMachine {
         var copies: [Int: [Element]] = [:]
         for slotIndex in self.slots.indices where self.slots[slotIndex].isLive && self.slots[slotIndex].lane != Slot.noLane {
             let slot = self.slots[slotIndex]
+            let lane = self.lanes[Int(slot.lane)]
+            let wasEvicted = lane.evictLimit > 0 && slot.cursor < lane.minCursor
             let pending: [Element]
-            if slot.isDetached || slot.cursor < self.lanes[Int(slot.lane)].minCursor {
+            if slot.isDetached || slot.cursor < lane.minCursor {
                 pending = self.pendingElements(of: slotIndex)
             } else if let shared = copies[slot.cursor] {
                 pending = shared
@@ -114,6 +116,7 @@ extension MulticastStateMachine {
             }
             self.leaveLane(slotIndex)
             self.detached[UInt32(slotIndex)] = Detached(queue: pending, endsWhenEmpty: true)
+            self.detached[UInt32(slotIndex)]!.endsEvicted = wasEvicted
             self.slots[slotIndex].isDetached = true
         }
         self.trimElements()

@@ -30,6 +30,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var keepAliveDeadline = ContinuousClock.Instant.now
         @usableFromInline
         var nextProducerToken: UInt64 = 0
+        /// Observers of the subscriber count (`subscriberCounts`), and the count and change
+        /// number they were last told.
+        @usableFromInline
+        var countObservers: [SubscriberCountCell] = []
+        @usableFromInline
+        var reportedCount = 0
+        @usableFromInline
+        var countVersion: UInt64 = 0
 
         @inlinable
         init(machine: Machine) {
@@ -79,18 +87,79 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         self.state.withLock { $0.machine.subscriberCount }
     }
 
+    // MARK: Observing the subscriber count
+
+    /// A change of the subscriber count to announce to its observers, outside the lock.
+    @usableFromInline
+    typealias CountChange = (observers: [SubscriberCountCell], version: UInt64, count: Int)
+
+    /// Under the lock, after a transition: the change to announce, if the count changed
+    /// since the observers were last told (and there are observers).
+    @inlinable
+    static func countChange(_ state: inout State) -> CountChange? {
+        guard !state.countObservers.isEmpty, state.machine.subscriberCount != state.reportedCount else { return nil }
+        state.reportedCount = state.machine.subscriberCount
+        state.countVersion += 1
+        return (state.countObservers, state.countVersion, state.reportedCount)
+    }
+
+    @inlinable
+    static func announce(_ change: CountChange?) {
+        guard let change else { return }
+        for observer in change.observers {
+            observer.offer(version: change.version, count: change.count)
+        }
+    }
+
+    /// Registers an observer of the subscriber count; it is offered the current count first.
+    @inlinable
+    func observeSubscriberCount() -> SubscriberCountCell {
+        let cell = SubscriberCountCell()
+        let (version, count) = self.state.withLock { state -> (UInt64, Int) in
+            state.countObservers.append(cell)
+            state.reportedCount = state.machine.subscriberCount
+            state.countVersion += 1
+            return (state.countVersion, state.reportedCount)
+        }
+        cell.offer(version: version, count: count)
+        return cell
+    }
+
+    @inlinable
+    func stopObservingSubscriberCount(_ cell: SubscriberCountCell) {
+        self.state.withLock { state in
+            if let index = state.countObservers.firstIndex(where: { $0 === cell }) {
+                state.countObservers.remove(at: index)
+            }
+        }
+        cell.end()
+    }
+
+    /// Returns once at least `count` subscribers are registered; throws if the task is
+    /// cancelled first.
+    @inlinable
+    func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {
+        let cell = self.observeSubscriberCount()
+        defer { self.stopObservingSubscriberCount(cell) }
+        while let current = await cell.next(isolation: nil) {
+            if current >= count { return }
+        }
+        throw CancellationError()
+    }
+
     // MARK: Running transitions
 
     /// Applies `transition` under the lock, then performs its effects outside it.
     @inline(__always)
     @inlinable
     func transition(_ transition: (inout Machine) -> Machine.Effects) {
-        let (effects, upstreamTask, timerTask) = self.state.withLock { state in
+        let (effects, upstreamTask, timerTask, change) = self.state.withLock { state in
             let effects = transition(&state.machine)
             return (effects, self.startAndTakeTasks(&state, for: effects),
-                    self.armKeepAlive(&state, for: effects))
+                    self.armKeepAlive(&state, for: effects), Self.countChange(&state))
         }
         self.perform(effects, cancelling: upstreamTask, timerTask)
+        Self.announce(change)
     }
 
     /// Under the lock: starts the upstream task `effects` asks for, and takes the one it
@@ -198,9 +267,22 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     // MARK: Subscribers
 
+    /// Registers a subscriber. With `connectRule` `.atSubscriberCount(n)`, joining connects
+    /// the upstream if it is idle and at least `n` subscribers are now present.
     @inlinable
-    func subscribe(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
-        self.state.withLock { $0.machine.subscriberJoined(policy: policy) }
+    func subscribe(policy: SharedBufferingPolicy? = nil, connectRule: ConnectRule = .never) -> SubscriberID {
+        let (id, change) = self.state.withLock { state in
+            let id = state.machine.subscriberJoined(policy: policy)
+            if case .atSubscriberCount(let minimum) = connectRule, state.machine.subscriberCount >= minimum,
+                case .idle = state.machine.upstream
+            {
+                let (_, effects) = state.machine.connectRequested()
+                if let epoch = effects.startUpstream { self.startUpstream(epoch: epoch, in: &state) }
+            }
+            return (id, Self.countChange(&state))
+        }
+        Self.announce(change)
+        return id
     }
 
     @inlinable
@@ -214,11 +296,15 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:connectsOnDemand:)`.
     ///
     /// `batch`: receives extra ready elements, last first; see
-    /// `MulticastStateMachine.read(_:batch:)`. It must arrive empty.
+    /// `MulticastStateMachine.read(_:batch:report:)`. It must arrive empty.
+    ///
+    /// `report`: what the subscriber missed just before the element (or end) returned, and
+    /// whether a `nil` means it was evicted.
     @inlinable
     func next(
         _ id: SubscriberID,
         batch: inout [Element],
+        report: inout ReadReport,
         connectsOnDemand: Bool = false,
         isolation actor: isolated (any Actor)?
     ) async throws(Failure) -> Element? {
@@ -230,11 +316,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         // `take()` keeps the array uniquely referenced, so refilling it does not copy.
         var lending: [Element]? = batch
         batch = []
-        var (action, catchUpBatch) = self.takeNext(id, batch: &lending, connectsOnDemand: connectsOnDemand)
+        var (action, catchUpBatch) = self.takeNext(
+            id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand)
         if let catchUpBatch, self.catchUp.waitForOffers(upTo: catchUpBatch) {
             // The producer offered elements while this subscriber waited for them: take
             // them without suspending (see `CatchUpSpin` for why and for the bounds).
-            (action, _) = self.takeNext(id, batch: &lending, connectsOnDemand: connectsOnDemand)
+            (action, _) = self.takeNext(id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand)
         }
         batch = lending.take()!
         switch action {
@@ -246,13 +333,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case .suspend:
             break  // the upstream, if this demand started it, is already running
         }
+        var suspendedReport = report
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in
-                self.transition { $0.subscriberSuspended(id, continuation: continuation, connectsOnDemand: connectsOnDemand) }
+                self.transition {
+                    $0.subscriberSuspended(
+                        id, continuation: continuation, report: &suspendedReport, connectsOnDemand: connectsOnDemand)
+                }
             }
         } onCancel: {
             self.unsubscribe(id)
         }
+        report = suspendedReport
         return try result.get()
     }
 
@@ -262,20 +354,26 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// (`MulticastStateMachine.catchUpBatch(for:)`, `CatchUpSpin`).
     @inlinable
     func takeNext(
-        _ id: SubscriberID, batch: inout [Element]?, connectsOnDemand: Bool
+        _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool
     ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
-        self.state.withLock { state in
-            let action = state.machine.nextRequested(id, batch: &batch, connectsOnDemand: connectsOnDemand)
+        let (action, catchUpBatch, change) = self.state.withLock { state -> (Machine.NextAction, Int?, CountChange?) in
+            let action = state.machine.nextRequested(
+                id, batch: &batch, report: &report, connectsOnDemand: connectsOnDemand)
             switch action {
             case .suspend(let epoch?):
                 self.startUpstream(epoch: epoch, in: &state)
-                return (action, nil)
+                return (action, nil, nil)
             case .suspend(nil):
-                return (action, state.machine.catchUpBatch(for: id))
-            case .element, .terminal:
-                return (action, nil)
+                return (action, state.machine.catchUpBatch(for: id), nil)
+            case .element:
+                return (action, nil, nil)
+            case .terminal:
+                // The subscriber has left.
+                return (action, nil, Self.countChange(&state))
             }
         }
+        Self.announce(change)
+        return (action, catchUpBatch)
     }
 
     // MARK: Producers
@@ -431,12 +529,13 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// The upstream iteration `epoch` ended.
     @inlinable
     func finish(epoch: UInt64, failure: Failure?) {
-        let (effects, timerTask) = self.state.withLock { state in
+        let (effects, timerTask, change) = self.state.withLock { state in
             // The iteration is over: forget its task in the same critical section.
             if state.upstreamTask?.epoch == epoch { state.upstreamTask = nil }
             let effects = state.machine.upstreamEnded(epoch: epoch, failure: failure)
-            return (effects, self.armKeepAlive(&state, for: effects))
+            return (effects, self.armKeepAlive(&state, for: effects), Self.countChange(&state))
         }
         self.perform(effects, cancelling: nil, timerTask)
+        Self.announce(change)
     }
 }

@@ -24,7 +24,7 @@ where Base.Element: Sendable {
     @usableFromInline
     let storage: MulticastStorage<Element, Failure>
     @usableFromInline
-    let connectsOnDemand: Bool
+    let connectRule: ConnectRule
 
     @inlinable
     init(base: Base, replay: Int, buffering policy: SharedBufferingPolicy) {
@@ -32,20 +32,20 @@ where Base.Element: Sendable {
         precondition(replay >= 0, "multicast(replay:buffering:): replay must be at least 0, got \(replay)")
         self.storage = MulticastStorage(
             policy: policy, replay: replay, mode: .manual, upstream: MulticastStorage.pulling(base))
-        self.connectsOnDemand = false
+        self.connectRule = .never
     }
 
     @inlinable
-    init(storage: MulticastStorage<Element, Failure>, connectsOnDemand: Bool) {
+    init(storage: MulticastStorage<Element, Failure>, connectRule: ConnectRule) {
         self.storage = storage
-        self.connectsOnDemand = connectsOnDemand
+        self.connectRule = connectRule
     }
 
     /// Registers a new subscriber. It receives the replay window, then what the upstream
     /// produces once connected.
     @inlinable
     public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
-        SharedIterator(storage: self.storage, connectsOnDemand: self.connectsOnDemand)
+        SharedIterator(storage: self.storage, connectRule: self.connectRule)
     }
 
     /// Starts iterating the upstream, if it is not running, and returns the connection that
@@ -77,20 +77,87 @@ where Base.Element: Sendable {
     /// leaves, use ``_Concurrency/AsyncSequence/share()`` instead.
     @inlinable
     public func autoconnect() -> AsyncMulticastSequence<Base> {
-        AsyncMulticastSequence(storage: self.storage, connectsOnDemand: true)
+        AsyncMulticastSequence(storage: self.storage, connectRule: .onDemand)
+    }
+
+    /// The same multicast, seen through subscribers that connect it as soon as at least
+    /// `minimumSubscribers` of them have joined (RxJava's `autoConnect(n)`): the way to start
+    /// N subscribers together so that every one of them sees the first element.
+    ///
+    /// Joining is creating the iterator (`for await` does it first), so the connection
+    /// happens inside the `makeAsyncIterator()` of the subscriber that makes the count,
+    /// whether or not anyone waits yet. Subscribers of the multicast seen otherwise count
+    /// too. Like ``autoconnect()``, leaving never disconnects; if the connection ends (it was
+    /// cancelled through ``connect()``'s handle), the next subscriber to join while at least
+    /// `minimumSubscribers` are present connects again.
+    ///
+    /// ```swift
+    /// let feed = source.multicast().autoconnect(minimumSubscribers: 3)
+    /// await withTaskGroup(of: Int.self) { group in
+    ///     for _ in 0..<3 { group.addTask { await feed.reduce(0) { n, _ in n + 1 } } }
+    /// }   // each of the three counted every element
+    /// ```
+    ///
+    /// - Parameter minimumSubscribers: at least 1.
+    @inlinable
+    public func autoconnect(minimumSubscribers: Int) -> AsyncMulticastSequence<Base> {
+        precondition(
+            minimumSubscribers >= 1,
+            "autoconnect(minimumSubscribers:): minimumSubscribers must be at least 1, got \(minimumSubscribers)")
+        return AsyncMulticastSequence(storage: self.storage, connectRule: .atSubscriberCount(minimumSubscribers))
     }
 
     /// This multicast seen with a buffering policy of its own; see ``AsyncSharedView``.
     @inlinable
     public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
         policy.validate(parameter: "buffering(_:)")
-        return AsyncSharedView(storage: self.storage, policy: policy, connectsOnDemand: self.connectsOnDemand)
+        return AsyncSharedView(storage: self.storage, policy: policy, connectRule: self.connectRule)
     }
 
     /// The number of subscribers currently registered.
     @inlinable
     public var subscriberCount: Int {
         self.storage.subscriberCount
+    }
+
+    /// Iterates this multicast as a lag-reporting subscriber: besides the elements, it yields
+    /// how many elements its policy dropped and where (``SharedEvent/missed(_:)``), and
+    /// whether it was evicted (``SharedEvent/evicted``). `nil` takes the multicast's own policy.
+    ///
+    /// ```swift
+    /// for await event in feed.events(buffering: .bufferingNewest(16)) {
+    ///     if case .missed(let count) = event { print("this client missed \(count)") }
+    /// }
+    /// ```
+    @inlinable
+    public func events(buffering policy: SharedBufferingPolicy? = nil) -> AsyncSharedEvents<Element, Failure> {
+        policy?.validate(parameter: "events(buffering:)")
+        return AsyncSharedEvents(storage: self.storage, policy: policy, connectRule: self.connectRule)
+    }
+
+    /// The number of subscribers, as it changes: the current count first, then every new
+    /// count (a slow observer skips to the latest). See ``AsyncSubscriberCounts``.
+    ///
+    /// ```swift
+    /// for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
+    /// ```
+    @inlinable
+    public var subscriberCounts: AsyncSubscriberCounts {
+        AsyncSubscriberCounts(storage: self.storage)
+    }
+
+    /// Returns once at least `count` subscribers are registered (at once if they already
+    /// are), so that a producer can start after its subscribers joined without polling.
+    /// Throws `CancellationError` if the task is cancelled first.
+    ///
+    /// ```swift
+    /// let tasks = (0..<3).map { _ in Task { for await x in subject { use(x) } } }
+    /// try await subject.waitForSubscribers(atLeast: 3)
+    /// subject.send(1)   // all three receive it
+    /// ```
+    @inlinable
+    public func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {
+        try await self.storage.waitForSubscribers(atLeast: count)
     }
 }
 

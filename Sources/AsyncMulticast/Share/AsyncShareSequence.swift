@@ -67,6 +67,46 @@ where Base.Element: Sendable {
     public var subscriberCount: Int {
         self.storage.subscriberCount
     }
+
+    /// Iterates this sequence as a lag-reporting subscriber: besides the elements, it yields
+    /// how many elements its policy dropped and where (``SharedEvent/missed(_:)``), and
+    /// whether it was evicted (``SharedEvent/evicted``). `nil` takes the sequence's own policy.
+    ///
+    /// ```swift
+    /// for await event in feed.events(buffering: .bufferingNewest(16)) {
+    ///     if case .missed(let count) = event { print("this client missed \(count)") }
+    /// }
+    /// ```
+    @inlinable
+    public func events(buffering policy: SharedBufferingPolicy? = nil) -> AsyncSharedEvents<Element, Failure> {
+        policy?.validate(parameter: "events(buffering:)")
+        return AsyncSharedEvents(storage: self.storage, policy: policy)
+    }
+
+    /// The number of subscribers, as it changes: the current count first, then every new
+    /// count (a slow observer skips to the latest). See ``AsyncSubscriberCounts``.
+    ///
+    /// ```swift
+    /// for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
+    /// ```
+    @inlinable
+    public var subscriberCounts: AsyncSubscriberCounts {
+        AsyncSubscriberCounts(storage: self.storage)
+    }
+
+    /// Returns once at least `count` subscribers are registered (at once if they already
+    /// are), so that a producer can start after its subscribers joined without polling.
+    /// Throws `CancellationError` if the task is cancelled first.
+    ///
+    /// ```swift
+    /// let tasks = (0..<3).map { _ in Task { for await x in subject { use(x) } } }
+    /// try await subject.waitForSubscribers(atLeast: 3)
+    /// subject.send(1)   // all three receive it
+    /// ```
+    @inlinable
+    public func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {
+        try await self.storage.waitForSubscribers(atLeast: count)
+    }
 }
 
 extension AsyncSequence where Self: Sendable, Element: Sendable {

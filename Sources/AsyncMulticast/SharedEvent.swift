@@ -1,0 +1,158 @@
+/// What a lag-reporting subscriber receives: the elements, and where and how many it missed.
+///
+/// Iterate `events(buffering:)` instead of the sequence itself to learn what a lossy policy
+/// (``SharedBufferingPolicy/bufferingNewest(_:)``, ``SharedBufferingPolicy/bufferingOldest(_:)``)
+/// dropped for this subscriber, and whether an ``SharedBufferingPolicy/evicting(_:)`` policy
+/// evicted it. Like tokio's `Lagged(n)`: the count arrives exactly where the gap is, between
+/// the last element before it and the first one after it.
+///
+/// ```swift
+/// for await event in prices.events(buffering: .bufferingNewest(8)) {
+///     switch event {
+///     case .element(let price): show(price)
+///     case .missed(let count): print("skipped \(count) stale prices")
+///     case .evicted: break   // only with an .evicting policy; the iteration ends next
+///     }
+/// }
+/// ```
+public enum SharedEvent<Element: Sendable>: Sendable {
+    /// The next element this subscriber receives.
+    case element(Element)
+    /// This subscriber's policy dropped this many elements here: after the previous event's
+    /// element and before the next one (or before the end).
+    case missed(Int)
+    /// This subscriber held more elements than its ``SharedBufferingPolicy/evicting(_:)``
+    /// limit and was evicted. Its last event: the iteration ends after it.
+    case evicted
+}
+
+extension SharedEvent: Equatable where Element: Equatable {}
+extension SharedEvent: Hashable where Element: Hashable {}
+
+/// The error that ends the iteration of a subscriber evicted by an
+/// ``SharedBufferingPolicy/evicting(_:)`` policy, when the sequence's `Failure` can hold it
+/// (`any Error`). Where it cannot (`Never`, or a concrete error type) the iteration returns
+/// `nil`; `events(buffering:)` reports ``SharedEvent/evicted`` whatever the `Failure`.
+///
+/// ```swift
+/// do {
+///     for try await line in feed.buffering(.evicting(100)) { try await client.send(line) }
+/// } catch is SubscriberEvictedError {
+///     await client.close(reason: "too slow")
+/// }
+/// ```
+public struct SubscriberEvictedError: Error, Sendable, Hashable, CustomStringConvertible {
+    /// Creates the error.
+    public init() {}
+
+    /// A description for logs.
+    public var description: String {
+        "SubscriberEvictedError: the subscriber held more elements than its .evicting limit"
+    }
+}
+
+/// A shared sequence or subject seen through a lag-reporting subscriber: each iterator is
+/// a subscriber with the view's policy, and yields ``SharedEvent``s.
+///
+/// Create it with `events(buffering:)` on any shared sequence or subject, or `events()` on
+/// an ``AsyncSharedView``.
+///
+/// ```swift
+/// let ticks = AsyncPassthroughSubject<Int, Never>()
+/// var slow = ticks.events(buffering: .bufferingNewest(1)).makeAsyncIterator()
+/// ticks.send(1); ticks.send(2); ticks.send(3)
+/// print(await slow.next()!)   // missed(2)
+/// print(await slow.next()!)   // element(3)
+/// ```
+public struct AsyncSharedEvents<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
+    public typealias AsyncIterator = SharedEventIterator<Element, Failure>
+
+    @usableFromInline
+    let storage: MulticastStorage<Element, Failure>
+    /// The buffering policy of this view's subscribers; `nil`: the sequence's own.
+    public let policy: SharedBufferingPolicy?
+    @usableFromInline
+    let connectRule: ConnectRule
+
+    @inlinable
+    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule = .never) {
+        self.storage = storage
+        self.policy = policy
+        self.connectRule = connectRule
+    }
+
+    /// Registers a new lag-reporting subscriber.
+    @inlinable
+    public func makeAsyncIterator() -> SharedEventIterator<Element, Failure> {
+        SharedEventIterator(storage: self.storage, policy: self.policy, connectRule: self.connectRule)
+    }
+}
+
+/// An iterator over ``AsyncSharedEvents``. **Each iterator is one subscriber**, with the
+/// lifetime rules of ``SharedIterator``: it leaves when its task is cancelled, when it has
+/// returned `nil` or thrown, or when it is released.
+///
+/// ```swift
+/// var events = subject.events(buffering: .evicting(64)).makeAsyncIterator()
+/// while let event = await events.next() { handle(event) }
+/// ```
+public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncIteratorProtocol {
+    @usableFromInline
+    let subscription: SharedIterator<Element, Failure>.Subscription
+    /// Ready elements taken at once, last first (lossless policies only; see ``SharedIterator``).
+    @usableFromInline
+    var batch: [Element] = []
+    /// The event that follows a `.missed` just returned.
+    @usableFromInline
+    var pending: SharedEvent<Element>?
+    /// The error that follows a `.missed` just returned.
+    @usableFromInline
+    var pendingFailure: Failure?
+
+    @inlinable
+    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule) {
+        self.subscription = .init(storage: storage, policy: policy, connectRule: connectRule)
+    }
+
+    /// The next event: an element, what was missed before the next element or the end, or
+    /// the eviction; `nil` once the sequence finished, the subscriber was evicted, or its
+    /// task was cancelled; or the upstream's error.
+    @inlinable
+    public mutating func next(
+        isolation actor: isolated (any Actor)? = #isolation
+    ) async throws(Failure) -> SharedEvent<Element>? {
+        if let pending = self.pending {
+            self.pending = nil
+            return pending
+        }
+        if let failure = self.pendingFailure {
+            self.pendingFailure = nil
+            throw failure
+        }
+        if !self.batch.isEmpty, !Task.isCancelled {
+            return .element(self.batch.removeLast())
+        }
+        self.batch.removeAll(keepingCapacity: true)
+        var report = ReadReport()
+        let event: SharedEvent<Element>?
+        do {
+            let element = try await self.subscription.storage.next(
+                self.subscription.id, batch: &self.batch, report: &report,
+                connectsOnDemand: self.subscription.connectsOnDemand, isolation: actor)
+            event = element.map { .element($0) } ?? (report.evicted ? .evicted : nil)
+        } catch {
+            guard report.missed > 0 else { throw error }
+            self.pendingFailure = error
+            return .missed(report.missed)
+        }
+        guard report.missed > 0 else { return event }
+        self.pending = event
+        return .missed(report.missed)
+    }
+
+    /// The next event; see ``next(isolation:)``.
+    @inlinable
+    public mutating func next() async throws(Failure) -> SharedEvent<Element>? {
+        try await self.next(isolation: nil)
+    }
+}
