@@ -358,7 +358,7 @@ struct ReliabilityTests {
                 }
                 if !isStrictlyIncreasing(received) { failures.append("\(label) out of order or repeated: \(received)") }
                 switch subscriber.policy {
-                case .bounded, .unbounded:
+                case .bounded, .unbounded, .evicting:
                     if !isConsecutive(received) { failures.append("\(label) lossless but has a gap: \(received)") }
                     if subscriber.joinedBeforeConnect, let head = received.first, head != subscriber.iteration * 1000 {
                         failures.append("\(label) joined before connect() but missed the first element: \(received)")

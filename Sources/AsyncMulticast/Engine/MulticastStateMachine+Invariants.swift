@@ -31,7 +31,7 @@ extension MulticastStateMachine {
     func invariantViolation() -> String? {
         guard self.elements.endIndex == self.tail else { return "the buffer does not end at the tail" }
 
-        var keepFrom = self.tail - self.replayCount
+        var keepFrom = self.replayStart
         for lane in self.lanes { keepFrom = Swift.min(keepFrom, lane.minCursor) }
         guard self.elements.startIndex == Swift.max(keepFrom, 0) else {
             return "stored from \(self.elements.startIndex), needed from \(Swift.max(keepFrom, 0))"
@@ -126,7 +126,15 @@ extension MulticastStateMachine {
         if !self.parkedProducers.isEmpty {
             guard !self.hasRoomToResume else { return "a producer waits while every subscriber has room" }
         }
-        if self.keepAliveTimerIsRunning { guard self.hasKeepAlive else { return "a keep-alive timer without keep-alive" } }
+        if self.keepAliveTimerIsRunning {
+            guard self.hasKeepAlive || self.replayExpiry == .afterWindow else { return "a timer without a window to time" }
+        }
+        if self.replayExpiryPending {
+            guard case .idle = self.upstream, self.keepAliveTimerIsRunning else {
+                return "a replay expiry pending while the upstream is not stopped, or without its timer"
+            }
+        }
+        guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
         return nil
     }
 

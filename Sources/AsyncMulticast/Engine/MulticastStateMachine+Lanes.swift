@@ -312,7 +312,7 @@ extension MulticastStateMachine {
     /// Drops stored elements nobody will read again (outside the replay window).
     @inlinable
     mutating func trimElements() {
-        var keepFrom = self.tail - self.replayCount
+        var keepFrom = self.replayStart
         for lane in self.lanes where lane.minCursor < keepFrom {
             keepFrom = lane.minCursor
         }

@@ -41,7 +41,7 @@ extension MulticastStateMachine {
         let position = self.tail
         let newTail = position + 1
         var needed = self.replayCount > 0
-        var keepFrom = newTail - self.replayCount
+        var keepFrom = Swift.max(newTail - self.replayCount, self.replayFloor)
         var hasRoom = true
 
         for laneIndex in self.lanes.indices {

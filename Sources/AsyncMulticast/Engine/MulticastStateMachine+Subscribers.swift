@@ -63,7 +63,7 @@ extension MulticastStateMachine {
         let policy = policy ?? self.defaultPolicy
         let laneIndex = self.laneIndex(for: policy)
 
-        var replay = Swift.min(self.replayCount, self.elements.count)
+        var replay = self.tail - Swift.max(self.replayStart, self.elements.startIndex)
         switch policy {
         case .bufferingNewest(let limit), .bufferingOldest(let limit), .evicting(let limit):
             // A dropping subscriber never holds more than `limit` (the lane invariant

@@ -28,6 +28,9 @@ extension MulticastStateMachine {
             let epoch = self.nextEpoch
             self.nextEpoch += 1
             self.upstream = .running(epoch: epoch)
+            // Restarted within the expiry window: the cache is kept (the timer, when it
+            // fires, finds nothing pending).
+            self.replayExpiryPending = false
             return epoch
         case .manual, .push:
             return nil
@@ -39,6 +42,27 @@ extension MulticastStateMachine {
         self.upstream = .idle
         effects.cancelUpstream = epoch
         self.releaseProducers(into: &effects, result: false)
+        guard self.mode == .automatic, self.replayCount > 0 else { return }
+        switch self.replayExpiry {
+        case .never:
+            break
+        case .immediately:
+            self.replayCacheReset()
+        case .afterWindow:
+            self.replayExpiryPending = true
+            effects.keepAliveTimer = self.keepAliveTimerIsRunning ? .restart : .start
+            self.keepAliveTimerIsRunning = true
+        }
+    }
+
+    /// The replay cache is cleared (`resetReplayCache()`, or it expired): subscribers joining
+    /// from now on are replayed only what is produced from now on. Present subscribers keep
+    /// what they have not read.
+    @inlinable
+    mutating func replayCacheReset() {
+        self.replayFloor = self.tail
+        self.replayExpiryPending = false
+        self.trimElements()
     }
 
     /// Whether `epoch` is the upstream iteration currently allowed to produce.
@@ -125,12 +149,19 @@ extension MulticastStateMachine {
 
     /// The keep-alive timer task found the deadline of the last window passed: cancel the
     /// upstream if nobody came back. The timer task ends either way.
+    ///
+    /// The same timer also times the replay cache's expiry window, which opens when the
+    /// upstream stops (`ReplayExpiry.afterWindow`): then the cache is cleared if the upstream
+    /// did not restart meanwhile. Stopping the upstream here may open that window, and the
+    /// effects then ask for the timer again (`.start`).
     @inlinable
     mutating func keepAliveExpired() -> Effects {
         var effects = Effects()
         self.keepAliveTimerIsRunning = false
         if case .lingering(let epoch) = self.upstream {
             self.stopUpstream(epoch: epoch, into: &effects)
+        } else if self.replayExpiryPending {
+            self.replayCacheReset()
         }
         return effects
     }

@@ -6,7 +6,7 @@
 // POSITIONS. Every element produced gets an absolute position; `tail` is the next one. For
 // one lane (the subscribers sharing a buffering policy):
 //
-//   elements.startIndex        lane.minCursor      tail - replayCount                 tail
+//   elements.startIndex        lane.minCursor      replayStart                        tail
 //        |                          |                     |                            |
 //        v                          v                     v                            v
 //        [ kept for a slower lane ][ counts[p]: members whose cursor is p, for p < tail ]
@@ -21,7 +21,7 @@
 //     queue of what it still had to read (`Slot.noLane`), then ends.
 //
 // INVARIANTS (see +Invariants):
-// - elements.endIndex == tail; elements.startIndex == max(0, min(tail - replayCount, every
+// - elements.endIndex == tail; elements.startIndex == max(0, min(replayStart, every
 //   lane's minCursor)): everything someone may read is stored, and nothing else.
 // - A lane exists exactly while it has members, and no two lanes share a policy.
 // - lane.members == atTail + sum(counts) + frozen members + members reading a private queue.
@@ -169,9 +169,24 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    /// Elements a new subscriber receives first: the latest `replayCount` already produced.
+    /// Elements a new subscriber receives first: the latest `replayCount` already produced
+    /// (from `replayFloor` on, if that is later).
     @usableFromInline
     let replayCount: Int
+
+    /// The replay window starts no earlier than this position: moved to the tail when the
+    /// replay cache is reset or expires, so that earlier elements are replayed to nobody.
+    @usableFromInline
+    var replayFloor = 0
+
+    /// What happens to the replay cache when the upstream stops (`.automatic` mode only).
+    @usableFromInline
+    let replayExpiry: ReplayExpiry
+
+    /// The upstream stopped and the replay cache expires when the timer next fires, unless
+    /// the upstream restarts first.
+    @usableFromInline
+    var replayExpiryPending = false
 
     @usableFromInline
     let mode: UpstreamMode
@@ -218,11 +233,15 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     var keepAliveTimerIsRunning = false
 
     @inlinable
-    init(policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: Bool = false) {
+    init(
+        policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: Bool = false,
+        replayExpiry: ReplayExpiry = .never
+    ) {
         // The public faces check their arguments, once, with messages that name them.
         assert(replay >= 0, "the public faces check replay")
         self.defaultPolicy = policy
         self.replayCount = replay
+        self.replayExpiry = replayExpiry
         self.mode = mode
         self.hasKeepAlive = keepAlive
         if mode == .push { self.upstream = .running(epoch: 0) }
@@ -239,9 +258,32 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     var tail: Int { self.elements.endIndex }
 
+    /// The first position of the replay window.
+    @inlinable
+    var replayStart: Int { Swift.max(self.tail - self.replayCount, self.replayFloor) }
+
+    /// What a subscriber joining now would be replayed, oldest first.
+    @inlinable
+    var replayCache: [Element] {
+        let start = Swift.max(self.replayStart, self.elements.startIndex)
+        return (start..<self.tail).map { self.elements[$0] }
+    }
+
     /// Number of elements currently stored in the shared buffer (for tests and diagnostics).
     @inlinable
     var bufferedCount: Int { self.elements.count }
+}
+
+/// What happens to a replay cache when its upstream is stopped because no subscriber is left.
+@usableFromInline
+enum ReplayExpiry: Sendable, Hashable {
+    /// It is kept: a restarted upstream's new subscribers get it first.
+    case never
+    /// It is cleared at once.
+    case immediately
+    /// It is cleared when the timer fires (the storage knows the duration), unless the
+    /// upstream restarted meanwhile.
+    case afterWindow
 }
 
 extension MulticastStateMachine.Terminal: Equatable where Failure: Equatable {}

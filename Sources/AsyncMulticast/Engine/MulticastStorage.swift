@@ -25,9 +25,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// The keep-alive timer task, while the machine says one runs.
         @usableFromInline
         var timerTask: Task<Void, Never>?
-        /// When the open keep-alive window closes (meaningful while the machine lingers).
+        /// When the open window (keep-alive, or replay expiry) closes, on `clock`.
         @usableFromInline
-        var keepAliveDeadline = ContinuousClock.Instant.now
+        var timerDeadline = Duration.zero
         @usableFromInline
         var nextProducerToken: UInt64 = 0
         /// Observers of the subscriber count (`subscriberCounts`), and the count and change
@@ -51,6 +51,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     let upstreamBody: UpstreamBody?
     @usableFromInline
     let keepAlive: Duration
+    /// How long a replay cache outlives its stopped upstream (`ReplayExpiry.afterWindow`).
+    @usableFromInline
+    let replayExpiration: Duration
+    /// The clock of the keep-alive and replay-expiry windows.
+    @usableFromInline
+    let clock: TimerClock
     /// Lets a subscriber that caught up wait briefly for a busy producer instead of
     /// suspending; every producer path records its offers here.
     @usableFromInline
@@ -62,14 +68,34 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         replay: Int,
         mode: UpstreamMode,
         keepAlive: Duration = .zero,
+        replayExpiration: Duration? = nil,
+        clock: TimerClock = .continuous,
         upstream: UpstreamBody?
     ) {
         assert(keepAlive >= .zero, "the public faces check keepAlive")
+        assert((replayExpiration ?? .zero) >= .zero, "the public faces check replayExpiration")
         assert((upstream == nil) == (mode == .push), "only push-fed storages have no upstream")
+        // nil, or one as long as forever: the cache never expires.
+        let expiry: ReplayExpiry
+        switch replayExpiration {
+        case nil: expiry = .never
+        case .zero?: expiry = .immediately
+        case let window? where window >= Self.longestKeepAlive: expiry = .never
+        case _?: expiry = .afterWindow
+        }
         self.state = Lock(State(machine: Machine(
-            policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero)))
+            policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero, replayExpiry: expiry)))
         self.upstreamBody = upstream
         self.keepAlive = Swift.min(keepAlive, Self.longestKeepAlive)
+        self.replayExpiration = Swift.min(replayExpiration ?? .zero, Self.longestKeepAlive)
+        self.clock = clock
+    }
+
+    /// The length of the window the machine's timer times now: the replay expiry's once the
+    /// upstream stopped, else the keep-alive's.
+    @inlinable
+    static func window(_ machine: Machine, keepAlive: Duration, replayExpiration: Duration) -> Duration {
+        machine.replayExpiryPending ? replayExpiration : keepAlive
     }
 
     /// Longer keep-alive windows are this one (about 35,000 years: forever, for a process),
@@ -187,10 +213,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case .none:
             return nil
         case .restart:
-            state.keepAliveDeadline = .now + self.keepAlive
+            state.timerDeadline = self.clock.now() + Self.window(
+                state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
             return nil
         case .start:
-            state.keepAliveDeadline = .now + self.keepAlive
+            state.timerDeadline = self.clock.now() + Self.window(
+                state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
             // Creating a task only enqueues it; it takes the lock when it runs.
             state.timerTask = Task.detached { await self.runKeepAliveTimer() }
             return nil
@@ -200,26 +228,41 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    /// The keep-alive timer task: sleeps until the deadline of the latest window (it moves
-    /// each time the last subscriber leaves), then lets the machine decide. Cancelled only
-    /// when the upstream ended.
+    /// The timer task: sleeps on `clock` until the deadline of the latest window (it moves
+    /// each time the last subscriber leaves), then lets the machine decide. When that opens
+    /// the next window (the keep-alive closed, the upstream stopped, and now the replay
+    /// cache's expiry window opens) it times that one too. Cancelled only when the upstream
+    /// ended.
     @inlinable
     func runKeepAliveTimer() async {
         while true {
-            typealias Step = (sleep: Duration?, effects: Machine.Effects, upstream: Task<Void, Never>?)
+            typealias Step = (
+                sleepUntil: Duration?, effects: Machine.Effects, upstream: Task<Void, Never>?, change: CountChange?
+            )
             let step = self.state.withLock { state -> Step in
-                let remaining = state.keepAliveDeadline - .now
-                if remaining > .zero { return (remaining, Machine.Effects(), nil) }
-                state.timerTask = nil
+                let now = self.clock.now()
+                if state.timerDeadline > now {
+                    return (Swift.min(state.timerDeadline, now + Self.longestTimerSleep), Machine.Effects(), nil, nil)
+                }
                 let effects = state.machine.keepAliveExpired()
-                return (nil, effects, self.startAndTakeTasks(&state, for: effects))
+                let upstream = self.startAndTakeTasks(&state, for: effects)
+                guard effects.keepAliveTimer == .start else {
+                    state.timerTask = nil
+                    return (nil, effects, upstream, Self.countChange(&state))
+                }
+                // A new window opened: this task times it.
+                state.timerDeadline = now + Self.window(
+                    state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
+                return (
+                    Swift.min(state.timerDeadline, now + Self.longestTimerSleep), effects, upstream,
+                    Self.countChange(&state)
+                )
             }
-            guard let remaining = step.sleep else {
-                self.perform(step.effects, cancelling: step.upstream)
-                return
-            }
+            self.perform(step.effects, cancelling: step.upstream)
+            Self.announce(step.change)
+            guard let deadline = step.sleepUntil else { return }
             do {
-                try await Task.sleep(for: Swift.min(remaining, Self.longestTimerSleep))
+                try await self.clock.sleepUntil(deadline)
             } catch {
                 return  // cancelled: the upstream ended
             }
@@ -469,16 +512,36 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// A subject's suspending send: waits while a bounded subscriber is full. A cancelled
-    /// task stops waiting and sends at once, past the bound, so nothing is lost.
+    /// task stops waiting and sends at once, past the bound, so nothing is lost. Returns
+    /// `false` if the subject had completed (the element was ignored).
     @inlinable
-    func sendWhenReady(_ element: Element) async {
-        while self.offerIfRoom(element) == nil {
-            let mayRetry = Task.isCancelled ? false : await self.waitForRoom(epoch: Self.pushEpoch)
-            if !mayRetry {
-                // Cancelled, or the subject completed meanwhile (then this is ignored).
-                self.send(element)
-                return
+    @discardableResult
+    func sendWhenReady(_ element: Element) async -> Bool {
+        while true {
+            switch self.offerIfRoom(element) {
+            case .proceed?, .park?:
+                return true
+            case .stop?:
+                return false
+            case nil:
+                let mayRetry = Task.isCancelled ? false : await self.waitForRoom(epoch: Self.pushEpoch)
+                if !mayRetry {
+                    // Cancelled, or the subject completed meanwhile (then this is ignored).
+                    return self.offer(element, epoch: Self.pushEpoch, respectingBounds: false) != .stop
+                }
             }
+        }
+    }
+
+    /// A subject's `send(contentsOf:)`: sends each element as `sendWhenReady` does, until
+    /// the sequence ends, the task is cancelled or the subject completed.
+    @inlinable
+    func send<Elements: AsyncSequence>(
+        contentsOf elements: Elements, isolation actor: isolated (any Actor)?
+    ) async throws(Elements.Failure) where Elements.Element == Element {
+        var iterator = elements.makeAsyncIterator()
+        while !Task.isCancelled, let element = try await iterator.next(isolation: actor) {
+            guard await self.sendWhenReady(element) else { return }
         }
     }
 
@@ -500,6 +563,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     func complete(failure: Failure?) {
         self.transition { $0.subjectCompleted(failure: failure) }
+    }
+
+    /// What a subscriber joining now would be replayed, oldest first.
+    @inlinable
+    var replayCache: [Element] {
+        self.state.withLock { $0.machine.replayCache }
+    }
+
+    /// Clears the replay cache for subscribers joining from now on.
+    @inlinable
+    func resetReplayCache() {
+        self.state.withLock { $0.machine.replayCacheReset() }
     }
 
     /// The most recently produced element still in the buffer.

@@ -41,6 +41,31 @@ where Base.Element: Sendable {
         self.connectRule = connectRule
     }
 
+    /// The elements a subscriber joining now would be replayed first, oldest first. A
+    /// multicast's replay window is kept across connections (the connection, not the
+    /// subscribers, decides when the upstream stops); ``resetReplayCache()`` clears it.
+    ///
+    /// ```swift
+    /// let latest = prices.replayCache.last
+    /// ```
+    @inlinable
+    public var replayCache: [Element] {
+        self.storage.replayCache
+    }
+
+    /// Empties the replay cache for subscribers joining from now on (before a reconnection,
+    /// for example). Subscribers already present keep what they have not read.
+    ///
+    /// ```swift
+    /// connection.cancel()
+    /// prices.resetReplayCache()
+    /// prices.connect()
+    /// ```
+    @inlinable
+    public func resetReplayCache() {
+        self.storage.resetReplayCache()
+    }
+
     /// Registers a new subscriber. It receives the replay window, then what the upstream
     /// produces once connected.
     @inlinable

@@ -1,6 +1,6 @@
 /// An asynchronous sequence that shares one iteration of its base among any number of
 /// subscribers. Create it with ``_Concurrency/AsyncSequence/share()``,
-/// ``_Concurrency/AsyncSequence/share(buffering:)`` or ``_Concurrency/AsyncSequence/replay(_:buffering:)``.
+/// ``_Concurrency/AsyncSequence/share(buffering:)`` or ``_Concurrency/AsyncSequence/replay(_:buffering:keepAlive:replayExpiration:)``.
 ///
 /// - **Each iterator is one subscriber.** It receives every element produced after it was
 ///   created (after the replayed ones, for `replay`), in upstream order.
@@ -29,14 +29,41 @@ where Base.Element: Sendable {
     let storage: MulticastStorage<Element, Failure>
 
     /// Every public way to create one comes here: `buffering` and `keepAlive` are checked
-    /// here, `replay`'s count by `replay(_:buffering:keepAlive:)`, its only source.
+    /// here, `replay`'s count by the `replay` operators, their only source.
     @inlinable
-    init(base: Base, buffering policy: SharedBufferingPolicy, replay: Int, keepAlive: Duration) {
+    init(
+        base: Base, buffering policy: SharedBufferingPolicy, replay: Int, keepAlive: Duration,
+        replayExpiration: Duration = .zero, clock: TimerClock = .continuous
+    ) {
         policy.validate(parameter: "buffering")
         precondition(keepAlive >= .zero, "keepAlive must not be negative, got \(keepAlive)")
+        precondition(replayExpiration >= .zero, "replayExpiration must not be negative, got \(replayExpiration)")
         self.storage = MulticastStorage(
             policy: policy, replay: replay, mode: .automatic, keepAlive: keepAlive,
-            upstream: MulticastStorage.pulling(base))
+            replayExpiration: replayExpiration, clock: clock, upstream: MulticastStorage.pulling(base))
+    }
+
+    /// The elements a subscriber joining now would be replayed first, oldest first (empty
+    /// for `share()`). For `replay(1)`, the latest element, like Kotlin's `replayCache`.
+    ///
+    /// ```swift
+    /// let state = updates.replay(1)
+    /// if let latest = state.replayCache.last { render(latest) }
+    /// ```
+    @inlinable
+    public var replayCache: [Element] {
+        self.storage.replayCache
+    }
+
+    /// Empties the replay cache: subscribers joining from now on are replayed only elements
+    /// produced from now on. Subscribers already present keep what they have not read.
+    ///
+    /// ```swift
+    /// session.resetReplayCache()   // the next screen must not see the old user's data
+    /// ```
+    @inlinable
+    public func resetReplayCache() {
+        self.storage.resetReplayCache()
     }
 
     /// Registers a new subscriber.
@@ -163,12 +190,28 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
         AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: keepAlive)
     }
 
+    /// ``share(buffering:keepAlive:)`` timing its `keepAlive` window on `clock` instead of
+    /// `ContinuousClock` (a test's manual clock, for example).
+    ///
+    /// ```swift
+    /// let location = updates.share(keepAlive: .seconds(5), clock: clock)
+    /// ```
+    @inlinable
+    public func share(
+        buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration, clock: some Clock<Duration>
+    ) -> AsyncShareSequence<Self> {
+        AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: keepAlive, clock: TimerClock(clock))
+    }
+
     /// Shares one iteration of this sequence, and gives each new subscriber the latest
     /// `count` elements already produced (oldest first) before the live ones.
     ///
-    /// The lifecycle is that of ``share()``; the replayed elements survive the upstream
-    /// being stopped and restarted, and its end: after the upstream ended, a new subscriber
-    /// gets the replayed elements, then the terminal event. `replay(0)` is `share()`.
+    /// The lifecycle is that of ``share()``. When the last subscriber leaves and the upstream
+    /// stops, the replayed elements expire (after `replayExpiration`, by default at once), so
+    /// a restarted upstream starts afresh; they survive the upstream's end: after it finished
+    /// or failed, a new subscriber gets the replayed elements, then the terminal event.
+    /// `replay(0)` is `share()`. ``AsyncShareSequence/replayCache`` reads them and
+    /// ``AsyncShareSequence/resetReplayCache()`` clears them.
     ///
     /// ```swift
     /// let state = stateUpdates.replay(1)
@@ -186,11 +229,36 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///   - keepAlive: how long the upstream outlives its last subscriber; not negative. Any
     ///     length is accepted: one longer than the process lives (`.seconds(Int64.max)`)
     ///     means subscribers leaving never stop the upstream.
+    ///   - replayExpiration: how long the replayed elements outlive an upstream stopped
+    ///     because its last subscriber left (after `keepAlive`); not negative. With the
+    ///     default, `.zero`, a restarted upstream never greets new subscribers with elements
+    ///     of its previous run. `.seconds(Int64.max)` keeps them for the life of the process.
+    ///     An upstream that finished or failed keeps them whatever this says.
     @inlinable
     public func replay(
-        _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero
+        _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero,
+        replayExpiration: Duration = .zero
     ) -> AsyncShareSequence<Self> {
         precondition(count >= 0, "replay(_:): count must be at least 0, got \(count)")
-        return AsyncShareSequence(base: self, buffering: buffering, replay: count, keepAlive: keepAlive)
+        return AsyncShareSequence(
+            base: self, buffering: buffering, replay: count, keepAlive: keepAlive, replayExpiration: replayExpiration)
+    }
+
+    /// ``replay(_:buffering:keepAlive:replayExpiration:)`` timing its `keepAlive` and
+    /// `replayExpiration` windows on `clock` instead of `ContinuousClock` (a test's manual
+    /// clock, for example).
+    ///
+    /// ```swift
+    /// let state = updates.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: clock)
+    /// ```
+    @inlinable
+    public func replay(
+        _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero,
+        replayExpiration: Duration = .zero, clock: some Clock<Duration>
+    ) -> AsyncShareSequence<Self> {
+        precondition(count >= 0, "replay(_:): count must be at least 0, got \(count)")
+        return AsyncShareSequence(
+            base: self, buffering: buffering, replay: count, keepAlive: keepAlive,
+            replayExpiration: replayExpiration, clock: TimerClock(clock))
     }
 }

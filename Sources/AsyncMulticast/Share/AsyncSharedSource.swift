@@ -67,33 +67,103 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
 
     /// Creates a shared source.
     ///
+    /// `stop` need not be `Sendable`: it is called in the same task that called `start`, so
+    /// it may capture what `start` created, such as a Combine `AnyCancellable`:
+    ///
+    /// ```swift
+    /// let prices = AsyncSharedSource<Price, Never> { emitter in
+    ///     let subscription = pricePublisher.sink { emitter.send($0) }   // AnyCancellable
+    ///     return { subscription.cancel() }
+    /// }
+    /// ```
+    ///
     /// - Parameters:
     ///   - buffering: how each subscriber keeps values it has not consumed yet. A callback
     ///     cannot wait, so `.bounded(n)` buffers past `n` like `.unbounded` (the default).
     ///   - replay: how many of the latest values a new subscriber receives first; `>= 0`.
     ///   - keepAlive: how long the producer keeps running after the last subscriber left;
     ///     a subscriber arriving within the window continues the same session.
+    ///   - replayExpiration: how long the replayed values outlive a stopped session; by
+    ///     default they expire at once, so a new session never greets its subscribers with
+    ///     values of the previous one. `.seconds(Int64.max)` keeps them.
     ///   - start: starts the producer for a new session and returns the closure that stops it.
     @inlinable
     public init(
         buffering: SharedBufferingPolicy = .unbounded,
         replay: Int = 0,
         keepAlive: Duration = .zero,
-        start: @escaping @Sendable (Emitter) -> @Sendable () -> Void
+        replayExpiration: Duration = .zero,
+        start: @escaping @Sendable (Emitter) -> () -> Void
+    ) {
+        self.init(
+            buffering: buffering, replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration,
+            timerClock: .continuous, start: start)
+    }
+
+    /// ``init(buffering:replay:keepAlive:replayExpiration:start:)`` timing its `keepAlive`
+    /// and `replayExpiration` windows on `clock` instead of `ContinuousClock`.
+    ///
+    /// ```swift
+    /// let paths = AsyncSharedSource<Path, Never>(keepAlive: .seconds(2), clock: testClock) { emitter in
+    ///     monitor.onUpdate = { emitter.send($0) }
+    ///     return { monitor.stop() }
+    /// }
+    /// ```
+    @inlinable
+    public init(
+        buffering: SharedBufferingPolicy = .unbounded,
+        replay: Int = 0,
+        keepAlive: Duration = .zero,
+        replayExpiration: Duration = .zero,
+        clock: some Clock<Duration>,
+        start: @escaping @Sendable (Emitter) -> () -> Void
+    ) {
+        self.init(
+            buffering: buffering, replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration,
+            timerClock: TimerClock(clock), start: start)
+    }
+
+    @inlinable
+    init(
+        buffering: SharedBufferingPolicy, replay: Int, keepAlive: Duration, replayExpiration: Duration,
+        timerClock: TimerClock, start: @escaping @Sendable (Emitter) -> () -> Void
     ) {
         buffering.validate(parameter: "buffering")
-        precondition(replay >= 0, "AsyncSharedSource(buffering:replay:keepAlive:start:): replay must be at least 0, got \(replay)")
+        precondition(replay >= 0, "AsyncSharedSource: replay must be at least 0, got \(replay)")
         precondition(keepAlive >= .zero, "keepAlive must not be negative, got \(keepAlive)")
+        precondition(replayExpiration >= .zero, "replayExpiration must not be negative, got \(replayExpiration)")
         self.storage = MulticastStorage(
             policy: buffering, replay: replay, mode: .automatic, keepAlive: keepAlive,
+            replayExpiration: replayExpiration, clock: timerClock,
             upstream: { sink in
                 let (ended, endedContinuation) = AsyncStream.makeStream(of: Never.self)
+                // `stop` stays in this task: it is created and called here.
                 let stop = start(Emitter(storage: sink.storage, epoch: sink.epoch, ended: endedContinuation))
                 // Ends when the session's task is cancelled (the last subscriber left) or
                 // the producer finished.
                 for await _ in ended {}
                 stop()
             })
+    }
+
+    /// The values a subscriber joining now would be replayed first, oldest first.
+    ///
+    /// ```swift
+    /// let lastPath = paths.replayCache.last
+    /// ```
+    @inlinable
+    public var replayCache: [Element] {
+        self.storage.replayCache
+    }
+
+    /// Empties the replay cache for subscribers joining from now on.
+    ///
+    /// ```swift
+    /// paths.resetReplayCache()
+    /// ```
+    @inlinable
+    public func resetReplayCache() {
+        self.storage.resetReplayCache()
     }
 
     /// Registers a new subscriber.

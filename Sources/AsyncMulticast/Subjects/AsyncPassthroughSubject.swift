@@ -64,6 +64,23 @@ public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: A
         await self.storage.sendWhenReady(element)
     }
 
+    /// Sends every element of `elements`, in order, as ``send(waitingForRoom:)`` does (so a
+    /// `.bounded` subscriber paces it), until `elements` ends, the calling task is cancelled
+    /// or the subject completes: Combine's `publisher.subscribe(subject)`. It does not
+    /// complete the subject when `elements` ends (call ``finish()``), so several sources can
+    /// feed one subject; an error of `elements` is thrown to the caller, not sent.
+    ///
+    /// ```swift
+    /// Task { try await chat.send(contentsOf: databaseNotifications) }
+    /// Task { try await chat.send(contentsOf: webSocketMessages) }
+    /// ```
+    @inlinable
+    public func send<Elements: AsyncSequence>(
+        contentsOf elements: Elements, isolation actor: isolated (any Actor)? = #isolation
+    ) async throws(Elements.Failure) where Elements.Element == Element {
+        try await self.storage.send(contentsOf: elements, isolation: actor)
+    }
+
     /// Ends the subject: subscribers receive what is buffered for them, then `nil`.
     @inlinable
     public func finish() {

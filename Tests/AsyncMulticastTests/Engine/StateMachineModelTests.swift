@@ -188,7 +188,7 @@ struct ModelRun {
         var batchLimit: Int {
             if self.ending { return 0 }
             switch self.policy {
-            case .bounded(let n): return Swift.min(n / 2, 64)
+            case .bounded(let n), .evicting(let n): return Swift.min(n / 2, 64)
             case .unbounded: return 64
             case .bufferingNewest, .bufferingOldest: return 0
             }
@@ -347,7 +347,9 @@ struct ModelRun {
                 return
             }
             var lending: [Int]? = []
-            let action = self.machine.nextRequested(self.subscribers[k].id, batch: &lending, connectsOnDemand: self.config.autoconnect)
+            var report = ReadReport()
+            let action = self.machine.nextRequested(
+                self.subscribers[k].id, batch: &lending, report: &report, connectsOnDemand: self.config.autoconnect)
             self.subscribers[k].batch = lending ?? []
             if !self.subscribers[k].pending.isEmpty {
                 let expected = self.subscribers[k].pending.removeFirst()

@@ -17,7 +17,8 @@ struct StateMachineReliabilityTests {
             if let element = self.batch.popLast() { return element }
             var lending: [Int]? = []
             defer { self.batch = lending ?? [] }
-            switch machine.nextRequested(self.id, batch: &lending, connectsOnDemand: false) {
+            var report = ReadReport()
+            switch machine.nextRequested(self.id, batch: &lending, report: &report, connectsOnDemand: false) {
             case .element(let element, _): return element
             case .terminal, .suspend: return nil
             }

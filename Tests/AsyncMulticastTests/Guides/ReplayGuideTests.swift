@@ -53,14 +53,14 @@ func replayGuideWhatReplayDoes() async {
     ])
 }
 
-// Guides/Replay.md: The cache outlives the upstream
-@Test("Guides/Replay.md: The cache outlives the upstream", .timeLimit(.minutes(1)))
+// Guides/Replay.md: The cache when the upstream stops
+@Test("Guides/Replay.md: The cache when the upstream stops", .timeLimit(.minutes(1)))
 func replayGuideCacheOutlivesTheUpstream() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
 
     let (readings, sensor) = AsyncStream.makeStream(of: Int.self)
-    let temperature = readings.replay(1)
+    let temperature = readings.replay(1, replayExpiration: .seconds(Int64.max))
 
     sensor.yield(21)
     sensor.yield(22)

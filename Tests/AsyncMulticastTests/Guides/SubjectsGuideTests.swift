@@ -214,7 +214,7 @@ private enum SubjectsSharedSourceExample {
         func stop() { print("monitor: stop") }
     }
 
-    static let paths = AsyncSharedSource<String, Never>(replay: 1) { emitter in
+    static let paths = AsyncSharedSource<String, Never>(replay: 1, replayExpiration: .seconds(Int64.max)) { emitter in
         let monitor = PathMonitor { path in emitter.send(path) }
         monitor.start()
         return { monitor.stop() }

@@ -80,7 +80,7 @@ struct KeepAliveTests {
     @Test("replay(_:buffering:keepAlive:): cancelled when the window ends; the cache survives")
     func replayCancelledWhenWindowEnds() async {
         let source = FedSource()
-        let replayed = source.replay(1, buffering: .unbounded, keepAlive: .milliseconds(50))
+        let replayed = source.replay(1, buffering: .unbounded, keepAlive: .milliseconds(50), replayExpiration: .seconds(Int64.max))
         await self.startReadAndLeave(replayed, source, 1, 2)
         let ended = await source.control.waitForEnd()
         #expect(ended?.end == .cancelled)

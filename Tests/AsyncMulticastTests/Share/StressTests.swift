@@ -72,7 +72,7 @@ extension HeavyAndTimingSensitive {
 
                 let lossless: Bool
                 switch policy {
-                case .bounded, .unbounded: lossless = true
+                case .bounded, .unbounded, .evicting: lossless = true
                 case .bufferingNewest, .bufferingOldest: lossless = false
                 }
                 for (index, task) in tasks.enumerated() {

@@ -12,7 +12,7 @@ extension SharedBufferingPolicy {
         switch self {
         case .bufferingNewest(let n): return .bufferingNewest(n)
         case .bufferingOldest(let n): return .bufferingOldest(n)
-        case .unbounded, .bounded: return .unbounded
+        case .unbounded, .bounded, .evicting: return .unbounded  // .evicting: until evicted
         }
     }
 
@@ -20,7 +20,7 @@ extension SharedBufferingPolicy {
     var dropLimit: Int? {
         switch self {
         case .bufferingNewest(let n), .bufferingOldest(let n): return n
-        case .unbounded, .bounded: return nil
+        case .unbounded, .bounded, .evicting: return nil
         }
     }
 
@@ -29,7 +29,7 @@ extension SharedBufferingPolicy {
     /// drops the new one.
     func enqueue(_ value: Int, into queue: inout [Int]) {
         switch self {
-        case .bounded, .unbounded:
+        case .bounded, .unbounded, .evicting:
             queue.append(value)
         case .bufferingNewest(let n):
             queue.append(value)
@@ -43,6 +43,7 @@ extension SharedBufferingPolicy {
     /// elements, and no more of them than a dropping policy keeps (its newest).
     func replayed(_ produced: [Int], replay: Int) -> [Int] {
         let replayed = Array(produced.suffix(replay))
+        if case .evicting(let limit) = self { return Array(replayed.suffix(limit)) }
         guard let limit = self.dropLimit else { return replayed }
         return Array(replayed.suffix(limit))
     }

@@ -1,0 +1,26 @@
+/// The clock a storage's timer (keep-alive and replay-expiry windows) reads and sleeps on:
+/// any `Clock` whose `Duration` is `Swift.Duration`, erased so that the storage is not
+/// generic over it. Instants are kept as durations since the clock's reading at creation.
+///
+/// Only the timer path uses it (a subscriber leaving last, the timer task): nothing per
+/// element.
+@usableFromInline
+struct TimerClock: Sendable {
+    /// The time elapsed on the clock since this value was created.
+    @usableFromInline
+    let now: @Sendable () -> Duration
+    /// Sleeps until the clock reads `deadline` (as returned by `now`); throws if cancelled.
+    @usableFromInline
+    let sleepUntil: @Sendable (Duration) async throws -> Void
+
+    @inlinable
+    init<C: Clock>(_ clock: C) where C.Duration == Duration {
+        let origin = clock.now
+        self.now = { origin.duration(to: clock.now) }
+        self.sleepUntil = { deadline in try await clock.sleep(until: origin.advanced(by: deadline), tolerance: nil) }
+    }
+
+    /// The real clock that keeps counting while the system sleeps: the default.
+    @inlinable
+    static var continuous: TimerClock { TimerClock(ContinuousClock()) }
+}
