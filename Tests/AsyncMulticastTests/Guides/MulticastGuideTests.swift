@@ -74,7 +74,7 @@ func multicastGuideJoinFirstThenConnect() async {
 
 // Guides/Multicast.md: Join first, then connect (tasks that subscribe themselves)
 @Test("Guides/Multicast.md: Join first, then connect (tasks that subscribe themselves)", .timeLimit(.minutes(1)))
-func multicastGuideJoinFirstThenConnectFromTasks() async {
+func multicastGuideJoinFirstThenConnectFromTasks() async throws {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
 
@@ -86,8 +86,30 @@ func multicastGuideJoinFirstThenConnectFromTasks() async {
     let multicast = prices.multicast()
     let chartTask = Task { for await p in multicast { print("chart:", p) } }
     let tableTask = Task { for await p in multicast { print("table:", p) } }
-    while multicast.subscriberCount < 2 { await Task.yield() }   // both loops have subscribed
+    try await multicast.waitForSubscribers(atLeast: 2)   // both loops have subscribed
     multicast.connect()
+    await chartTask.value
+    await tableTask.value
+
+    #expect(printed.lines(startingWith: "chart:") == ["chart: 100", "chart: 101"])
+    #expect(printed.lines(startingWith: "table:") == ["table: 100", "table: 101"])
+    #expect(printed.lines.count == 4)
+}
+
+// Guides/Multicast.md: Join first, then connect (autoconnect(minimumSubscribers:))
+@Test("Guides/Multicast.md: Join first, then connect (autoconnect(minimumSubscribers:))", .timeLimit(.minutes(1)))
+func multicastGuideAutoconnectMinimumSubscribers() async {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    let (prices, feed) = AsyncStream.makeStream(of: Int.self)
+    feed.yield(100)
+    feed.yield(101)
+    feed.finish()
+
+    let multicast = prices.multicast().autoconnect(minimumSubscribers: 2)
+    let chartTask = Task { for await p in multicast { print("chart:", p) } }
+    let tableTask = Task { for await p in multicast { print("table:", p) } }
     await chartTask.value
     await tableTask.value
 
