@@ -129,7 +129,7 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
             self.pendingFailure = nil
             throw failure
         }
-        if !self.batch.isEmpty, !Task.isCancelled {
+        if !self.batch.isEmpty {
             return .element(self.batch.removeLast())
         }
         self.batch.removeAll(keepingCapacity: true)

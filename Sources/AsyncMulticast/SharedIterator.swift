@@ -36,13 +36,19 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     /// cancelled, or the upstream's error.
     ///
     /// Cancelling the calling task while it waits makes this return `nil` at once and
-    /// removes only this subscriber.
+    /// removes only this subscriber. A cancelled task that calls `next()` again gets `nil`
+    /// as soon as its iterator has returned the elements it had already taken (at most
+    /// `min(n / 2, 64)` under `.bounded(n)` or `.evicting(n)`, 64 under `.unbounded`, none
+    /// under a dropping policy), as an `AsyncStream` returns what it buffered.
     @inlinable
     public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(Failure) -> Element? {
-        if !self.batch.isEmpty, !Task.isCancelled {
+        // Cancellation is observed when the batch is refilled (`MulticastStorage.next`) and
+        // while waiting, not for every element taken: `Task.isCancelled` costs far more
+        // than popping an element.
+        if !self.batch.isEmpty {
             return self.batch.removeLast()
         }
-        // The batch is used up (or the task was cancelled, and the subscriber leaves).
+        // The batch is used up.
         self.batch.removeAll(keepingCapacity: true)
         var report = ReadReport()
         let element = try await self.subscription.storage.next(

@@ -12,15 +12,18 @@ import Synchronization
 /// be woken.
 ///
 /// Kept from ever becoming a busy wait:
+/// - never on an actor's executor (the main actor must not busy-wait for a producer): only
+///   a nonisolated subscriber waits (`MulticastStorage.next`);
 /// - only a sequence's sole subscriber on a lossless policy waits
 ///   (`MulticastStateMachine.catchUpBatch(for:)`), and the token below makes that at most
 ///   one thread per storage even in a race;
+/// - after a wait that saw no offer, the next catch-ups do not wait (exponential backoff);
 /// - it stops as soon as the batch it waits for has arrived, when the producer has been
 ///   quiet for ``quietLimit`` (a slow or bursty source costs one such wait per catch-up),
 ///   when its task is cancelled, and after ``maxSpin`` in any case.
 ///
-/// The price: the wait occupies the thread (or the actor, such as the main actor) the
-/// subscriber runs on for up to ``maxSpin``, and while it waits for a batch the first
+/// The price: the wait occupies the thread the subscriber runs on for up to ``maxSpin``,
+/// and while it waits for a batch the first
 /// element of that batch is not returned yet, so it can reach the subscriber up to
 /// ``maxSpin`` later than a wake-up would have delivered it.
 ///
@@ -36,6 +39,14 @@ struct CatchUpSpin: ~Copyable, Sendable {
     /// The token of the one subscriber allowed to spin.
     @usableFromInline
     let isTaken = Atomic<Bool>(false)
+    /// Catch-ups to let go by without waiting: the wait has not paid off lately. Written
+    /// by the token holder; a stale read only shifts one decision.
+    @usableFromInline
+    let skips = Atomic<Int>(0)
+    /// How many catch-ups the last fruitless wait made the subscriber skip: doubled by each
+    /// fruitless wait (up to ``longestBackoff``), zero after a wait that saw an offer.
+    @usableFromInline
+    let backoff = Atomic<Int>(0)
 
     @inlinable
     init() {}
@@ -55,6 +66,11 @@ struct CatchUpSpin: ~Copyable, Sendable {
     @inlinable
     static var maxSpin: Duration { .microseconds(20) }
 
+    /// The most catch-ups skipped after fruitless waits in a row: a slow producer (an
+    /// element every 100 µs, say) then costs one 1 µs wait per this many elements.
+    @inlinable
+    static var longestBackoff: Int { 256 }
+
     /// Called by a producer after each element it offered.
     @inlinable
     func recordOffer() {
@@ -67,12 +83,35 @@ struct CatchUpSpin: ~Copyable, Sendable {
     ///
     /// `eachRound` runs once per round of reads (a test seam: it lets a test offer
     /// during the wait from the waiting thread itself; the storage passes nothing).
+    ///
+    /// It learns from its own history: a wait that saw no offer makes the next catch-ups
+    /// suspend at once (1, 2, 4, … up to ``longestBackoff`` of them) before it tries again,
+    /// so a producer that is not busy is not waited for over and over.
     @inlinable
     func waitForOffers(upTo batch: Int, eachRound: () -> Void = {}) -> Bool {
+        let skips = self.skips.load(ordering: .relaxed)
+        if skips > 0 {
+            self.skips.store(skips - 1, ordering: .relaxed)
+            return false
+        }
         guard self.isTaken.compareExchange(expected: false, desired: true, ordering: .acquiring).exchanged else {
             return false
         }
         defer { self.isTaken.store(false, ordering: .releasing) }
+        let sawOffers = self.spin(upTo: batch, eachRound: eachRound)
+        if sawOffers {
+            self.backoff.store(0, ordering: .relaxed)
+        } else {
+            let next = Swift.min(Swift.max(1, self.backoff.load(ordering: .relaxed) * 2), Self.longestBackoff)
+            self.backoff.store(next, ordering: .relaxed)
+            self.skips.store(next, ordering: .relaxed)
+        }
+        return sawOffers
+    }
+
+    /// The wait itself, with the token held; see `waitForOffers(upTo:eachRound:)`.
+    @inlinable
+    func spin(upTo batch: Int, eachRound: () -> Void) -> Bool {
         let clock = ContinuousClock()
         let first = self.offers.load(ordering: .relaxed)
         let start = clock.now

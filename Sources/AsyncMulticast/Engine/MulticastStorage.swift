@@ -361,7 +361,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         batch = []
         var (action, catchUpBatch) = self.takeNext(
             id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand)
-        if let catchUpBatch, self.catchUp.waitForOffers(upTo: catchUpBatch) {
+        // Never on an actor's executor: an actor (the main actor) must not busy-wait.
+        if let catchUpBatch, actor == nil, self.catchUp.waitForOffers(upTo: catchUpBatch) {
             // The producer offered elements while this subscriber waited for them: take
             // them without suspending (see `CatchUpSpin` for why and for the bounds).
             (action, _) = self.takeNext(id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand)
