@@ -24,10 +24,13 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
 
     /// Creates a subject holding `value`.
     ///
-    /// - Parameter buffering: how each subscriber keeps values it has not consumed yet.
-    ///   Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait).
-    ///   With `.bufferingNewest(0)` or `.bufferingOldest(0)` a subscriber only receives
-    ///   values sent while it waits in `next()`, so it does not receive the current value.
+    /// - Parameters:
+    ///   - value: the current value until the first ``send(_:)``; each new subscriber
+    ///     receives the current value first.
+    ///   - buffering: how each subscriber keeps values it has not consumed yet.
+    ///     Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait).
+    ///     With `.bufferingNewest(0)` or `.bufferingOldest(0)` a subscriber only receives
+    ///     values sent while it waits in `next()`, so it does not receive the current value.
     @inlinable
     public init(_ value: Element, buffering: SharedBufferingPolicy = .bufferingNewest(1)) {
         buffering.validate(parameter: "buffering")
@@ -37,6 +40,12 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
 
     /// The current value: the last one sent. Setting it sends the new value (ignored after
     /// completion).
+    ///
+    /// Reading and setting are two separate operations: `value += 1` or
+    /// `value.append(x)` compiles, but it reads, then sends, and a send from another task
+    /// between the two is lost. Use ``update(_:)`` to change the value based on the current
+    /// one atomically, or make every change from one place that runs them one at a time
+    /// (an actor).
     @inlinable
     public var value: Element {
         get {
