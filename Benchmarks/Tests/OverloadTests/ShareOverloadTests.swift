@@ -81,3 +81,35 @@ struct Numbers: AsyncSequence, Sendable {
     while let value = await saaIterator.next(isolation: #isolation) { saaValues.append(value) }
     #expect(saaValues == [0, 1, 2])
 }
+
+/// Like `Numbers`, but not `Sendable`: AsyncMulticast's operators do not apply to it.
+struct NonSendableNumbers: AsyncSequence {
+    typealias Element = Int
+    typealias Failure = Never
+    var limit = 3
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var current = 0
+        let limit: Int
+        mutating func next() async -> Int? {
+            defer { current += 1 }
+            return current < limit ? current : nil
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(limit: limit) }
+}
+
+/// The trap the Share guide describes ("A base that is not `Sendable` gets
+/// swift-async-algorithms' `share()`, silently"), and the way out it gives.
+@Test func nonSendableBaseSilentlyPicksAsyncAlgorithms() {
+    let shared = NonSendableNumbers().share()
+    let typeName = String(reflecting: type(of: shared))
+    #expect(typeName.hasPrefix("AsyncAlgorithms."), "\(typeName)")
+
+    // Naming the type makes the compiler pick AsyncMulticast's (or fail, for a base that is
+    // not Sendable: `let wrong: AsyncShareSequence = NonSendableNumbers().share()` does not
+    // compile).
+    let named: AsyncShareSequence = Numbers().share()
+    expectType(named, AsyncMulticast.AsyncShareSequence<Numbers>.self)
+}

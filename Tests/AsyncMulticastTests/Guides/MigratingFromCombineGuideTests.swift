@@ -24,12 +24,42 @@ private enum MigratingExample {
         private let followCount = AsyncCurrentValueSubject<Int, Never>(0)
 
         /// Each iteration is a new subscriber: it receives the current count, then every change.
-        nonisolated func listen() -> some AsyncSequence<Int, Never> { followCount }
+        nonisolated func listen() -> some AsyncSequence<Int, Never> & Sendable { followCount }
 
         func follow() {
             // Request the server's follow API here, then update the cached count:
             followCount.value += 1
         }
+    }
+
+    @MainActor final class FollowerBadge {
+        private(set) var text = ""
+        private var observation: Task<Void, Never>?
+
+        init(counts: some AsyncSequence<Int, Never> & Sendable) {
+            observation = Task { [weak self] in
+                for await count in counts {
+                    guard let self else { return }
+                    self.text = "\(count) followers"
+                }
+            }
+        }
+
+        deinit { observation?.cancel() }
+    }
+
+    /// The mistake the guide warns about: the task holds the object strongly. (Test only.)
+    @MainActor final class LeakingBadge {
+        private(set) var text = ""
+        var observation: Task<Void, Never>?
+
+        init(counts: some AsyncSequence<Int, Never> & Sendable) {
+            observation = Task {
+                for await count in counts { self.text = "\(count) followers" }
+            }
+        }
+
+        deinit { observation?.cancel() }
     }
 }
 
@@ -69,4 +99,59 @@ func migratingGuideFollowRepository() async {
     #expect(printed.lines(startingWith: "screen 2:") == [
         "screen 2: 0", "screen 2: 1", "screen 2: 2",
     ])
+}
+
+/// The guide's `listen()` returns `some AsyncSequence<Int, Never> & Sendable` so that callers
+/// can share it: this only has to compile, and replay the current count.
+@Test("Guides/MigratingFromCombine.md: an opaque `& Sendable` sequence can be replayed", .timeLimit(.minutes(1)))
+func migratingGuideOpaqueSequenceCanBeReplayed() async {
+    let repository = MigratingExample.FollowRepository()
+    let counts = repository.listen().replay(1)
+    var reader = counts.makeAsyncIterator()
+    #expect(await reader.next() == 0)
+}
+
+// Guides/MigratingFromCombine.md: Observing from an object without keeping it alive
+@Test("Guides/MigratingFromCombine.md: Observing from an object without keeping it alive", .timeLimit(.minutes(1)))
+@MainActor
+func migratingGuideWeakObserver() async throws {
+    typealias FollowerBadge = MigratingExample.FollowerBadge
+    let followers = AsyncCurrentValueSubject<Int, Never>(3)
+    var badge: FollowerBadge? = FollowerBadge(counts: followers)
+    weak let observed = badge                                                   // [test only]
+    try await waitUntil("the badge shows the count") { observed?.text == "3 followers" }  // [test gate]
+    followers.send(4)                                                           // [test only]
+    try await waitUntil("the badge shows the new count") { observed?.text == "4 followers" }  // [test gate]
+    // … the screen shows the badge, then the user leaves it:
+    badge = nil
+
+    #expect(badge == nil && observed == nil, "nothing else holds the badge: it is freed at once")
+    try await followers.waitForSubscribersToLeave()
+    #expect(followers.subscriberCount == 0)
+}
+
+/// The other half of the guide's claim: capturing `self` strongly keeps the object alive and
+/// subscribed after the last reference is dropped.
+@Test("a task that captures self strongly keeps the object alive and subscribed", .timeLimit(.minutes(1)))
+@MainActor
+func strongCaptureKeepsTheObserverAlive() async throws {
+    let followers = AsyncCurrentValueSubject<Int, Never>(3)
+    var badge: MigratingExample.LeakingBadge? = MigratingExample.LeakingBadge(counts: followers)
+    weak let observed = badge
+    try await waitUntil("the badge shows the count") { observed?.text == "3 followers" }
+    badge = nil
+    #expect(observed != nil, "the task still holds the object")
+    #expect(followers.subscriberCount == 1, "and its subscriber")
+    observed?.observation?.cancel()                                             // clean up
+    try await followers.waitForSubscribersToLeave()
+    #expect(observed == nil)
+}
+
+extension AsyncCurrentValueSubject {
+    /// Waits (under a hang guard) until the subscriber count observed is 0.
+    fileprivate func waitForSubscribersToLeave() async throws {
+        try await withTimeout {
+            for await count in self.subscriberCounts where count == 0 { return }
+        }
+    }
 }

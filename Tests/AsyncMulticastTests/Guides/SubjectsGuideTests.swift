@@ -91,6 +91,40 @@ func subjectsGuideCurrentValue() async {
     ])
 }
 
+// Guides/Subjects.md: Changing the value from several tasks: update(_:)
+@Test("Guides/Subjects.md: Changing the value from several tasks: update(_:)", .timeLimit(.minutes(1)))
+func subjectsGuideAtomicUpdate() async {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    let cart = AsyncCurrentValueSubject<[String], Never>([])
+    await withTaskGroup(of: Void.self) { group in
+        for item in ["apple", "bread", "milk"] {
+            group.addTask { cart.update { $0 + [item] } }   // not cart.value.append(item)
+        }
+    }
+    print(cart.value.sorted())
+
+    #expect(printed.lines == [#"["apple", "bread", "milk"]"#])
+}
+
+/// What the guide's advice rests on: many concurrent `update(_:)` calls lose nothing.
+@Test("update(_:) from many tasks at once loses no update", .timeLimit(.minutes(1)))
+func atomicUpdateLosesNothing() async {
+    let counter = AsyncCurrentValueSubject<Int, Never>(0)
+    var history = counter.buffering(.unbounded).makeAsyncIterator()
+    await withTaskGroup(of: Void.self) { group in
+        for _ in 0..<8 {
+            group.addTask { for _ in 0..<1_000 { counter.update { $0 + 1 } } }
+        }
+    }
+    counter.finish()
+    #expect(counter.value == 8_000)
+    var seen: [Int] = []
+    while let value = await history.next() { seen.append(value) }
+    #expect(seen == Array(0...8_000), "every update is sent, in the order applied")
+}
+
 // Guides/Subjects.md: Completion
 @Test("Guides/Subjects.md: Completion", .timeLimit(.minutes(1)))
 func subjectsGuideCompletion() async {

@@ -84,11 +84,13 @@ private func race<T: Sendable>(
 
 /// Waits until `condition` holds, polling with `Task.yield()` (and, after the first thousand
 /// polls, a short pause so that a long wait does not keep a core busy under a sanitizer).
-/// Fails the test and throws if the condition does not hold within `seconds`.
+/// Fails the test and throws if the condition does not hold within `seconds`. It runs on the
+/// caller's actor (the main actor, for a `@MainActor` test), and so does `condition`.
 func waitUntil(
     _ what: @autoclosure () -> String = "condition",
     seconds: Double = 50,
     sourceLocation: SourceLocation = #_sourceLocation,
+    isolation: isolated (any Actor)? = #isolation,
     _ condition: () -> Bool
 ) async throws {
     let deadline = ContinuousClock.now + .seconds(seconds)
