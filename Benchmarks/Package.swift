@@ -36,6 +36,8 @@ let package = Package(
         ),
         // The comparison point: swift-async-algorithms' share().
         .package(url: "https://github.com/apple/swift-async-algorithms", exact: "1.1.4"),
+        // The command line of `compare`.
+        .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
     ],
     targets: [
         // glibc mallinfo2() for the idle-subscriber memory scenario (malloc.h is not in the Glibc module).
@@ -67,7 +69,10 @@ let package = Package(
         // Side-by-side comparison in one process: `swift run -c release compare [--smoke|--full]`.
         .executableTarget(
             name: "compare",
-            dependencies: ["MulticastScenarios"],
+            dependencies: [
+                "MulticastScenarios",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ],
             swiftSettings: swift6
         ),
         // Compile-time overload check with both AsyncAlgorithms and AsyncMulticast imported.

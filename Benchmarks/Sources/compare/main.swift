@@ -7,68 +7,75 @@
 //     swift run -c release compare --smoke    # seconds; what CI runs
 //     swift run -c release compare --help
 
+import ArgumentParser
 import MulticastScenarios
 
 // MARK: - Options
 
-struct Options {
-    enum Mode: String { case smoke, quick, full }
+/// The command line, parsed by swift-argument-parser (`compare --help` prints it).
+struct CompareArguments: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "compare",
+        abstract: "Runs each scenario for AsyncMulticast and the alternatives side by side and prints ratios.",
+        discussion: """
+            Ratios read "AsyncMulticast vs X": above 1.00 means AsyncMulticast is better (more \
+            deliveries or joins per second, fewer bytes, lower latency). Exits 1 if any \
+            implementation delivered a wrong sequence.
+            """
+    )
 
-    var mode = Mode.full
-    var scenarios: Set<String> = ["fanout", "subject", "churn", "memory", "cancel"]
+    @Flag(help: """
+        --smoke: tiny sizes, one repetition: checks every scenario runs (seconds). \
+        --quick: N = 1, 16, 256, fewer elements, one repetition (well under a minute). \
+        --full: N = 1, 4, 16, 64, 256, 1024, three repetitions (about 2.5 minutes on 2 cores).
+        """)
+    var mode: Options.Mode = .full
+
+    @Option(name: .customLong("only"), help: "Comma-separated subset of scenarios: \(Options.allScenarios.joined(separator: ",")).",
+            transform: CompareArguments.scenarios)
+    var scenarios: Set<String> = Set(Options.allScenarios)
+
+    @Option(name: .customLong("impls"), help: "Comma-separated subset of implementations: ours, saa, hand, base (default: all).",
+            transform: CompareArguments.implementations)
     var implementations: Set<Implementation> = Set(Implementation.allCases)
 
-    static let usage = """
-        usage: compare [--smoke | --quick | --full] [--only fanout,subject,churn,memory,cancel]
-                       [--impls ours,saa,hand,base]
-
-          --smoke   tiny sizes, one repetition: checks every scenario runs (seconds)
-          --quick   N = 1, 16, 256, fewer elements, one repetition (well under a minute)
-          --full    N = 1, 4, 16, 64, 256, 1024, three repetitions (default; about 2.5 minutes on 2 cores)
-          --only    comma-separated subset of scenarios
-          --impls   comma-separated subset of implementations (default: all)
-
-        Ratios read "AsyncMulticast vs X": above 1.00 means AsyncMulticast is better
-        (more deliveries or joins per second, fewer bytes, lower latency).
-        Exits 1 if any implementation delivered a wrong sequence.
-        """
-
-    init(arguments: [String]) {
-        var iterator = arguments.makeIterator()
-        while let argument = iterator.next() {
-            switch argument {
-            case "--smoke", "smoke": mode = .smoke
-            case "--quick", "quick": mode = .quick
-            case "--full", "full": mode = .full
-            case "--only":
-                guard let list = iterator.next() else { Options.fail("--only needs a list") }
-                scenarios = Set(list.split(separator: ",").map { $0.trimmingCharacters() })
-                let unknown = scenarios.subtracting(["fanout", "subject", "churn", "memory", "cancel"])
-                if !unknown.isEmpty { Options.fail("unknown scenario(s): \(unknown.sorted().joined(separator: ", "))") }
-            case "--impls":
-                guard let list = iterator.next() else { Options.fail("--impls needs a list") }
-                implementations = []
-                for name in list.split(separator: ",").map({ $0.trimmingCharacters() }) {
-                    switch name {
-                    case "ours": implementations.insert(.ours)
-                    case "saa": implementations.insert(.saa)
-                    case "hand", "handRolled", "hand-rolled": implementations.insert(.handRolled)
-                    case "base": implementations.insert(.base)
-                    default: Options.fail("unknown implementation '\(name)'")
-                    }
-                }
-            case "-h", "--help", "help":
-                print(Options.usage)
-                exit(0)
-            default:
-                Options.fail("unknown argument '\(argument)'")
-            }
+    static func scenarios(_ list: String) throws -> Set<String> {
+        let names = Set(list.split(separator: ",").map { $0.trimmingCharacters() })
+        let unknown = names.subtracting(Options.allScenarios)
+        guard unknown.isEmpty else {
+            throw ValidationError("unknown scenario(s): \(unknown.sorted().joined(separator: ", "))")
         }
+        return names
     }
 
-    static func fail(_ message: String) -> Never {
-        print("compare: \(message)\n\n\(usage)")
-        exit(2)
+    static func implementations(_ list: String) throws -> Set<Implementation> {
+        var selected: Set<Implementation> = []
+        for name in list.split(separator: ",").map({ $0.trimmingCharacters() }) {
+            switch name {
+            case "ours": selected.insert(.ours)
+            case "saa": selected.insert(.saa)
+            case "hand", "handRolled", "hand-rolled": selected.insert(.handRolled)
+            case "base": selected.insert(.base)
+            default: throw ValidationError("unknown implementation '\(name)'")
+            }
+        }
+        return selected
+    }
+}
+
+struct Options {
+    enum Mode: String, EnumerableFlag { case smoke, quick, full }
+
+    static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel"]
+
+    var mode = Mode.full
+    var scenarios: Set<String> = Set(Options.allScenarios)
+    var implementations: Set<Implementation> = Set(Implementation.allCases)
+
+    init(_ arguments: CompareArguments) {
+        self.mode = arguments.mode
+        self.scenarios = arguments.scenarios
+        self.implementations = arguments.implementations
     }
 
     // Sizes per mode.
@@ -523,7 +530,7 @@ func runCancellation(_ options: Options) async {
 
 // MARK: - Main
 
-let options = Options(arguments: Array(CommandLine.arguments.dropFirst()))
+let options = Options(CompareArguments.parseOrExit())
 #if DEBUG
 stamp("warning: compare was built in debug mode; use `swift run -c release compare` for numbers.")
 #endif
