@@ -37,6 +37,12 @@ extension MulticastStateMachine {
             return "stored from \(self.elements.startIndex), needed from \(Swift.max(keepFrom, 0))"
         }
 
+        for (slot, missed) in self.missedOnRejoin {
+            guard Int(slot) < self.slots.count, self.slots[Int(slot)].isLive, missed > 0 else {
+                return "a missed count kept for slot \(slot), which is not a live subscriber, or is \(missed)"
+            }
+        }
+
         var membersByLane = [Int](repeating: 0, count: self.lanes.count)
         var waitingByLane = [Int](repeating: 0, count: self.lanes.count)
         var detachedByLane = [Int](repeating: 0, count: self.lanes.count)

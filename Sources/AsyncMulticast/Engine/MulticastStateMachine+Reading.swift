@@ -41,9 +41,8 @@ extension MulticastStateMachine {
     mutating func read(_ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport) -> ReadResult {
         guard let slotIndex = self.liveSlot(id) else { return .terminal(.success(nil)) }
         assert(self.slots[slotIndex].waiterIndex < 0, "a subscriber reads while it is suspended")
-        if self.slots[slotIndex].missed != 0 {
-            report.missed += self.slots[slotIndex].missed
-            self.slots[slotIndex].missed = 0
+        if !self.missedOnRejoin.isEmpty, let missed = self.missedOnRejoin.removeValue(forKey: UInt32(slotIndex)) {
+            report.missed += missed
         }
         if self.slots[slotIndex].isDetached {
             return self.readDetached(slotIndex, report: &report)
@@ -120,7 +119,8 @@ extension MulticastStateMachine {
         if self.detached[key]!.pending == 0 {
             // Nothing private is left: rejoin the shared buffer at the tail. What was
             // produced since the last queued element was missed: the next read says so.
-            self.slots[slotIndex].missed += self.tail - self.detached[key]!.nextPosition
+            let missed = self.tail - self.detached[key]!.nextPosition
+            if missed > 0 { self.missedOnRejoin[key, default: 0] += missed }
             self.removeFromRoomList(key, lane: laneIndex)
             self.detached[key] = nil
             self.slots[slotIndex].isDetached = false

@@ -21,10 +21,6 @@ extension MulticastStateMachine {
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
         @usableFromInline
         var waiterIndex: Int32 = -1
-        /// Elements this subscriber missed (its policy dropped them) that its next read
-        /// reports before the element it returns (see `ReadReport`).
-        @usableFromInline
-        var missed = 0
 
         /// The `lane` of a subscriber that belongs to no lane any more.
         @inlinable
@@ -174,6 +170,7 @@ extension MulticastStateMachine {
         } else {
             self.leaveLane(slotIndex)
         }
+        if !self.missedOnRejoin.isEmpty { self.missedOnRejoin[UInt32(slotIndex)] = nil }
         self.slots[slotIndex].isLive = false
         self.slots[slotIndex].isDetached = false
         self.slots[slotIndex].generation &+= 1

@@ -216,6 +216,12 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var detached: [UInt32: Detached] = [:]
 
+    /// Elements a `.bufferingOldest` subscriber missed after its private queue ran out and
+    /// it rejoined the shared buffer at the tail, reported by its next read (`ReadReport`).
+    /// By slot; rare, so kept here rather than in every `Slot` (idle subscribers stay small).
+    @usableFromInline
+    var missedOnRejoin: [UInt32: Int] = [:]
+
     @usableFromInline
     var parkedProducers: [(token: UInt64, continuation: ProducerContinuation)] = []
 
