@@ -7,7 +7,9 @@
 //
 // After every step it compares what each subscriber may still receive, what counts against
 // each bound, whether a waiting producer should have been released, the upstream's state,
-// and `checkInvariants()`. A failing seed is shortened to the fewest steps that still fail,
+// and `checkInvariants()`. Every read also checks its `ReadReport`: how many elements the
+// subscriber's policy dropped just before what it returns (`.missed(n)` of a lag-reporting
+// iterator), and whether its end is an eviction (`.evicting(n)`). A failing seed is shortened to the fewest steps that still fail,
 // and those steps are printed.
 //
 // MODEL_TEST_SEEDS=<n> in the environment runs n seeds instead of the default.
@@ -167,6 +169,7 @@ struct ModelRun {
         .bounded(1), .bounded(2), .bounded(4), .bounded(8), .unbounded,
         .bufferingNewest(0), .bufferingNewest(1), .bufferingNewest(3),
         .bufferingOldest(0), .bufferingOldest(1), .bufferingOldest(3),
+        .evicting(1), .evicting(3),
     ]
 
     struct Subscriber {
@@ -176,6 +179,15 @@ struct ModelRun {
         var batch: [Int] = []
         /// Not yet handed to the iterator, in order.
         var pending: [Int]
+        /// For each of `pending`: how many elements its policy dropped just before it.
+        var gaps: [Int]
+        /// Dropped since the last of `pending`: reported before the next one, or the end.
+        var trailing = 0
+        /// What a read that found nothing reported: the iterator keeps it for its next read,
+        /// as `MulticastStorage.next` keeps it while suspended (and across a catch-up wait).
+        var carried = 0
+        /// Evicted by its `.evicting` policy; its next read ends it as evicted.
+        var evicted = false
         /// Its multicast connection ended: it drains `pending`, then ends.
         var ending = false
         var waiting: Suspended<Result>?
@@ -194,8 +206,47 @@ struct ModelRun {
             }
         }
 
+        init(id: SubscriberID, policy: SharedBufferingPolicy, pending: [Int]) {
+            self.id = id
+            self.policy = policy
+            self.pending = pending
+            self.gaps = pending.map { _ in 0 }
+        }
+
+        /// An element arrives while it is not waiting: its own queue with this policy takes
+        /// it, recording what it drops.
         mutating func receive(_ value: Int) {
-            self.policy.enqueue(value, into: &self.pending)
+            switch self.policy {
+            case .bufferingNewest(let limit):
+                self.pending.append(value)
+                self.gaps.append(self.trailing)
+                self.trailing = 0
+                if self.pending.count > limit {
+                    self.pending.removeFirst()
+                    let dropped = self.gaps.removeFirst() + 1
+                    if self.gaps.isEmpty { self.trailing += dropped } else { self.gaps[0] += dropped }
+                }
+            case .bufferingOldest(let limit):
+                if self.pending.count < limit {
+                    self.pending.append(value)
+                    self.gaps.append(self.trailing)
+                    self.trailing = 0
+                } else {
+                    self.trailing += 1
+                }
+            case .evicting(let limit):
+                guard !self.evicted else { return }
+                self.pending.append(value)
+                self.gaps.append(0)
+                if self.pending.count > limit {
+                    self.evicted = true
+                    self.pending.removeAll()
+                    self.gaps.removeAll()
+                }
+            case .bounded, .unbounded:
+                self.pending.append(value)
+                self.gaps.append(0)
+            }
         }
     }
 
@@ -348,32 +399,54 @@ struct ModelRun {
             }
             var lending: [Int]? = []
             var report = ReadReport()
+            report.missed = self.subscribers[k].carried
             let action = self.machine.nextRequested(
                 self.subscribers[k].id, batch: &lending, report: &report, connectsOnDemand: self.config.autoconnect)
             self.subscribers[k].batch = lending ?? []
             if !self.subscribers[k].pending.isEmpty {
                 let expected = self.subscribers[k].pending.removeFirst()
+                let missed = self.subscribers[k].carried + self.subscribers[k].gaps.removeFirst()
+                self.subscribers[k].carried = 0
                 let take = Swift.min(self.subscribers[k].batchLimit, self.subscribers[k].pending.count)
                 let batch = Array(self.subscribers[k].pending.prefix(take))
                 self.subscribers[k].pending.removeFirst(take)
+                self.subscribers[k].gaps.removeFirst(take)
                 guard case .element(let element, let producers) = action else {
                     throw self.fail("read \(action), expected element \(expected)")
                 }
                 try self.check(element == expected, "read \(element), expected \(expected)")
                 try self.check(Array(self.subscribers[k].batch.reversed()) == batch,
                                "batch \(Array(self.subscribers[k].batch.reversed())), expected \(batch)")
+                try self.checkReport(report, of: k, missed: missed, evicted: false)
                 var effects = Machine.Effects()
                 effects.producers = producers
                 try await self.expect(effects, resuming: [], with: nil, releasing: self.releasedIfRoom(), with: true)
+                return
+            }
+            if self.subscribers[k].evicted {
+                // Whatever else happened since (the end, a cancelled connection): it ends as evicted.
+                guard case .terminal(let result) = action else {
+                    throw self.fail("read \(action), expected the eviction")
+                }
+                try self.check(result == .success(nil), "an evicted subscriber ended with \(result)")
+                try self.checkReport(report, of: k, missed: self.subscribers[k].carried, evicted: true)
+                self.subscribers.remove(at: k)
                 return
             }
             if self.subscribers[k].ending || self.terminal != nil {
                 let expected: Result = self.subscribers[k].ending ? .success(nil) : self.terminal!
                 guard case .terminal(let result) = action else { throw self.fail("read \(action), expected the end") }
                 try self.check(result == expected, "ended with \(result), expected \(expected)")
+                let missed = self.subscribers[k].carried + self.subscribers[k].trailing
+                try self.checkReport(report, of: k, missed: missed, evicted: false)
                 self.subscribers.remove(at: k)
                 return
             }
+            // Nothing to read: the read reports what was dropped since the last element, and
+            // the iterator keeps that count for its next read (or while it waits).
+            self.subscribers[k].carried += self.subscribers[k].trailing
+            self.subscribers[k].trailing = 0
+            try self.checkReport(report, of: k, missed: self.subscribers[k].carried, evicted: false)
             var start: UInt64?
             if self.upstream == .idle
                 && (self.config.mode == .automatic || (self.config.mode == .manual && self.config.autoconnect)) {
@@ -388,8 +461,10 @@ struct ModelRun {
             guard wait else { return }
             let waiting = await Suspended<Result>.make()
             let effects = self.machine.subscriberSuspended(
-                self.subscribers[k].id, continuation: waiting.continuation, connectsOnDemand: self.config.autoconnect)
+                self.subscribers[k].id, continuation: waiting.continuation, report: &report,
+                connectsOnDemand: self.config.autoconnect)
             try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
+            try self.checkReport(report, of: k, missed: self.subscribers[k].carried, evicted: false)
             self.subscribers[k].waiting = waiting
 
         case .leave(let pick):
@@ -575,6 +650,7 @@ struct ModelRun {
             if let waiting = self.subscribers[k].waiting {
                 resumed.append(waiting)
                 self.subscribers[k].waiting = nil
+                self.subscribers[k].carried = 0  // reported with this element
             } else {
                 self.subscribers[k].receive(value)
             }
@@ -601,6 +677,24 @@ struct ModelRun {
     }
 
     // MARK: Comparing
+
+    /// Checks what a read of subscriber `k` reported: `missed` elements dropped just before
+    /// what it returned, and whether its end is an eviction.
+    ///
+    /// Not for a subscriber of a cancelled multicast connection: `connectionCancelled` gives
+    /// it a private queue of what it still had to read without the counts of what it missed
+    /// (LagReportingTests' `gapSurvivesTheEndOfAConnection` shows it), so only its eviction
+    /// is checked.
+    func checkReport(_ report: ReadReport, of k: Int, missed: Int, evicted: Bool) throws(ModelFailure) {
+        let sub = self.subscribers[k]
+        try self.check(
+            report.evicted == evicted,
+            "subscriber #\(k) (\(sub.policy)): report.evicted \(report.evicted), expected \(evicted)")
+        guard !sub.ending else { return }
+        try self.check(
+            report.missed == missed,
+            "subscriber #\(k) (\(sub.policy)): reported \(report.missed) missed, expected \(missed)")
+    }
 
     func compare() throws(ModelFailure) {
         if let violation = self.machine.invariantViolation() { throw self.fail("invariant: \(violation)") }

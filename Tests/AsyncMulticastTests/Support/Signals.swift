@@ -2,6 +2,7 @@
 //
 // - `Signal`: values sent from anywhere, awaited one at a time by one task, under a hang guard.
 // - `Latch`: a one-shot release that any number of tasks wait for, ignoring cancellation.
+// - `Tally`: a count that any task adds to, awaited by one task until it reaches a value.
 // - `LockedLog` and `LockedFlag`: lock-protected records to read after the fact.
 
 import Testing
@@ -80,4 +81,54 @@ final class LockedFlag: Sendable {
     private let state = Lock(false)
     func set() { self.state.withLock { $0 = true } }
     var isSet: Bool { self.state.withLock { $0 } }
+}
+
+/// A count that any number of tasks add to; `wait(for:)` suspends until it reaches a value,
+/// under a hang guard. Many tasks reporting progress to one test task: "all 100 readers got
+/// this burst" without one `Signal` value per reader.
+final class Tally: Sendable {
+    private struct State: Sendable {
+        var count = 0
+        var waiters: [(target: Int, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+    private let state = Lock(State())
+
+    func add(_ amount: Int = 1) {
+        let ready = self.state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.count += amount
+            let count = state.count
+            var ready: [CheckedContinuation<Void, Never>] = []
+            state.waiters.removeAll { waiter in
+                guard waiter.target <= count else { return false }
+                ready.append(waiter.continuation)
+                return true
+            }
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    var count: Int { self.state.withLock { $0.count } }
+
+    /// Suspends until the count is at least `target`; `false` (and a recorded issue) on a hang.
+    @discardableResult
+    func wait(
+        for target: Int, _ what: String = "tally", sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> Bool {
+        let reached: Void? = await withTimeoutOrNil("\(what) reaching \(target)", sourceLocation: sourceLocation) {
+            await self.waitUnguarded(for: target)
+        }
+        return reached != nil
+    }
+
+    private func waitUnguarded(for target: Int) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let readyNow = self.state.withLock { state -> Bool in
+                if state.count >= target { return true }
+                state.waiters.append((target, continuation))
+                return false
+            }
+            if readyNow { continuation.resume() }
+        }
+    }
 }

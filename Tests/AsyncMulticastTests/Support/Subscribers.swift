@@ -199,6 +199,20 @@ extension MulticastStorage {
 
     var bufferedCount: Int { self.state.withLock { $0.machine.bufferedCount } }
     var upstreamState: Machine.Upstream { self.state.withLock { $0.machine.upstream } }
+
+    /// What subscriber `id` may still receive from the shared buffer or its private queue
+    /// (not what its iterator already took); empty once it was evicted.
+    func undelivered(_ id: SubscriberID) -> [Element] { self.state.withLock { $0.machine.undelivered(id) } }
+    /// The first broken engine invariant, or `nil`.
+    var invariantViolation: String? { self.state.withLock { $0.machine.invariantViolation() } }
+    /// Subscribers of `policy`'s lane evicted and not yet told (0 without such a lane).
+    func evictedCount(_ policy: SharedBufferingPolicy) -> Int {
+        self.state.withLock { $0.machine.lanes.first { $0.policy == policy }?.evicted ?? 0 }
+    }
+    /// Producers (an upstream task, or subject senders) parked until a bounded subscriber makes room.
+    var producersWaitingForRoom: Int { self.state.withLock { $0.machine.parkedProducers.count } }
+    /// Observers registered by `subscriberCounts` iterators and `waitForSubscribers(atLeast:)`.
+    var countObserverCount: Int { self.state.withLock { $0.countObservers.count } }
 }
 
 extension AsyncShareSequence {

@@ -1,0 +1,192 @@
+// send(contentsOf:) on the subjects: sends every element in order, as send(waitingForRoom:)
+// does; returns when the sequence ends without completing the subject; stops when its task is
+// cancelled or the subject completes; throws the sequence's error; is paced by a `.bounded`
+// subscriber.
+
+import Testing
+
+@testable import AsyncMulticast
+
+/// An `AsyncSequence` that is not `Sendable`: `send(contentsOf:)` takes it from an actor
+/// because the sequence stays in the caller's isolation.
+private final class Lines: AsyncSequence {
+    typealias Element = Int
+    typealias Failure = Never
+    private var values: [Int]
+
+    init(_ values: [Int]) { self.values = values }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let lines: Lines
+        mutating func next() async -> Int? {
+            self.lines.values.isEmpty ? nil : self.lines.values.removeFirst()
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(lines: self) }
+}
+
+private actor Feeder {
+    func feed(_ subject: AsyncPassthroughSubject<Int, Never>) async {
+        await subject.send(contentsOf: Lines([1, 2, 3]))
+    }
+}
+
+@Suite("send(contentsOf:)", .timeLimit(.minutes(2)))
+struct SendContentsOfTests {
+    enum SubjectKind: String, Sendable, CaseIterable, CustomStringConvertible {
+        case passthrough, currentValue, replay
+        var description: String { self.rawValue }
+    }
+
+    @Test(
+        "sends every element in order and returns when the sequence ends; the subject stays open",
+        arguments: SubjectKind.allCases)
+    func sendsInOrderWithoutFinishing(_ kind: SubjectKind) async throws {
+        try await withTimeout {
+            var received: [Int] = []
+            switch kind {
+            case .passthrough:
+                let subject = AsyncPassthroughSubject<Int, Never>()
+                var reader = subject.makeAsyncIterator()
+                await subject.send(contentsOf: (1...100).async)
+                subject.send(101)  // still open
+                subject.finish()
+                while let n = await reader.next() { received.append(n) }
+            case .currentValue:
+                let subject = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
+                var reader = subject.makeAsyncIterator()
+                await subject.send(contentsOf: (1...100).async)
+                #expect(subject.value == 100)
+                subject.send(101)
+                subject.finish()
+                #expect(await reader.next() == 0, "the current value when it joined")
+                while let n = await reader.next() { received.append(n) }
+            case .replay:
+                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+                var reader = subject.makeAsyncIterator()
+                await subject.send(contentsOf: (1...100).async)
+                #expect(subject.replayCache == [99, 100])
+                subject.send(101)
+                subject.finish()
+                while let n = await reader.next() { received.append(n) }
+            }
+            #expect(received == Array(1...101))
+        }
+    }
+
+    @Test("two sources feed one subject: each keeps its order, nothing is lost, neither completes it")
+    func twoSources() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
+        async let first: Void = subject.send(contentsOf: (0..<50).async)
+        async let second: Void = subject.send(contentsOf: (100..<150).async)
+        _ = await (first, second)
+        subject.send(-1)
+        subject.finish()
+        let received = await reader.drain().elements
+        #expect(received.filter { $0 >= 0 && $0 < 100 } == Array(0..<50))
+        #expect(received.filter { $0 >= 100 } == Array(100..<150))
+        #expect(received.last == -1, "the subject was open after both returned")
+    }
+
+    @Test("a non-Sendable sequence can be sent from an actor")
+    func fromAnActor() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        var reader = subject.makeAsyncIterator()
+        await Feeder().feed(subject)
+        subject.finish()
+        var received: [Int] = []
+        while let n = await reader.next() { received.append(n) }
+        #expect(received == [1, 2, 3])
+    }
+
+    @Test("stops when its task is cancelled: the element in hand is sent, nothing more is pulled")
+    func stopsWhenCancelled() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
+        // Each pull waits for the test's answer, whatever the cancellation.
+        let source = StubbornSource()
+        let sending = Task { await subject.send(contentsOf: source) }
+        _ = await source.control.pulled.next("first pull")
+        source.control.answer(1)
+        #expect(await reader.next() == 1)
+        _ = await source.control.pulled.next("second pull")
+        sending.cancel()
+        source.control.answer(2)  // pulled before the cancellation was seen
+        // It returns without pulling again (a third pull would wait for an answer forever).
+        try await withTimeout("send(contentsOf:) returning") { await sending.value }
+        #expect(source.control.iteratorCount == 1)
+        #expect(await reader.next() == 2)
+        subject.send(3)
+        #expect(await reader.next() == 3, "cancelling the sender does not complete the subject")
+        await reader.leave()
+    }
+
+    @Test("stops when the subject completes meanwhile, without pulling again")
+    func stopsWhenTheSubjectCompletes() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
+        let source = StubbornSource()
+        let sending = Task { await subject.send(contentsOf: source) }
+        _ = await source.control.pulled.next("first pull")
+        source.control.answer(1)
+        #expect(await reader.next() == 1)
+        _ = await source.control.pulled.next("second pull")
+        subject.finish()
+        source.control.answer(2)  // ignored: the subject has completed
+        try await withTimeout("send(contentsOf:) returning") { await sending.value }
+        #expect(await reader.next() == nil)
+    }
+
+    @Test("throws the sequence's error, which does not fail the subject")
+    func throwsTheSequenceError() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        var reader = subject.makeAsyncIterator()
+        await #expect(throws: TestError.boom) {
+            try await subject.send(contentsOf: Scripted(elements: [1, 2], failure: .boom))
+        }
+        subject.send(3)
+        subject.finish()
+        var received: [Int] = []
+        while let n = await reader.next() { received.append(n) }
+        #expect(received == [1, 2, 3], "sent before the error, and the subject was still open")
+    }
+
+    @Test("a .bounded subscriber paces it: it waits while the subscriber holds n, and nothing is lost")
+    func pacedByABoundedSubscriber() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(4))
+        var reader = subject.makeAsyncIterator()
+        let id = reader.subscription.id
+        let probe = Probe()
+        let sending = Task { await subject.send(contentsOf: Instrumented((0..<20).async, probe: probe)) }
+        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        #expect(subject.storage.undelivered(id) == [0, 1, 2, 3], "it sent until the subscriber held 4, then waited")
+        #expect(probe.pulls == 5, "and pulled only the element it waits to send")
+
+        var received: [Int] = []
+        while received.count < 20, let n = await reader.next() {
+            received.append(n)
+            #expect(subject.storage.undelivered(id).count <= 4, "never more than the bound")
+        }
+        try await withTimeout("send(contentsOf:) returning") { await sending.value }
+        #expect(received == Array(0..<20))
+        #expect(subject.subscriberCount == 1)
+    }
+
+    @Test("cancelled while paced: the waiting element is sent past the bound, and nothing more is pulled")
+    func cancelledWhilePaced() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
+        var reader = subject.makeAsyncIterator()
+        let probe = Probe()
+        let sending = Task { await subject.send(contentsOf: Instrumented((0..<10).async, probe: probe)) }
+        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        sending.cancel()
+        try await withTimeout("send(contentsOf:) returning") { await sending.value }
+        #expect(probe.pulls == 3)
+        subject.finish()
+        var received: [Int] = []
+        while let n = await reader.next() { received.append(n) }
+        #expect(received == [0, 1, 2], "the element it was waiting to send was not lost")
+    }
+}
