@@ -394,12 +394,14 @@ struct ReliabilityTests {
     }
 
     /// One subscriber starts the upstream, reads an element and leaves; the keep-alive timer
-    /// gets a chance to run; a new subscriber must continue the same base iteration.
+    /// sleeps on the real clock with the extreme deadline; a new subscriber must continue the
+    /// same base iteration.
     private static func checkKeepAliveContinues(
         _ keepAlive: Duration, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let relay = Relay()
-        let shared = relay.share(keepAlive: keepAlive)
+        let clock = ObservedContinuousClock()
+        let shared = relay.share(keepAlive: keepAlive, clock: clock)
         let first = SubscriberBox(shared.makeAsyncIterator())
         let firstRead = first.startNext()
         try await waitUntil("the upstream to start", sourceLocation: sourceLocation) { relay.iterations == 1 }
@@ -409,11 +411,12 @@ struct ReliabilityTests {
         #expect(shared.subscriberCount == 0, sourceLocation: sourceLocation)
         #expect(shared.storage.isLingering, "the keep-alive window is open", sourceLocation: sourceLocation)
 
-        // Let the keep-alive timer task run and arm its wait.
-        await letOthersRun(1_000)
-        // Grace period for the timer task to start on another thread: nothing observable
-        // marks that moment. Not used for ordering: the test is correct whatever runs when.
-        try await Task.sleep(for: .milliseconds(50))
+        // The timer task computes its deadline and asks the real clock to sleep until it
+        // (a day at most at once): the step that used to trap.
+        let sleep = await clock.sleeps.next("the keep-alive timer's sleep", sourceLocation: sourceLocation)
+        #expect(sleep.map { $0 > .seconds(86_000) && $0 <= .seconds(86_400) } == true,
+                "a day at most: \(String(describing: sleep))", sourceLocation: sourceLocation)
+        await letOthersRun()
 
         let second = SubscriberBox(shared.makeAsyncIterator())
         relay.yield(2, to: 0)
@@ -720,6 +723,22 @@ private struct TaggedIterations: AsyncSequence, Sendable {
 /// A restartable push source: every `makeAsyncIterator()` opens a channel of its own
 /// (iteration 0, 1, 2, …) that the test feeds with `yield(_:to:)` and ends with `finish(_:)`.
 /// An iteration waits for its channel, so an idle upstream costs nothing.
+/// `ContinuousClock`, reporting the length of each sleep before it starts: shows that the
+/// keep-alive timer sleeps on the real clock, without waiting for anything.
+private struct ObservedContinuousClock: Clock {
+    let base = ContinuousClock()
+    /// The length of each sleep, from the moment it was asked for.
+    let sleeps = Signal<Duration>()
+
+    var now: ContinuousClock.Instant { self.base.now }
+    var minimumResolution: Duration { self.base.minimumResolution }
+
+    func sleep(until deadline: ContinuousClock.Instant, tolerance: Duration?) async throws {
+        self.sleeps.send(self.base.now.duration(to: deadline))
+        try await self.base.sleep(until: deadline, tolerance: tolerance)
+    }
+}
+
 private final class Relay: AsyncSequence, Sendable {
     typealias Element = Int
     typealias Failure = Never

@@ -1,8 +1,9 @@
 // keepAlive — share(buffering:keepAlive:) and replay(_:buffering:keepAlive:).
 //
-// "Arrives inside the window" uses a 60 s window so it cannot flake; "cancelled when the
-// window ends" uses 50 ms and just awaits the onTermination signal under a hang guard. The
-// transitions behind the window are checked in Engine/StateMachineKeepAliveTests.swift.
+// Every window is timed on a ManualClock (Support/ManualClock.swift): the test waits until the
+// timer sleeps on it, then moves the time to just before the deadline (nothing happens) or to
+// the deadline (the upstream is cancelled). No test waits for real time. The transitions
+// behind the window are checked in Engine/StateMachineKeepAliveTests.swift.
 
 import Testing
 @testable import AsyncMulticast
@@ -25,31 +26,56 @@ struct KeepAliveTests {
         #expect(shared.subscriberCount == 0, sourceLocation: sourceLocation)
     }
 
-    @Test("share(keepAlive:): a subscriber arriving inside the window continues the same iteration")
+    /// The instant `offset` after the clock was created (when the shared sequence was made).
+    private func at(_ offset: Duration) -> ManualClock.Instant { ManualClock.Instant(offset: offset) }
+
+    @Test("share(keepAlive:): a subscriber arriving before the deadline continues the same iteration; leaving again moves the deadline")
     func shareArrivalInsideWindowContinues() async {
+        let clock = ManualClock()
         let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(60))
+        let shared = source.share(keepAlive: .seconds(10), clock: clock)
         await self.startReadAndLeave(shared, source, 1, 2)
-        await letOthersRun()
+        #expect(await clock.waitForSleepers(count: 1), "the timer sleeps until the window's deadline")
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(10))])
+
+        clock.advance(by: .seconds(10) - .nanoseconds(1))
+        #expect(clock.sleeperCount == 1, "one nanosecond before the deadline: the timer still sleeps")
         #expect(source.control.end(of: 0) == nil, "still running inside the window")
 
         let b = await SubscriberTask.join { shared.makeAsyncIterator() }
         source.control.yield(3)
         #expect(await b.next() == 3, "elements continue from the same base iterator")
         #expect(source.control.iteratorCount == 1, "no restart")
-        await b.leave()
-        await letOthersRun()
-        #expect(source.control.end(of: 0) == nil, "leaving again opens a new window")
-    }
+        await b.leave()  // a new window: 10 s from now
 
-    @Test("share(buffering:keepAlive:): the upstream is cancelled when the window ends; the next subscriber restarts it")
-    func shareCancelledWhenWindowEnds() async {
-        let source = FedSource()
-        let shared = source.share(buffering: .unbounded, keepAlive: .milliseconds(50))
-        await self.startReadAndLeave(shared, source, 1)
+        clock.advance(by: .nanoseconds(1))  // the first deadline
+        #expect(await clock.waitForSleepers(count: 1), "the timer woke, found the deadline moved, and sleeps again")
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(20) - .nanoseconds(1))])
+        #expect(source.control.end(of: 0) == nil, "leaving again opened a new window")
+
+        clock.advance(to: self.at(.seconds(20) - .nanoseconds(1)))
         let ended = await source.control.waitForEnd()
         #expect(ended?.iteration == 0)
-        #expect(ended?.end == .cancelled, "onTermination(.cancelled) after the window")
+        #expect(ended?.end == .cancelled, "cancelled at the second window's deadline")
+        #expect(source.control.iteratorCount == 1)
+    }
+
+    @Test("share(buffering:keepAlive:): the upstream is cancelled exactly when the window ends; the next subscriber restarts it")
+    func shareCancelledWhenWindowEnds() async {
+        let clock = ManualClock()
+        let source = FedSource()
+        let shared = source.share(buffering: .unbounded, keepAlive: .seconds(5), clock: clock)
+        await self.startReadAndLeave(shared, source, 1)
+        #expect(await clock.waitForSleepers(count: 1))
+        clock.advance(by: .seconds(5) - .nanoseconds(1))
+        #expect(clock.sleeperCount == 1, "not before the deadline")
+        #expect(source.control.end(of: 0) == nil)
+
+        clock.advance(by: .nanoseconds(1))
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.iteration == 0)
+        #expect(ended?.end == .cancelled, "onTermination(.cancelled) at the window's end")
+        #expect(clock.sleeperCount == 0, "share() has no replay cache to time: the timer ended")
 
         let b = await SubscriberTask.join { shared.makeAsyncIterator() }
         b.request()
@@ -58,16 +84,25 @@ struct KeepAliveTests {
         #expect(await b.answer() == 7)
         #expect(source.control.iteratorCount == 2)
         await b.leave()
+        #expect(await clock.waitForSleepers(count: 1), "a new window, timed by a new timer task")
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(10))])
+        #expect(source.control.end(of: 1) == nil)
+        clock.advance(by: .seconds(5))
         let endedAgain = await source.control.waitForEnd()
         #expect(endedAgain?.iteration == 1)
         #expect(endedAgain?.end == .cancelled)
     }
 
-    @Test("replay(_:buffering:keepAlive:): inside the window, the replay then the same iteration's elements")
+    @Test("replay(_:buffering:keepAlive:): before the deadline, the replay then the same iteration's elements")
     func replayArrivalInsideWindowContinues() async {
+        let clock = ManualClock()
         let source = FedSource()
-        let replayed = source.replay(1, keepAlive: .seconds(60))
+        let replayed = source.replay(1, keepAlive: .seconds(10), clock: clock)
         await self.startReadAndLeave(replayed, source, 1, 2)
+        #expect(await clock.waitForSleepers(count: 1))
+        clock.advance(by: .seconds(10) - .nanoseconds(1))
+        #expect(clock.sleeperCount == 1)
+
         let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.next() == 2, "the replayed element")
         source.control.yield(3)
@@ -77,13 +112,20 @@ struct KeepAliveTests {
         await b.leave()
     }
 
-    @Test("replay(_:buffering:keepAlive:): cancelled when the window ends; the cache survives")
+    @Test("replay(_:buffering:keepAlive:): cancelled when the window ends; a cache that never expires survives")
     func replayCancelledWhenWindowEnds() async {
+        let clock = ManualClock()
         let source = FedSource()
-        let replayed = source.replay(1, buffering: .unbounded, keepAlive: .milliseconds(50), replayExpiration: .seconds(Int64.max))
+        let replayed = source.replay(
+            1, buffering: .unbounded, keepAlive: .seconds(5), replayExpiration: .seconds(Int64.max), clock: clock)
         await self.startReadAndLeave(replayed, source, 1, 2)
+        #expect(await clock.waitForSleepers(count: 1))
+        clock.advance(by: .seconds(5))
         let ended = await source.control.waitForEnd()
         #expect(ended?.end == .cancelled)
+        #expect(clock.sleeperCount == 0, "a cache kept for good has no expiry to time")
+        clock.advance(by: .seconds(86_400 * 365))
+        #expect(replayed.replayCache == [2], "a year later")
 
         let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.next() == 2, "the cache survives the window's end")
@@ -96,8 +138,9 @@ struct KeepAliveTests {
 
     @Test("the upstream keeps running inside the window: what it produces meanwhile is replayed to the next subscriber")
     func upstreamKeepsRunningInsideWindow() async throws {
+        let clock = ManualClock()
         let source = FedSource()
-        let replayed = source.replay(1, keepAlive: .seconds(60))
+        let replayed = source.replay(1, keepAlive: .seconds(10), clock: clock)
         await self.startReadAndLeave(replayed, source, 1, 2)
         // Nobody is subscribed; the upstream is waiting in its next() call.
         let pulls = source.control.nextCalls
@@ -113,38 +156,56 @@ struct KeepAliveTests {
         await b.leave()
     }
 
-    @Test("leaving and coming back 2,000 times inside the window re-arms one timer task")
+    @Test("leaving and coming back 2,000 times inside the window re-arms one timer task, which ends the window last opened")
     func oneTimerTaskForManyDepartures() async {
+        let clock = ManualClock()
         let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(3_600))
+        let shared = source.share(keepAlive: .seconds(3_600), clock: clock)
         await self.startReadAndLeave(shared, source, 1)
         let timer = shared.storage.state.withLock { $0.timerTask }
         #expect(timer != nil, "the first departure started the timer")
+        #expect(await clock.waitForSleepers(count: 1))
         for _ in 0..<2_000 {
+            clock.advance(by: .seconds(1))  // never reaches the deadline: each departure moves it
             var iterator: SharedIterator<Int, Never>? = shared.makeAsyncIterator()
             #expect(shared.subscriberCount == 1)
             iterator = nil  // leaves: a new window opens
             _ = iterator
         }
         #expect(shared.storage.state.withLock { $0.timerTask } == timer, "still the first timer task")
+        #expect(clock.sleeperCount == 1, "one sleeping timer")
         #expect(source.control.iteratorCount == 1, "the same iteration throughout")
         #expect(source.control.end(of: 0) == nil)
+
+        clock.advance(to: self.at(.seconds(3_600)))  // the first deadline
+        #expect(await clock.waitForSleepers(count: 1), "the timer sleeps again, until the last window's deadline")
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(5_600))])
+        #expect(source.control.end(of: 0) == nil)
+        clock.advance(to: self.at(.seconds(5_600)))
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.end == .cancelled)
     }
 
-    @Test("a keep-alive too long for any clock is accepted and never ends the iteration", arguments: [
+    @Test("a keep-alive too long for any clock is accepted, sleeps a day at a time and never ends the iteration", arguments: [
         Duration.seconds(Int64.max),
         Duration(secondsComponent: .max, attosecondsComponent: 999_999_999_999_999_999),
         Duration.seconds(1e19),
     ])
-    func keepAliveBeyondAnyClock(keepAlive: Duration) async throws {
+    func keepAliveBeyondAnyClock(keepAlive: Duration) async {
+        let clock = ManualClock()
         let source = FedSource()
-        let shared = source.share(keepAlive: keepAlive)
+        let shared = source.share(keepAlive: keepAlive, clock: clock)
         #expect(shared.storage.keepAlive == MulticastStorage<Int, Never>.longestKeepAlive)
         await self.startReadAndLeave(shared, source, 1)
-        // The timer task starts, computes its deadline and sleeps (a day at most per sleep):
-        // wait until it has run once and is asleep, the step that used to trap.
-        try await waitUntil("the timer task to start") { shared.storage.state.withLock { $0.timerTask != nil } }
-        await letOthersRun()
+        // The timer task computes its deadline and sleeps, a day at most per sleep: the step
+        // that used to trap.
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(86_400))])
+        clock.advance(by: .seconds(86_400))
+        #expect(await clock.waitForSleepers(count: 1), "a day later it sleeps another day")
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(2 * 86_400))])
+        #expect(source.control.end(of: 0) == nil)
+
         let b = await SubscriberTask.join { shared.makeAsyncIterator() }
         source.control.yield(2)
         #expect(await b.next() == 2, "the same iteration continues")

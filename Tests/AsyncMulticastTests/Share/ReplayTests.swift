@@ -1,6 +1,7 @@
 // replay(_:buffering:keepAlive:) with real tasks: the share() lifecycle, the latest `count`
-// elements replayed then live ones, the cache after the end and across a restart, replay(0)
-// and replay(1). The keep-alive window is in KeepAliveTests.swift.
+// elements replayed then live ones, the cache after the end and across a restart, its expiry
+// (timed on a ManualClock, so no test waits for real time), replay(0) and replay(1). The
+// keep-alive window is in KeepAliveTests.swift.
 
 import Testing
 @testable import AsyncMulticast
@@ -225,6 +226,138 @@ struct ReplayTests {
         #expect(await b.answer() == 10)
         #expect(await b.next() == 11)
         await b.leave()
+    }
+
+    // MARK: The cache's expiry, timed on a manual clock
+
+    /// The instant `offset` after the clock was created (when the sequence was made).
+    private func at(_ offset: Duration) -> ManualClock.Instant { ManualClock.Instant(offset: offset) }
+
+    /// One subscriber starts the upstream, reads 1, 2, 3, and leaves.
+    private func readOneTwoThreeAndLeave(
+        _ replayed: AsyncShareSequence<FedSource>, _ source: FedSource, sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        let a = await SubscriberTask.join({ replayed.makeAsyncIterator() }, sourceLocation: sourceLocation)
+        #expect(await a.startIteration(of: source, yielding: 1, 2, 3, sourceLocation: sourceLocation) == 1,
+                sourceLocation: sourceLocation)
+        #expect(await a.take(2, sourceLocation: sourceLocation) == [2, 3], sourceLocation: sourceLocation)
+        await a.leave(sourceLocation: sourceLocation)
+    }
+
+    /// Waits until the timer task of `replayed`, if one runs, has ended.
+    private func waitForTheTimer(
+        of replayed: AsyncShareSequence<FedSource>, sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        guard let timer = replayed.storage.state.withLock({ $0.timerTask }) else { return }
+        _ = await withTimeoutOrNil("the timer task", sourceLocation: sourceLocation) { await timer.value }
+    }
+
+    @Test("the cache expires exactly keepAlive + replayExpiration after the last subscriber left, not before")
+    func cacheExpiresAfterBothWindows() async {
+        let clock = ManualClock()
+        let source = FedSource()
+        let replayed = source.replay(2, keepAlive: .seconds(10), replayExpiration: .seconds(30), clock: clock)
+        await self.readOneTwoThreeAndLeave(replayed, source)
+        #expect(await clock.waitForSleepers(count: 1), "the keep-alive window")
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(10))])
+
+        clock.advance(by: .seconds(10))
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.end == .cancelled, "the keep-alive window ended")
+        #expect(await clock.waitForSleepers(count: 1), "the same timer now times the cache's expiry")
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(40))])
+        #expect(replayed.replayCache == [2, 3], "kept after the upstream stopped")
+
+        clock.advance(to: self.at(.seconds(40) - .nanoseconds(1)))
+        #expect(clock.sleeperCount == 1, "one nanosecond early: the timer still sleeps")
+        #expect(replayed.replayCache == [2, 3], "one nanosecond early: still full")
+
+        clock.advance(by: .nanoseconds(1))
+        await self.waitForTheTimer(of: replayed)
+        #expect(replayed.replayCache.isEmpty, "expired at keepAlive + replayExpiration")
+        #expect(clock.sleeperCount == 0)
+
+        let late = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        late.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(10)
+        #expect(await late.answer() == 10, "nothing replayed: the restarted upstream's first element")
+        await late.leave()
+    }
+
+    @Test("a subscriber arriving before the cache expired is replayed the old values; the restart keeps the cache")
+    func subscriberBeforeExpiryIsReplayed() async {
+        let clock = ManualClock()
+        let source = FedSource()
+        let replayed = source.replay(2, replayExpiration: .seconds(30), clock: clock)
+        await self.readOneTwoThreeAndLeave(replayed, source)
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.end == .cancelled, "no keep-alive: stopped when the last subscriber left")
+        #expect(await clock.waitForSleepers(count: 1), "the expiry window")
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(30))])
+        clock.advance(by: .seconds(30) - .nanoseconds(1))
+        #expect(clock.sleeperCount == 1)
+
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        #expect(await b.take(2) == [2, 3], "the old values, one nanosecond before they expire")
+        b.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(10)
+        #expect(await b.answer() == 10)
+
+        clock.advance(by: .nanoseconds(1))  // the expiry deadline passes while the upstream runs again
+        await self.waitForTheTimer(of: replayed)
+        #expect(replayed.replayCache == [3, 10], "a restart inside the window cancels the expiry")
+        let c = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        #expect(await c.take(2) == [3, 10])
+        await b.leave()
+        await c.leave()
+    }
+
+    @Test("replayExpiration: .zero empties the cache the moment the upstream stops, without a timer", arguments: [
+        Duration.zero, .seconds(10),
+    ])
+    func zeroExpirationEmptiesAtOnce(keepAlive: Duration) async {
+        let clock = ManualClock()
+        let source = FedSource()
+        let replayed = source.replay(2, keepAlive: keepAlive, replayExpiration: .zero, clock: clock)
+        await self.readOneTwoThreeAndLeave(replayed, source)
+        if keepAlive > .zero {
+            #expect(await clock.waitForSleepers(count: 1))
+            #expect(replayed.replayCache == [2, 3], "kept while the keep-alive window is open")
+            clock.advance(by: keepAlive)
+        }
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.end == .cancelled)
+        #expect(replayed.replayCache.isEmpty, "expired when the upstream stopped, with no time passing")
+        await self.waitForTheTimer(of: replayed)
+        #expect(clock.sleeperCount == 0, "no expiry window to time")
+    }
+
+    @Test("an upstream that finished keeps its cache whatever replayExpiration says, even inside a keep-alive window",
+          arguments: [Duration.zero, .seconds(30), .seconds(Int64.max)])
+    func finishedUpstreamKeepsCache(replayExpiration: Duration) async {
+        let clock = ManualClock()
+        let source = FedSource()
+        let replayed = source.replay(2, keepAlive: .seconds(10), replayExpiration: replayExpiration, clock: clock)
+        await self.readOneTwoThreeAndLeave(replayed, source)
+        #expect(await clock.waitForSleepers(count: 1), "the keep-alive window")
+        let timer = replayed.storage.state.withLock { $0.timerTask }
+
+        source.control.finish()  // nobody is subscribed, the upstream lingers: it finishes
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.end == .finished)
+        if let timer {
+            _ = await withTimeoutOrNil("the timer task") { await timer.value }
+        }
+        #expect(clock.sleeperCount == 0, "the upstream's end cancelled the timer")
+
+        clock.advance(by: .seconds(86_400 * 365))
+        #expect(replayed.replayCache == [2, 3], "a year later")
+        let late = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        let drained = await late.drain()
+        #expect(drained.elements == [2, 3], "the cache, then the end")
+        #expect(source.control.iteratorCount == 1, "a finished upstream is not restarted")
     }
 
     // MARK: replay(0) and replay(1)

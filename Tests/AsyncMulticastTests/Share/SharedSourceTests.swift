@@ -1,13 +1,8 @@
 // AsyncSharedSource: a callback-based producer (the `Monitor` case of the articles that
 // motivated the project) started by the first subscriber and stopped when the last one leaves.
+// Its keep-alive and replay-expiry windows are timed on a ManualClock.
 
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif
+import Dispatch
 import Testing
 @testable import AsyncMulticast
 
@@ -16,9 +11,9 @@ import Testing
 /// stop in order, and notes a start while already running or still stopping (sessions must
 /// never overlap).
 ///
-/// `stopDuration` simulates a system whose stop call takes a while (it blocks the calling
-/// thread, like a synchronous teardown would). It only widens the window in which a wrong
-/// implementation would start the next session early; no ordering depends on it.
+/// With `holdsStop`, each `stop()` is a slow, synchronous teardown that the test controls: it
+/// sends "stopping N", then blocks its thread until the test calls `releaseStop()`. The test
+/// can then check that nothing starts while a stop is in progress.
 private final class CallbackMonitor: Sendable {
     private struct State: Sendable {
         var handler: (@Sendable (Int) -> Void)?
@@ -29,13 +24,14 @@ private final class CallbackMonitor: Sendable {
         var overlapped = false
     }
     private let state = Lock(State())
-    /// "start N" / "stop N", in the order they happen.
+    /// "start N" / "stopping N" (with `holdsStop`) / "stop N", in the order they happen.
     let events = Signal<String>()
-    private let stopMicroseconds: UInt32
+    private let holdsStop: Bool
+    /// Released once per held stop by `releaseStop()`.
+    private let stopGate = DispatchSemaphore(value: 0)
 
-    init(stopDuration: Duration = .zero) {
-        let (seconds, attoseconds) = stopDuration.components
-        self.stopMicroseconds = UInt32(seconds * 1_000_000 + attoseconds / 1_000_000_000_000)
+    init(holdsStop: Bool = false) {
+        self.holdsStop = holdsStop
     }
 
     func start(_ handler: @escaping @Sendable (Int) -> Void) {
@@ -50,9 +46,17 @@ private final class CallbackMonitor: Sendable {
     }
 
     func stop() {
-        if self.stopMicroseconds > 0 {
-            self.state.withLock { $0.stopping = true }
-            usleep(self.stopMicroseconds)
+        if self.holdsStop {
+            let number = self.state.withLock { state -> Int in
+                state.stopping = true
+                return state.stops + 1
+            }
+            self.events.send("stopping \(number)")
+            // Blocks this thread (a synchronous teardown) until the test releases it; the
+            // deadline is only a hang guard.
+            if self.stopGate.wait(timeout: .now() + .seconds(60)) == .timedOut {
+                Issue.record("hang guard: stop \(number) was never released")
+            }
         }
         let event = self.state.withLock { state -> String in
             state.handler = nil
@@ -62,6 +66,11 @@ private final class CallbackMonitor: Sendable {
             return "stop \(state.stops)"
         }
         self.events.send(event)
+    }
+
+    /// Lets the stop in progress (with `holdsStop`) finish.
+    func releaseStop() {
+        self.stopGate.signal()
     }
 
     /// An update from the system: delivered to the handler if the monitor is running.
@@ -83,16 +92,24 @@ struct SharedSourceTests {
 
     /// The articles' shape: the start closure wires the monitor's callback to the emitter and
     /// returns the closure that stops the monitor. Each session's emitter is kept in `emitters`.
-    private func makeSource(
+    /// Its windows are timed on `clock` if one is given.
+    fileprivate static func makeSource(
         _ monitor: CallbackMonitor,
         emitters: LockedLog<Source.Emitter> = LockedLog(),
-        replay: Int = 0
+        replay: Int = 0,
+        keepAlive: Duration = .zero,
+        replayExpiration: Duration = .zero,
+        clock: ManualClock? = nil
     ) -> Source {
-        Source(replay: replay) { emitter in
+        let start: @Sendable (Source.Emitter) -> () -> Void = { emitter in
             emitters.append(emitter)
             monitor.start { value in emitter.send(value) }
             return { monitor.stop() }
         }
+        guard let clock else {
+            return Source(replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration, start: start)
+        }
+        return Source(replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration, clock: clock, start: start)
     }
 
     /// Joins two subscribers, then lets the first one demand: session 1 has started (checked)
@@ -110,7 +127,7 @@ struct SharedSourceTests {
     @Test("start is called once, on the first demand, not at creation or when joining")
     func startsOnFirstDemand() async {
         let monitor = CallbackMonitor()
-        let source = self.makeSource(monitor)
+        let source = Self.makeSource(monitor)
         await letOthersRun()
         #expect(monitor.starts == 0, "not at creation")
         let a = await SubscriberTask.join { source.makeAsyncIterator() }
@@ -136,7 +153,7 @@ struct SharedSourceTests {
     @Test("stop is called when the last subscriber leaves; the next subscriber starts it again")
     func stopsWhenLastLeavesAndRestarts() async {
         let monitor = CallbackMonitor()
-        let source = self.makeSource(monitor)
+        let source = Self.makeSource(monitor)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
         #expect(await a.answer() == 1)
@@ -162,56 +179,11 @@ struct SharedSourceTests {
         #expect(await monitor.events.next() == "stop 2")
     }
 
-    @Test("stop of session 1 runs before start of session 2, even when the next subscriber arrives at once")
-    func stopBeforeNextStart() async {
-        let monitor = CallbackMonitor(stopDuration: .milliseconds(100))
-        let source = self.makeSource(monitor)
-        let a = await SubscriberTask.join { source.makeAsyncIterator() }
-        a.request()
-        #expect(await monitor.events.next() == "start 1")
-        monitor.emit(1)
-        #expect(await a.answer() == 1)
-        await a.cancel()
-        // The next subscriber demands right away, without waiting for the stop.
-        let b = await SubscriberTask.join { source.makeAsyncIterator() }
-        b.request()
-        #expect(await monitor.events.next() == "stop 1")
-        #expect(await monitor.events.next() == "start 2")
-        monitor.emit(2)
-        #expect(await b.answer() == 2)
-        await b.leave()
-        #expect(await monitor.events.next() == "stop 2")
-        #expect(monitor.log == ["start 1", "stop 1", "start 2", "stop 2"])
-        #expect(!monitor.overlapped, "two sessions never overlap")
-    }
-
-    @Test("stop/start ordering under immediate re-subscription, repeated")
-    func rapidResubscription() async {
-        let monitor = CallbackMonitor(stopDuration: .milliseconds(2))
-        let source = self.makeSource(monitor)
-        for round in 1...30 {
-            let subscriber = await SubscriberTask.join { source.makeAsyncIterator() }
-            subscriber.request()
-            if round > 1 {
-                #expect(await monitor.events.next() == "stop \(round - 1)")
-            }
-            #expect(await monitor.events.next() == "start \(round)")
-            monitor.emit(round)
-            #expect(await subscriber.answer() == round)
-            await subscriber.cancel()  // the next round subscribes without waiting for stop
-        }
-        #expect(await monitor.events.next() == "stop 30")
-        var expected: [String] = []
-        for round in 1...30 { expected += ["start \(round)", "stop \(round)"] }
-        #expect(monitor.log == expected, "each stop before the next start")
-        #expect(!monitor.overlapped)
-    }
-
     @Test("emitter.finish() ends every subscriber after its buffered values; stop is called; the source stays ended")
     func finishEndsAllSubscribers() async {
         let monitor = CallbackMonitor()
         let emitters = LockedLog<Source.Emitter>()
-        let source = self.makeSource(monitor, emitters: emitters)
+        let source = Self.makeSource(monitor, emitters: emitters)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
         monitor.emit(2)
@@ -236,7 +208,7 @@ struct SharedSourceTests {
     func failEndsAllSubscribers() async {
         let monitor = CallbackMonitor()
         let emitters = LockedLog<Source.Emitter>()
-        let source = self.makeSource(monitor, emitters: emitters)
+        let source = Self.makeSource(monitor, emitters: emitters)
         let (a, b) = await self.joinTwoAndStart(source, monitor)
         monitor.emit(1)
         emitters.values.last?.fail(TestError.other(5))
@@ -254,7 +226,7 @@ struct SharedSourceTests {
     func lateSendAfterStopIsIgnored() async {
         let monitor = CallbackMonitor()
         let emitters = LockedLog<Source.Emitter>()
-        let source = self.makeSource(monitor, emitters: emitters)
+        let source = Self.makeSource(monitor, emitters: emitters)
         let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()
         #expect(await monitor.events.next() == "start 1")
@@ -281,7 +253,7 @@ struct SharedSourceTests {
     @Test("replay: a subscriber joining a running session first gets the latest value")
     func replayLatestValue() async {
         let monitor = CallbackMonitor()
-        let source = self.makeSource(monitor, replay: 1)
+        let source = Self.makeSource(monitor, replay: 1)
         let a = await SubscriberTask.join { source.makeAsyncIterator() }
         a.request()
         #expect(await monitor.events.next() == "start 1")
@@ -294,5 +266,158 @@ struct SharedSourceTests {
         await a.leave()
         await b.leave()
         #expect(await monitor.events.next() == "stop 1")
+    }
+
+    // MARK: keepAlive and replayExpiration, timed on a manual clock
+
+    @Test("keepAlive: a subscriber arriving before the deadline continues the same session; stop is called when the window ends")
+    func keepAliveContinuesSession() async {
+        let clock = ManualClock()
+        let monitor = CallbackMonitor()
+        let source = Self.makeSource(monitor, keepAlive: .seconds(5), clock: clock)
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
+        a.request()
+        #expect(await monitor.events.next() == "start 1")
+        monitor.emit(1)
+        #expect(await a.answer() == 1)
+        await a.leave()
+        #expect(await clock.waitForSleepers(count: 1), "the keep-alive window")
+        clock.advance(by: .seconds(5) - .nanoseconds(1))
+        #expect(clock.sleeperCount == 1, "one nanosecond early: the timer still sleeps")
+        #expect(monitor.stops == 0, "still inside the window")
+        #expect(monitor.isRunning)
+
+        let b = await SubscriberTask.join { source.makeAsyncIterator() }
+        monitor.emit(2)
+        #expect(await b.next() == 2, "the running session's values")
+        #expect(monitor.starts == 1, "the same session continues")
+        await b.leave()  // a new window: 5 s from now
+
+        clock.advance(by: .nanoseconds(1))  // the first deadline
+        #expect(await clock.waitForSleepers(count: 1), "the timer sleeps again, until the new deadline")
+        #expect(clock.sleeperDeadlines == [ManualClock.Instant(offset: .seconds(10) - .nanoseconds(1))])
+        #expect(monitor.stops == 0)
+        clock.advance(to: ManualClock.Instant(offset: .seconds(10) - .nanoseconds(1)))
+        #expect(await monitor.events.next() == "stop 1", "stopped when the second window ended")
+
+        let c = await SubscriberTask.join { source.makeAsyncIterator() }
+        c.request()
+        #expect(await monitor.events.next() == "start 2", "after the window, a new session")
+        monitor.emit(3)
+        #expect(await c.answer() == 3)
+        await c.leave()
+        #expect(await clock.waitForSleepers(count: 1))
+        clock.advance(by: .seconds(5))
+        #expect(await monitor.events.next() == "stop 2")
+        #expect(monitor.log == ["start 1", "stop 1", "start 2", "stop 2"])
+        #expect(!monitor.overlapped)
+    }
+
+    @Test("replayExpiration: the latest value outlives the stopped session until keepAlive + replayExpiration, then a new session starts afresh")
+    func replayExpiresAfterStop() async {
+        let clock = ManualClock()
+        let monitor = CallbackMonitor()
+        let source = Self.makeSource(
+            monitor, replay: 1, keepAlive: .seconds(5), replayExpiration: .seconds(30), clock: clock)
+        let a = await SubscriberTask.join { source.makeAsyncIterator() }
+        a.request()
+        #expect(await monitor.events.next() == "start 1")
+        monitor.emit(1)
+        monitor.emit(2)
+        #expect(await a.answer() == 1)
+        #expect(await a.next() == 2)
+        await a.leave()
+        #expect(await clock.waitForSleepers(count: 1), "the keep-alive window")
+        clock.advance(by: .seconds(5))
+        #expect(await monitor.events.next() == "stop 1")
+        #expect(await clock.waitForSleepers(count: 1), "the expiry window")
+        #expect(clock.sleeperDeadlines == [ManualClock.Instant(offset: .seconds(35))])
+        #expect(source.replayCache == [2])
+
+        clock.advance(to: ManualClock.Instant(offset: .seconds(35) - .nanoseconds(1)))
+        #expect(clock.sleeperCount == 1)
+        #expect(source.replayCache == [2], "one nanosecond early: still there")
+        let timer = source.storage.state.withLock { $0.timerTask }
+        clock.advance(by: .nanoseconds(1))
+        if let timer {
+            _ = await withTimeoutOrNil("the timer task") { await timer.value }
+        }
+        #expect(source.replayCache.isEmpty, "expired")
+
+        let c = await SubscriberTask.join { source.makeAsyncIterator() }
+        c.request()
+        #expect(await monitor.events.next() == "start 2")
+        monitor.emit(9)
+        #expect(await c.answer() == 9, "nothing of session 1 replayed")
+        await c.leave()
+        #expect(await clock.waitForSleepers(count: 1))
+        clock.advance(by: .seconds(5))
+        #expect(await monitor.events.next() == "stop 2")
+    }
+}
+
+extension HeavyAndTimingSensitive {
+    /// The tests whose `stop` blocks its thread until the test releases it: serialized with
+    /// the heavy tests, so that two held stops never occupy both threads of a two-core
+    /// machine, and a held stop never leaves a loaded machine a single thread.
+    @Suite("AsyncSharedSource: a slow stop", .timeLimit(.minutes(2)))
+    struct SharedSourceSlowStopTests {
+        @Test("stop of session 1 runs before start of session 2, even when the next subscriber arrives during the stop")
+        func stopBeforeNextStart() async throws {
+            let monitor = CallbackMonitor(holdsStop: true)
+            let source = SharedSourceTests.makeSource(monitor)
+            let a = await SubscriberTask.join { source.makeAsyncIterator() }
+            a.request()
+            #expect(await monitor.events.next() == "start 1")
+            monitor.emit(1)
+            #expect(await a.answer() == 1)
+            await a.cancel()
+            #expect(await monitor.events.next() == "stopping 1")
+            // The next subscriber demands while stop 1 is still running.
+            let b = await SubscriberTask.join { source.makeAsyncIterator() }
+            b.request()
+            try await waitUntil("the new subscriber waits") { source.storage.waitingCount == 1 }
+            await letOthersRun()
+            #expect(monitor.starts == 1, "no start while stop 1 runs")
+            monitor.releaseStop()
+            #expect(await monitor.events.next() == "stop 1")
+            #expect(await monitor.events.next() == "start 2")
+            monitor.emit(2)
+            #expect(await b.answer() == 2)
+            await b.leave()
+            #expect(await monitor.events.next() == "stopping 2")
+            monitor.releaseStop()
+            #expect(await monitor.events.next() == "stop 2")
+            #expect(monitor.log == ["start 1", "stop 1", "start 2", "stop 2"])
+            #expect(!monitor.overlapped, "two sessions never overlap")
+        }
+
+        @Test("stop/start ordering under immediate re-subscription, repeated")
+        func rapidResubscription() async throws {
+            let monitor = CallbackMonitor(holdsStop: true)
+            let source = SharedSourceTests.makeSource(monitor)
+            for round in 1...30 {
+                let subscriber = await SubscriberTask.join { source.makeAsyncIterator() }
+                subscriber.request()
+                if round > 1 {
+                    // The previous session's stop is still running: the demand waits for it.
+                    try await waitUntil("round \(round)'s subscriber waits") { source.storage.waitingCount == 1 }
+                    #expect(monitor.starts == round - 1, "round \(round): no start while the stop runs")
+                    monitor.releaseStop()
+                    #expect(await monitor.events.next() == "stop \(round - 1)")
+                }
+                #expect(await monitor.events.next() == "start \(round)")
+                monitor.emit(round)
+                #expect(await subscriber.answer() == round)
+                await subscriber.cancel()  // the next round subscribes during the stop
+                #expect(await monitor.events.next() == "stopping \(round)")
+            }
+            monitor.releaseStop()
+            #expect(await monitor.events.next() == "stop 30")
+            var expected: [String] = []
+            for round in 1...30 { expected += ["start \(round)", "stop \(round)"] }
+            #expect(monitor.log == expected, "each stop before the next start")
+            #expect(!monitor.overlapped)
+        }
     }
 }
