@@ -387,6 +387,35 @@ extension MulticastStateMachine {
         return (from..<self.tail).map { self.elements[$0] }
     }
 
+    /// What the subscriber in `slotIndex` missed among ``pendingElements(of:)``: gaps as
+    /// `(index, missed)`, where `index` counts the pending elements before the gap (the
+    /// count of them: before the end), oldest first. Empty for lossless subscribers.
+    @inlinable
+    func pendingGaps(of slotIndex: Int) -> [(index: Int, missed: Int)] {
+        let slot = self.slots[slotIndex]
+        if slot.isDetached {
+            // A `.bufferingOldest` overflow queue: its own gaps, then what it had no room
+            // for since its last queued element.
+            let queue = self.detached[UInt32(slotIndex)]!
+            var gaps = queue.gaps.map { (index: $0.index - queue.popped, missed: $0.missed) }
+            if self.tail > queue.nextPosition { gaps.append((queue.pending, self.tail - queue.nextPosition)) }
+            return gaps
+        }
+        let lane = self.lanes[Int(slot.lane)]
+        guard slot.cursor < lane.minCursor else { return [] }
+        switch lane.policy {
+        case .bufferingOldest(let limit) where limit > 0:
+            // A frozen cell: its `limit` oldest elements, then everything since.
+            let missed = self.tail - (slot.cursor + limit)
+            return missed > 0 ? [(limit, missed)] : []
+        case .bufferingNewest, .bufferingOldest:
+            // Moved forward while it was not looking: the gap comes first.
+            return [(0, lane.minCursor - slot.cursor)]
+        case .evicting, .bounded, .unbounded:
+            return []
+        }
+    }
+
     @inlinable
     mutating func decrementCount(at position: Int, lane laneIndex: Int) {
         if position == self.tail {

@@ -109,10 +109,12 @@ extension MulticastStateMachine {
             // What an ended connection left it: no lane, nothing more will come.
             guard self.detached[key]!.pending > 0 else {
                 report.evicted = self.detached[key]!.endsEvicted
+                // A gap left after the last element is reported before the end.
+                for gap in self.detached[key]!.gaps { report.missed += gap.missed }
                 self.removeSubscriber(slotIndex)
                 return .terminal(.success(nil))
             }
-            return .element(self.detached[key]!.pop())
+            return .element(self.detached[key]!.pop(missed: &report.missed))
         }
         let laneIndex = Int(self.slots[slotIndex].lane)
         let element = self.detached[key]!.pop(missed: &report.missed)

@@ -130,8 +130,10 @@ extension MulticastStateMachine {
             let lane = self.lanes[Int(slot.lane)]
             let wasEvicted = lane.evictLimit > 0 && slot.cursor < lane.minCursor
             let pending: [Element]
+            var gaps: [(index: Int, missed: Int)] = []
             if slot.isDetached || slot.cursor < lane.minCursor {
                 pending = self.pendingElements(of: slotIndex)
+                gaps = self.pendingGaps(of: slotIndex)
             } else if let shared = copies[slot.cursor] {
                 pending = shared
             } else {
@@ -141,6 +143,8 @@ extension MulticastStateMachine {
             self.leaveLane(slotIndex)
             self.detached[UInt32(slotIndex)] = Detached(queue: pending, endsWhenEmpty: true)
             self.detached[UInt32(slotIndex)]!.endsEvicted = wasEvicted
+            // What its policy had dropped is still reported where it was (lag reports).
+            self.detached[UInt32(slotIndex)]!.gaps = gaps
             self.slots[slotIndex].isDetached = true
         }
         self.trimElements()

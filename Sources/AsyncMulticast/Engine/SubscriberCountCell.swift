@@ -14,6 +14,10 @@ final class SubscriberCountCell: Sendable {
         /// The version the observer read last.
         @usableFromInline
         var delivered: UInt64 = 0
+        /// The count the observer read last (`nil` before the first): a newer offer of the
+        /// same count (0 → 1 → 0 while it was not reading) is not a change.
+        @usableFromInline
+        var deliveredCount: Int?
         /// The observer's suspended `next()`.
         @usableFromInline
         var waiting: UnsafeContinuation<Int?, Never>?
@@ -37,9 +41,8 @@ final class SubscriberCountCell: Sendable {
         let resuming = self.state.withLock { state -> UnsafeContinuation<Int?, Never>? in
             guard version > state.latest.version else { return nil }
             state.latest = (version, count)
-            guard let waiting = state.waiting else { return nil }
+            guard let waiting = state.waiting, state.takeLatest() != nil else { return nil }
             state.waiting = nil
-            state.delivered = version
             return waiting
         }
         resuming?.resume(returning: count)
@@ -64,10 +67,7 @@ final class SubscriberCountCell: Sendable {
             await withUnsafeContinuation(isolation: actor) { (continuation: UnsafeContinuation<Int?, Never>) in
                 let resumeNow = self.state.withLock { state -> Int?? in
                     if state.ended || Task.isCancelled { return .some(nil) }
-                    if state.latest.version > state.delivered {
-                        state.delivered = state.latest.version
-                        return .some(state.latest.count)
-                    }
+                    if let count = state.takeLatest() { return .some(count) }
                     state.waiting = continuation
                     return nil
                 }
@@ -82,10 +82,21 @@ final class SubscriberCountCell: Sendable {
     func takeReady() -> Int?? {
         self.state.withLock { state -> Int?? in
             if state.ended { return .some(nil) }
-            guard state.latest.version > state.delivered else { return nil }
-            state.delivered = state.latest.version
-            return .some(state.latest.count)
+            return state.takeLatest().map { .some($0) }
         }
+    }
+}
+
+extension SubscriberCountCell.State {
+    /// The latest count if the observer has not read it and it differs from the count it
+    /// read last; marks it read either way.
+    @inlinable
+    mutating func takeLatest() -> Int? {
+        guard self.latest.version > self.delivered else { return nil }
+        self.delivered = self.latest.version
+        guard self.latest.count != self.deliveredCount else { return nil }
+        self.deliveredCount = self.latest.count
+        return self.latest.count
     }
 }
 

@@ -680,17 +680,11 @@ struct ModelRun {
 
     /// Checks what a read of subscriber `k` reported: `missed` elements dropped just before
     /// what it returned, and whether its end is an eviction.
-    ///
-    /// Not for a subscriber of a cancelled multicast connection: `connectionCancelled` gives
-    /// it a private queue of what it still had to read without the counts of what it missed
-    /// (LagReportingTests' `gapSurvivesTheEndOfAConnection` shows it), so only its eviction
-    /// is checked.
     func checkReport(_ report: ReadReport, of k: Int, missed: Int, evicted: Bool) throws(ModelFailure) {
         let sub = self.subscribers[k]
         try self.check(
             report.evicted == evicted,
             "subscriber #\(k) (\(sub.policy)): report.evicted \(report.evicted), expected \(evicted)")
-        guard !sub.ending else { return }
         try self.check(
             report.missed == missed,
             "subscriber #\(k) (\(sub.policy)): reported \(report.missed) missed, expected \(missed)")
