@@ -1,0 +1,105 @@
+import Broadcast
+import Logging
+import ServiceLifecycle
+
+/// A server running in this process, on 127.0.0.1 and a free port.
+struct TestServer: Sendable {
+    let hub: BroadcastHub
+    let port: Int
+
+    /// The settings the tests start from: quick heartbeats, so that a closed connection is
+    /// noticed well within a second.
+    static let configuration = BroadcastConfiguration(
+        port: 0,
+        tickInterval: .milliseconds(250),
+        heartbeatInterval: .milliseconds(100),
+        evictAfter: 256,
+        writeTimeout: .seconds(5)
+    )
+
+    /// Starts a server, runs `body` with it, and shuts the server down gracefully (which
+    /// ends the event streams still open).
+    static func run<Result: Sendable>(
+        _ configuration: BroadcastConfiguration = Self.configuration,
+        upstream: TickSource? = nil,
+        _ body: @escaping @Sendable (TestServer) async throws -> Result
+    ) async throws -> Result {
+        var configuration = configuration
+        configuration.port = 0
+        let hub = BroadcastHub(configuration: configuration, upstream: upstream)
+        var logger = Logger(label: "BroadcastServerTests")
+        logger.logLevel = .warning
+        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
+        let application = hub.application(logger: logger) { port in portContinuation.yield(port) }
+        let services = ServiceGroup(
+            configuration: .init(services: [application], gracefulShutdownSignals: [], logger: logger))
+
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await services.run() }
+            do {
+                let port = try await withTimeout(.seconds(10), "the server to start") {
+                    await ports.first { _ in true }
+                }
+                guard let port else { throw TimedOut(what: "the server's port") }
+                let result = try await body(TestServer(hub: hub, port: port))
+                await services.triggerGracefulShutdown()
+                group.addTask {
+                    try await Task.sleep(for: .seconds(10))
+                    throw TimedOut(what: "the server to shut down")
+                }
+                try await group.next()  // the server ended (or the hang guard fired)
+                group.cancelAll()
+                return result
+            } catch {
+                group.cancelAll()
+                throw error
+            }
+        }
+    }
+
+    /// Connects `count` event-stream clients and waits until each has read `: connected`,
+    /// which the server writes once the client's subscriptions exist.
+    func connectClients(_ count: Int) async throws -> [SSEClient] {
+        try await withTimeout(.seconds(20), "\(count) clients to connect") {
+            try await withThrowingTaskGroup(of: SSEClient.self) { group in
+                for _ in 0..<count {
+                    group.addTask {
+                        let client = try await SSEClient.connect(port: self.port)
+                        var items = client.items.makeAsyncIterator()
+                        let first = await items.next()
+                        guard first == .comment("connected") else {
+                            throw TimedOut(what: "`: connected`, got \(String(describing: first))")
+                        }
+                        return client
+                    }
+                }
+                var clients: [SSEClient] = []
+                for try await client in group { clients.append(client) }
+                return clients
+            }
+        }
+    }
+
+    /// Waits until the shared ticks and the messages subject both have exactly `count`
+    /// subscribers (one per connected client), and returns how long that took; throws
+    /// ``TimedOut`` after `limit`.
+    func waitForSubscribers(_ count: Int, within limit: Duration) async throws -> Duration {
+        let hub = self.hub
+        let clock = ContinuousClock()
+        let start = clock.now
+        let now = "now \(hub.ticks.subscriberCount) and \(hub.messages.subscriberCount)"
+        try await withTimeout(limit, "\(count) subscribers (\(now))") {
+            for await current in hub.ticks.subscriberCounts where current == count { break }
+            for await current in hub.messages.subscriberCounts where current == count { break }
+        }
+        return clock.now - start
+    }
+
+    /// Waits until the upstream is in `state`; throws ``TimedOut`` after `limit`.
+    func waitForUpstream(_ state: UpstreamState, within limit: Duration) async throws {
+        let hub = self.hub
+        try await withTimeout(limit, "upstream \(state) (now \(hub.upstreamStates.value))") {
+            for await current in hub.upstreamStates where current == state { return }
+        }
+    }
+}
