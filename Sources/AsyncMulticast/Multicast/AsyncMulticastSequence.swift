@@ -95,7 +95,7 @@ where Base.Element: Sendable {
     ///
     /// ```swift
     /// let shared = ticks.multicast(replay: 1).autoconnect()
-    /// for await tick in shared { … }   // the first wait connects
+    /// for await tick in shared { show(tick) }   // the first wait connects
     /// ```
     ///
     /// Leaving still does not disconnect: to stop the upstream when the last subscriber
@@ -176,9 +176,9 @@ where Base.Element: Sendable {
     /// Throws `CancellationError` if the task is cancelled first.
     ///
     /// ```swift
-    /// let tasks = (0..<3).map { _ in Task { for await x in subject { use(x) } } }
-    /// try await subject.waitForSubscribers(atLeast: 3)
-    /// subject.send(1)   // all three receive it
+    /// let tasks = (0..<3).map { _ in Task { for await price in prices { use(price) } } }
+    /// try await prices.waitForSubscribers(atLeast: 3)
+    /// prices.connect()   // all three see the first price
     /// ```
     @inlinable
     public func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {

@@ -126,9 +126,9 @@ where Base.Element: Sendable {
     /// Throws `CancellationError` if the task is cancelled first.
     ///
     /// ```swift
-    /// let tasks = (0..<3).map { _ in Task { for await x in subject { use(x) } } }
-    /// try await subject.waitForSubscribers(atLeast: 3)
-    /// subject.send(1)   // all three receive it
+    /// let tasks = (0..<3).map { _ in Task { for await x in shared { use(x) } } }
+    /// try await shared.waitForSubscribers(atLeast: 3)
+    /// continuation.yield(1)   // all three receive it
     /// ```
     @inlinable
     public func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {

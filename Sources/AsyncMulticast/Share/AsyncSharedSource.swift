@@ -216,9 +216,8 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
     /// Throws `CancellationError` if the task is cancelled first.
     ///
     /// ```swift
-    /// let tasks = (0..<3).map { _ in Task { for await x in subject { use(x) } } }
-    /// try await subject.waitForSubscribers(atLeast: 3)
-    /// subject.send(1)   // all three receive it
+    /// let tasks = (0..<3).map { _ in Task { for await path in paths { use(path) } } }
+    /// try await paths.waitForSubscribers(atLeast: 3)   // each receives every path sent from now on
     /// ```
     @inlinable
     public func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {

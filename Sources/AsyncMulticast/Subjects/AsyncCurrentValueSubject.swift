@@ -6,10 +6,10 @@
 ///
 /// ```swift
 /// let count = AsyncCurrentValueSubject<Int, Never>(0)
-/// var screen = count.makeAsyncIterator()       // subscribed: the current value, 0, is first
+/// var screen = count.makeAsyncIterator()       // subscribed: it holds the current value, 0
 /// count.update { $0 + 1 }                      // atomic read-modify-send
 /// count.finish()
-/// while let n = await screen.next() { print("count:", n) }   // count: 0, count: 1
+/// while let n = await screen.next() { print("count:", n) }   // count: 1 (it replaced the unread 0)
 /// ```
 ///
 /// The default policy, `.bufferingNewest(1)`, makes a slow subscriber skip to the latest
