@@ -135,7 +135,7 @@ private enum MulticastConnectionExample {
         }
     }
 
-    static func example() async {
+    static func example() async {  // (test only)
         let server = ServerConnection().multicast()
         var a = server.makeAsyncIterator()
         var b = server.makeAsyncIterator()

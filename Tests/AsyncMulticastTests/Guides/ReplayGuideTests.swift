@@ -81,16 +81,13 @@ func replayGuideCacheOutlivesTheUpstream() async {
     ])
 }
 
-private enum ReplayStateHolderExample {
-    enum Connection: Sendable { case offline, connecting, online }
-}
-
 // Guides/Replay.md: replay(1) as a state holder
 @Test("Guides/Replay.md: replay(1) as a state holder", .timeLimit(.minutes(1)))
 func replayGuideStateHolder() async {
-    typealias Connection = ReplayStateHolderExample.Connection
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    enum Connection: Sendable { case offline, connecting, online }
 
     let (changes, network) = AsyncStream.makeStream(of: Connection.self)
     let connection = changes.replay(1)

@@ -173,8 +173,8 @@ func subjectsGuideWaitingForRoom() async {
         print("producer: sent 3")
     }
     // [test only] the producer must still be waiting: nothing was consumed.
-    for _ in 0..<1_000 { await Task.yield() }
-    #expect(!printed.lines.contains("producer: sent 3"))
+    for _ in 0..<1_000 { await Task.yield() }                  // [test only]
+    #expect(!printed.lines.contains("producer: sent 3"))       // [test only]
 
     print("worker:", await worker.next()!)     // taking 1 makes room: the producer goes on
     await producer.value
@@ -235,48 +235,53 @@ func subjectsGuidePerSubscriberBuffering() async {
     ])
 }
 
+/// The AsyncSharedSource example declares a class inside its body, which cannot use a
+/// `print` of the enclosing type or function: this file-wide `print` records its lines (the
+/// other tests of this file declare a local `print` of their own, which shadows this one).
+private func print(_ items: Any...) { SubjectsSharedSourceExample.printed.record(items) }
+
 private enum SubjectsSharedSourceExample {
     static let printed = PrintedLines()
-    static func print(_ items: Any...) { printed.record(items) }
 
-    /// Stands in for a callback API such as a network path monitor: once started, it
-    /// reports the current path through `onUpdate`.
-    final class PathMonitor: Sendable {
-        let onUpdate: @Sendable (String) -> Void
-        init(onUpdate: @escaping @Sendable (String) -> Void) { self.onUpdate = onUpdate }
-        func start() { print("monitor: start"); onUpdate("wifi") }
-        func stop() { print("monitor: stop") }
-    }
+    static func example() async {  // (test only)
+        /// Stands in for a callback API such as a network path monitor: once started, it
+        /// reports the current path through `onUpdate`.
+        final class PathMonitor: Sendable {
+            let onUpdate: @Sendable (String) -> Void
+            init(onUpdate: @escaping @Sendable (String) -> Void) { self.onUpdate = onUpdate }
+            func start() { print("monitor: start"); onUpdate("wifi") }
+            func stop() { print("monitor: stop") }
+        }
 
-    static let paths = AsyncSharedSource<String, Never>(replay: 1, replayExpiration: .seconds(Int64.max)) { emitter in
-        let monitor = PathMonitor { path in emitter.send(path) }
-        monitor.start()
-        return { monitor.stop() }
-    }
+        let paths = AsyncSharedSource<String, Never>(replay: 1, replayExpiration: .seconds(Int64.max)) { emitter in
+            let monitor = PathMonitor { path in emitter.send(path) }
+            monitor.start()
+            return { monitor.stop() }
+        }
 
-    static func firstVisit() async {
-        var statusBar = paths.makeAsyncIterator()
-        print("status bar:", await statusBar.next()!)   // this first wait starts the monitor
-        var sync = paths.makeAsyncIterator()
-        print("sync:", await sync.next()!)              // the latest path, replayed
-    }   // both iterators are released here: the last one out stops the monitor
+        do {
+            var statusBar = paths.makeAsyncIterator()
+            print("status bar:", await statusBar.next()!)   // this first wait starts the monitor
+            var sync = paths.makeAsyncIterator()
+            print("sync:", await sync.next()!)              // the latest path, replayed
+        }   // both iterators are released here: the last one out stops the monitor
 
-    static func laterVisit() async {
-        var settings = paths.makeAsyncIterator()
-        print("settings:", await settings.next()!)      // the cached path, at once
-        print("settings:", await settings.next()!)      // this wait starts a new session
-    }
+        // Later, the user opens the settings screen:
+        await printed.wait(for: "monitor: stop")                         // [test gate]
+        do {
+            var settings = paths.makeAsyncIterator()
+            print("settings:", await settings.next()!)      // the cached path, at once
+            print("settings:", await settings.next()!)      // this wait starts a new session
+        }
+        await printed.wait { $0.filter { $0 == "monitor: stop" }.count == 2 }  // [test only]
+    }  // (test only)
 }
 
 // Guides/Subjects.md: Callback producers: AsyncSharedSource
 @Test("Guides/Subjects.md: Callback producers: AsyncSharedSource", .timeLimit(.minutes(1)))
 func subjectsGuideAsyncSharedSource() async {
     let printed = SubjectsSharedSourceExample.printed
-    await SubjectsSharedSourceExample.firstVisit()
-    // Later, the user opens the settings screen:
-    await printed.wait(for: "monitor: stop")                         // [test gate]
-    await SubjectsSharedSourceExample.laterVisit()
-    await printed.wait { $0.filter { $0 == "monitor: stop" }.count == 2 }
+    await SubjectsSharedSourceExample.example()
     #expect(printed.lines == [
         "monitor: start",
         "status bar: wifi",
