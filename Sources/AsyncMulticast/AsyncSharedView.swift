@@ -21,7 +21,8 @@ public struct AsyncSharedView<Element: Sendable, Failure: Error>: AsyncSequence,
     let connectRule: ConnectRule
 
     @inlinable
-    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy, connectRule: ConnectRule = .never) {
+    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy, connectRule: ConnectRule = .never)
+    {
         self.storage = storage
         self.policy = policy
         self.connectRule = connectRule

@@ -60,7 +60,9 @@ public struct SubscriberEvictedError: Error, Sendable, Hashable, CustomStringCon
 /// ```swift
 /// let ticks = AsyncPassthroughSubject<Int, Never>()
 /// var slow = ticks.events(buffering: .bufferingNewest(1)).makeAsyncIterator()
-/// ticks.send(1); ticks.send(2); ticks.send(3)
+/// ticks.send(1)
+/// ticks.send(2)
+/// ticks.send(3)
 /// print(await slow.next()!)   // missed(2)
 /// print(await slow.next()!)   // element(3)
 /// ```
@@ -75,7 +77,8 @@ public struct AsyncSharedEvents<Element: Sendable, Failure: Error>: AsyncSequenc
     let connectRule: ConnectRule
 
     @inlinable
-    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule = .never) {
+    init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule = .never)
+    {
         self.storage = storage
         self.policy = policy
         self.connectRule = connectRule

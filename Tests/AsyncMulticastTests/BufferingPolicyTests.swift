@@ -4,6 +4,7 @@
 // .bounded's pacing is checked by counting the upstream's pulls.
 
 import Testing
+
 @testable import AsyncMulticast
 
 /// One step of a policy script. Slow subscribers never wait in `next()`: they only read when
@@ -86,9 +87,10 @@ func runPolicyScript(_ policy: SharedBufferingPolicy, _ steps: [PolicyStep]) asy
             guard open[slot] == nil else { continue }
             let (reference, input) = AsyncStream.makeStream(of: Int.self, bufferingPolicy: policy.streamPolicy)
             open[slot] = sessions.count
-            sessions.append(Session(
-                iterator: shared.makeAsyncIterator(), reference: reference.makeAsyncIterator(),
-                referenceInput: input, joinedAt: run.sent))
+            sessions.append(
+                Session(
+                    iterator: shared.makeAsyncIterator(), reference: reference.makeAsyncIterator(),
+                    referenceInput: input, joinedAt: run.sent))
         case .read(let slot):
             guard let index = open[slot], sessions[index].referenceCount > 0 else { continue }
             // Something is buffered for it: both return at once.
@@ -160,10 +162,11 @@ struct BufferingPolicyTests {
         }
     }
 
-    @Test(arguments: [
-        SharedBufferingPolicy.bufferingNewest(0), .bufferingNewest(1), .bufferingNewest(2), .bufferingNewest(3),
-        .bufferingOldest(0), .bufferingOldest(1), .bufferingOldest(2), .bufferingOldest(3), .unbounded,
-    ], [UInt64(1), 2])
+    @Test(
+        arguments: [
+            SharedBufferingPolicy.bufferingNewest(0), .bufferingNewest(1), .bufferingNewest(2), .bufferingNewest(3),
+            .bufferingOldest(0), .bufferingOldest(1), .bufferingOldest(2), .bufferingOldest(3), .unbounded,
+        ], [UInt64(1), 2])
     func randomScriptsMatchAsyncStream(policy: SharedBufferingPolicy, seed: UInt64) async throws {
         try await withTimeout {
             let steps = randomPolicyScript(seed: seed)
@@ -188,7 +191,8 @@ struct BufferingPolicyTests {
     func lateSubscriberGetsNoStaleElements(policy: SharedBufferingPolicy, expected: [Int]) async throws {
         try await withTimeout {
             // Slot 0 holds whatever its policy keeps of 0..<5; slot 1 joins after that.
-            let steps: [PolicyStep] = [.join(0)] + Array(repeating: .send, count: 5) + [.join(1)]
+            let steps: [PolicyStep] =
+                [.join(0)] + Array(repeating: .send, count: 5) + [.join(1)]
                 + Array(repeating: .send, count: 3)
             let run = try await runPolicyScript(policy, steps)
             #expect(run.sessions[1].received == expected)

@@ -2,18 +2,21 @@
 // Exit tests run their body in a child process; the body cannot capture anything.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("Preconditions")
 struct PreconditionTests {
     /// The precondition message is only printed in debug builds (`-Onone`); in release builds
     /// a precondition failure traps without it, so only the exit is checked there.
-    func expectMessage(_ result: ExitTest.Result?, contains expected: String,
-                       sourceLocation: SourceLocation = #_sourceLocation) {
+    func expectMessage(
+        _ result: ExitTest.Result?, contains expected: String,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) {
         guard let result else { return }  // the exit test itself already failed
         #if DEBUG
-        let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-        #expect(output.contains(expected), "stderr: \(output)", sourceLocation: sourceLocation)
+            let output = String(decoding: result.standardErrorContent, as: UTF8.self)
+            #expect(output.contains(expected), "stderr: \(output)", sourceLocation: sourceLocation)
         #endif
     }
 

@@ -11,13 +11,16 @@
 // Every test body runs under `withTimeout`, so a hang is reported as a failure.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("Reliability", .timeLimit(.minutes(3)))
 struct ReliabilityTests {
     // MARK: - Bounded subjects count only what was not handed out
 
-    @Test("a .bounded(8) subject: after the subscriber read all 8 buffered elements, 8 send(waitingForRoom:) calls return without a reader")
+    @Test(
+        "a .bounded(8) subject: after the subscriber read all 8 buffered elements, 8 send(waitingForRoom:) calls return without a reader"
+    )
     func boundedSubjectHasRoomOnceTheSubscriberReadEverything() async throws {
         try await withTimeout(seconds: 60) {
             let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
@@ -51,7 +54,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("a subscriber of a .bounded(n) subject that echoes every element with send(waitingForRoom:) never waits for itself, for every n in 1...64")
+    @Test(
+        "a subscriber of a .bounded(n) subject that echoes every element with send(waitingForRoom:) never waits for itself, for every n in 1...64"
+    )
     func echoingSubscriberNeverWaitsForItself() async throws {
         try await withTimeout(seconds: 60) {
             for bound in 1...64 {
@@ -63,7 +68,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("a .bounded(n) view paces send(waitingForRoom:) on an unbounded subject: it waits while the view's subscriber is full")
+    @Test(
+        "a .bounded(n) view paces send(waitingForRoom:) on an unbounded subject: it waits while the view's subscriber is full"
+    )
     func boundedViewPacesSendWaitingForRoom() async throws {
         try await withTimeout(seconds: 60) {
             let subject = AsyncPassthroughSubject<Int, Never>()
@@ -86,7 +93,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("a subscriber of a .bounded(n) view on an unbounded subject that echoes every element never waits for itself, for every n in 1...64")
+    @Test(
+        "a subscriber of a .bounded(n) view on an unbounded subject that echoes every element never waits for itself, for every n in 1...64"
+    )
     func echoingViewSubscriberNeverWaitsForItself() async throws {
         try await withTimeout(seconds: 60) {
             for bound in 1...64 {
@@ -134,7 +143,9 @@ struct ReliabilityTests {
             answered += 1
         }
         #expect(received == Array(expected.prefix(total)), "bound \(bound)", sourceLocation: sourceLocation)
-        #expect(rest == Array(expected.dropFirst(total)), "bound \(bound): the echoes not read yet", sourceLocation: sourceLocation)
+        #expect(
+            rest == Array(expected.dropFirst(total)), "bound \(bound): the echoes not read yet",
+            sourceLocation: sourceLocation)
         #expect(subject.subscriberCount == 0, "bound \(bound)", sourceLocation: sourceLocation)
     }
 
@@ -165,7 +176,9 @@ struct ReliabilityTests {
         return received
     }
 
-    @Test("multicast .bounded(2): a subscriber present at a cancel does not hold back the next connection, keeps its 2 elements, then ends")
+    @Test(
+        "multicast .bounded(2): a subscriber present at a cancel does not hold back the next connection, keeps its 2 elements, then ends"
+    )
     func cancelledSubscriberDoesNotHoldBackNextConnection() async throws {
         try await withTimeout(seconds: 60) {
             // `old` does not read: the upstream produces 2 elements and pauses.
@@ -193,7 +206,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("multicast .bounded(2): a subscriber that drained and ended after a cancel; the next connection delivers to a new subscriber")
+    @Test(
+        "multicast .bounded(2): a subscriber that drained and ended after a cancel; the next connection delivers to a new subscriber"
+    )
     func drainedSubscriberThenReconnect() async throws {
         try await withTimeout(seconds: 60) {
             var (base, multicast, old, _) = try await Self.cancelledAfterTwo()
@@ -220,8 +235,9 @@ struct ReliabilityTests {
     /// subscriber that does not read lets exactly `pace` elements through. Subscribers of
     /// every policy are present at the cancel; each must afterwards read exactly what its
     /// policy kept of those `pace` elements, then `nil`, while the second connection runs.
-    @Test("multicast: subscribers of every policy present at a cancel read what they had buffered, then nil, never the next connection's elements",
-          arguments: [2, 4])
+    @Test(
+        "multicast: subscribers of every policy present at a cancel read what they had buffered, then nil, never the next connection's elements",
+        arguments: [2, 4])
     func subscribersOfEveryPolicyKeepTheirBufferAcrossReconnect(pace: Int) async throws {
         try await withTimeout(seconds: 60) {
             let base = TaggedIterations()
@@ -291,9 +307,10 @@ struct ReliabilityTests {
 
             func join(round: Int, beforeConnect: Bool, rng: inout LCG) {
                 let policy = policies[Int(rng.next() % UInt64(policies.count))]
-                subscribers.append(StormSubscriber(
-                    policy: policy, iteration: round, joinedBeforeConnect: beforeConnect,
-                    sub: SubscriberBox(multicast.buffering(policy).makeAsyncIterator())))
+                subscribers.append(
+                    StormSubscriber(
+                        policy: policy, iteration: round, joinedBeforeConnect: beforeConnect,
+                        sub: SubscriberBox(multicast.buffering(policy).makeAsyncIterator())))
             }
             func startRandomRead(rng: inout LCG) {
                 let idle = subscribers.indices.filter { !subscribers[$0].ended && subscribers[$0].reading == nil }
@@ -378,14 +395,18 @@ struct ReliabilityTests {
 
     // MARK: - keepAlive at the extremes
 
-    @Test("share(keepAlive: .seconds(Int64.max)): leaving opens the window without trapping, and a new subscriber continues the same iteration")
+    @Test(
+        "share(keepAlive: .seconds(Int64.max)): leaving opens the window without trapping, and a new subscriber continues the same iteration"
+    )
     func hugeKeepAliveInSeconds() async throws {
         try await withTimeout(seconds: 60) {
             try await Self.checkKeepAliveContinues(.seconds(Int64.max))
         }
     }
 
-    @Test("share(keepAlive:) with the largest Duration: leaving opens the window without trapping, and a new subscriber continues the same iteration")
+    @Test(
+        "share(keepAlive:) with the largest Duration: leaving opens the window without trapping, and a new subscriber continues the same iteration"
+    )
     func largestDurationKeepAlive() async throws {
         try await withTimeout(seconds: 60) {
             try await Self.checkKeepAliveContinues(
@@ -414,8 +435,9 @@ struct ReliabilityTests {
         // The timer task computes its deadline and asks the real clock to sleep until it
         // (a day at most at once): the step that used to trap.
         let sleep = await clock.sleeps.next("the keep-alive timer's sleep", sourceLocation: sourceLocation)
-        #expect(sleep.map { $0 > .seconds(86_000) && $0 <= .seconds(86_400) } == true,
-                "a day at most: \(String(describing: sleep))", sourceLocation: sourceLocation)
+        #expect(
+            sleep.map { $0 > .seconds(86_000) && $0 <= .seconds(86_400) } == true,
+            "a day at most: \(String(describing: sleep))", sourceLocation: sourceLocation)
         await letOthersRun()
 
         let second = SubscriberBox(shared.makeAsyncIterator())
@@ -430,8 +452,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("share(keepAlive:) with .nanoseconds(1) or .zero: after the last subscriber left and the upstream stopped, a new subscriber restarts it",
-          arguments: [Duration.nanoseconds(1), .zero])
+    @Test(
+        "share(keepAlive:) with .nanoseconds(1) or .zero: after the last subscriber left and the upstream stopped, a new subscriber restarts it",
+        arguments: [Duration.nanoseconds(1), .zero])
     func tinyKeepAliveRestarts(keepAlive: Duration) async throws {
         try await withTimeout(seconds: 60) {
             let relay = Relay()
@@ -457,7 +480,9 @@ struct ReliabilityTests {
 
     // MARK: - Many distinct per-subscriber policies
 
-    @Test("100,000 short-lived subscribers, each through a view with a policy of its own, each receive what was sent to them")
+    @Test(
+        "100,000 short-lived subscribers, each through a view with a policy of its own, each receive what was sent to them"
+    )
     func hundredThousandDistinctViews() async throws {
         try await withTimeout(seconds: 60) {
             let subject = AsyncPassthroughSubject<Int, Never>()
@@ -495,8 +520,9 @@ struct ReliabilityTests {
         .bounded(Int.max), .bufferingNewest(Int.max), .bufferingOldest(Int.max), .unbounded,
     ]
 
-    @Test("subjects with an Int.max limit (policy or view) lose nothing, and send(waitingForRoom:) never waits",
-          arguments: ReliabilityTests.effectivelyUnbounded)
+    @Test(
+        "subjects with an Int.max limit (policy or view) lose nothing, and send(waitingForRoom:) never waits",
+        arguments: ReliabilityTests.effectivelyUnbounded)
     func subjectsWithExtremeLimits(policy: SharedBufferingPolicy) async throws {
         try await withTimeout(seconds: 60) {
             let values = Array(0..<300)
@@ -534,8 +560,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("share() and multicast() with an Int.max limit (policy or view) deliver the whole base in order",
-          arguments: ReliabilityTests.effectivelyUnbounded)
+    @Test(
+        "share() and multicast() with an Int.max limit (policy or view) deliver the whole base in order",
+        arguments: ReliabilityTests.effectivelyUnbounded)
     func sharedSequencesWithExtremeLimits(policy: SharedBufferingPolicy) async throws {
         try await withTimeout(seconds: 60) {
             let values = Array(0..<500)
@@ -561,8 +588,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test(".bufferingNewest(0) and .bufferingOldest(0) subscribers receive only what arrives while they wait",
-          arguments: [SharedBufferingPolicy.bufferingNewest(0), .bufferingOldest(0)])
+    @Test(
+        ".bufferingNewest(0) and .bufferingOldest(0) subscribers receive only what arrives while they wait",
+        arguments: [SharedBufferingPolicy.bufferingNewest(0), .bufferingOldest(0)])
     func zeroLimitsReceiveOnlyWhileWaiting(policy: SharedBufferingPolicy) async throws {
         try await withTimeout(seconds: 60) {
             let own = AsyncPassthroughSubject<Int, Never>(buffering: policy)
@@ -602,8 +630,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("replay(Int.max): a late subscriber receives everything produced so far, in order, then the live elements; after the end, everything then nil",
-          arguments: [SharedBufferingPolicy.bounded(64)] + ReliabilityTests.effectivelyUnbounded)
+    @Test(
+        "replay(Int.max): a late subscriber receives everything produced so far, in order, then the live elements; after the end, everything then nil",
+        arguments: [SharedBufferingPolicy.bounded(64)] + ReliabilityTests.effectivelyUnbounded)
     func replayEverything(policy: SharedBufferingPolicy) async throws {
         try await withTimeout(seconds: 60) {
             let relay = Relay()
@@ -641,8 +670,9 @@ struct ReliabilityTests {
         }
     }
 
-    @Test("multicast(replay: Int.max): a late subscriber receives everything produced so far; the history survives a reconnection",
-          arguments: [SharedBufferingPolicy.bounded(64)] + ReliabilityTests.effectivelyUnbounded)
+    @Test(
+        "multicast(replay: Int.max): a late subscriber receives everything produced so far; the history survives a reconnection",
+        arguments: [SharedBufferingPolicy.bounded(64)] + ReliabilityTests.effectivelyUnbounded)
     func multicastReplayEverything(policy: SharedBufferingPolicy) async throws {
         try await withTimeout(seconds: 60) {
             let relay = Relay()

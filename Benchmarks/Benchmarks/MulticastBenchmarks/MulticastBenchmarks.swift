@@ -12,11 +12,11 @@ import Benchmark
 import MulticastScenarios
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// MULTICAST_BENCH_SMOKE=1: every benchmark runs at most 3 iterations on small sizes.
@@ -29,7 +29,8 @@ let smoke: Bool = {
 enum Metric {
     static let deliveries = BenchmarkMetric.custom("deliveries/s", polarity: .prefersLarger, useScalingFactor: false)
     static let joins = BenchmarkMetric.custom("joins/s", polarity: .prefersLarger, useScalingFactor: false)
-    static let cancelToReturn = BenchmarkMetric.custom("cancel->return (ns)", polarity: .prefersSmaller, useScalingFactor: false)
+    static let cancelToReturn = BenchmarkMetric.custom(
+        "cancel->return (ns)", polarity: .prefersSmaller, useScalingFactor: false)
     static let cancelToUpstreamEnd = BenchmarkMetric.custom(
         "cancel->upstream end (ns)",
         polarity: .prefersSmaller,
@@ -98,7 +99,8 @@ let benchmarks: @Sendable () -> Void = {
     func measureDeliveries(_ benchmark: Benchmark, _ run: () async -> FanOutTally) async {
         let start = monotonicNanos()
         let tally = await run()
-        benchmark.measurement(Metric.deliveries, tally.deliveries * 1_000_000_000 / Int(max(1, monotonicNanos() - start)))
+        benchmark.measurement(
+            Metric.deliveries, tally.deliveries * 1_000_000_000 / Int(max(1, monotonicNanos() - start)))
         check(benchmark, tally.failures)
     }
     Benchmark("FanOut/base (floor) N=1 M=\(deliveriesPerIteration)", configuration: fanOutConfiguration) { benchmark in
@@ -107,13 +109,17 @@ let benchmarks: @Sendable () -> Void = {
         }
     }
     // N = 1 over an upstream whose next() is out of line: the sharing overhead over a real base.
-    Benchmark("FanOut/base opaque next() (floor) N=1 M=\(deliveriesPerIteration)", configuration: fanOutConfiguration) { benchmark in
+    Benchmark("FanOut/base opaque next() (floor) N=1 M=\(deliveriesPerIteration)", configuration: fanOutConfiguration) {
+        benchmark in
         await measureDeliveries(benchmark) {
             await Scenarios.opaqueOverhead(.base, policy: .unbounded, elements: deliveriesPerIteration)!
         }
     }
     for policy in [BenchPolicy.bounded64, .unbounded] {
-        Benchmark("FanOut/ours over opaque next() \(name(.ours, policy)) N=1 M=\(deliveriesPerIteration)", configuration: fanOutConfiguration) { benchmark in
+        Benchmark(
+            "FanOut/ours over opaque next() \(name(.ours, policy)) N=1 M=\(deliveriesPerIteration)",
+            configuration: fanOutConfiguration
+        ) { benchmark in
             await measureDeliveries(benchmark) {
                 await Scenarios.opaqueOverhead(.ours, policy: policy, elements: deliveriesPerIteration)!
             }
@@ -132,7 +138,8 @@ let benchmarks: @Sendable () -> Void = {
                     configuration: configuration
                 ) { benchmark in
                     let start = monotonicNanos()
-                    let tally = await Scenarios.fanOut(implementation, policy: policy, subscribers: subscribers, elements: m)
+                    let tally = await Scenarios.fanOut(
+                        implementation, policy: policy, subscribers: subscribers, elements: m)
                     let nanos = Int(max(1, monotonicNanos() - start))
                     // M·N / time, also for the lossy policy (where fewer are delivered).
                     benchmark.measurement(Metric.deliveries, m * subscribers * 1_000_000_000 / nanos)

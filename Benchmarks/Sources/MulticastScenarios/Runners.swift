@@ -392,7 +392,8 @@ public func cancellationLatency(
         if consecutiveTimeouts >= 3 {
             result.upstreamNotChecked += 1
         } else {
-            let deadline = monotonicNanos() + UInt64(terminationTimeout.components.seconds) * 1_000_000_000
+            let deadline =
+                monotonicNanos() + UInt64(terminationTimeout.components.seconds) * 1_000_000_000
                 + UInt64(terminationTimeout.components.attoseconds / 1_000_000_000)
             while terminated.nanos == nil, monotonicNanos() < deadline {
                 try? await Task.sleep(for: .microseconds(50))

@@ -38,7 +38,8 @@ public enum Scenarios {
     /// AsyncMulticast: `AsyncPassthroughSubject(buffering: .unbounded)`.
     /// SAA (no subject type): an AsyncStream continuation shared with `share(bufferingPolicy: .unbounded)`.
     /// Hand-rolled: the broadcaster's `send`.
-    public static func subject(_ implementation: Implementation, subscribers: Int, elements: Int) async -> FanOutTally? {
+    public static func subject(_ implementation: Implementation, subscribers: Int, elements: Int) async -> FanOutTally?
+    {
         switch implementation {
         case .ours: await Ours.subject(subscribers: subscribers, elements: elements)
         case .saa: await SAA.subject(subscribers: subscribers, elements: elements)

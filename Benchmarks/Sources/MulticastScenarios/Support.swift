@@ -106,7 +106,9 @@ public struct OpaqueCountingSequence: AsyncSequence, Sendable {
         public mutating func next() async -> Int? { counting.step() }
 
         @inline(never)
-        public mutating func next(isolation actor: isolated (any Actor)?) async throws(Never) -> Int? { counting.step() }
+        public mutating func next(isolation actor: isolated (any Actor)?) async throws(Never) -> Int? {
+            counting.step()
+        }
     }
 
     public func makeAsyncIterator() -> AsyncIterator { AsyncIterator(counting: counting.makeAsyncIterator()) }

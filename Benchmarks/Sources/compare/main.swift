@@ -24,19 +24,24 @@ struct CompareArguments: ParsableCommand {
             """
     )
 
-    @Flag(help: """
-        --smoke: tiny sizes, one repetition: checks every scenario runs (seconds). \
-        --quick: N = 1, 16, 256, fewer elements, one repetition (well under a minute). \
-        --full: N = 1, 4, 16, 64, 256, 1024, three repetitions (about 2.5 minutes on 2 cores).
-        """)
+    @Flag(
+        help: """
+            --smoke: tiny sizes, one repetition: checks every scenario runs (seconds). \
+            --quick: N = 1, 16, 256, fewer elements, one repetition (well under a minute). \
+            --full: N = 1, 4, 16, 64, 256, 1024, three repetitions (about 2.5 minutes on 2 cores).
+            """)
     var mode: Options.Mode = .full
 
-    @Option(name: .customLong("only"), help: "Comma-separated subset of scenarios: \(Options.allScenarios.joined(separator: ",")).",
-            transform: CompareArguments.scenarios)
+    @Option(
+        name: .customLong("only"),
+        help: "Comma-separated subset of scenarios: \(Options.allScenarios.joined(separator: ",")).",
+        transform: CompareArguments.scenarios)
     var scenarios: Set<String> = Set(Options.allScenarios)
 
-    @Option(name: .customLong("impls"), help: "Comma-separated subset of implementations: ours, saa, hand, base (default: all).",
-            transform: CompareArguments.implementations)
+    @Option(
+        name: .customLong("impls"),
+        help: "Comma-separated subset of implementations: ours, saa, hand, base (default: all).",
+        transform: CompareArguments.implementations)
     var implementations: Set<Implementation> = Set(Implementation.allCases)
 
     static func scenarios(_ list: String) throws -> Set<String> {
@@ -139,11 +144,11 @@ extension Substring {
 }
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Musl)
-import Musl
+    import Musl
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 // MARK: - Formatting
@@ -182,7 +187,9 @@ struct Table {
 
     func render() -> String {
         let all = [header] + rows
-        let widths = (0..<header.count).map { column in all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0 }
+        let widths = (0..<header.count).map { column in
+            all.map { $0.indices.contains(column) ? $0[column].count : 0 }.max() ?? 0
+        }
         func line(_ cells: [String]) -> String {
             cells.enumerated().map { index, cell in
                 let pad = String(repeating: " ", count: widths[index] - cell.count)
@@ -235,7 +242,8 @@ func fanOutOnce(
 
 @MainActor
 func runFanOut(_ options: Options) async {
-    stamp("""
+    stamp(
+        """
 
         == 1. Fan-out throughput ==
         One upstream of M Ints (an AsyncSequence over 0..<M), N subscribers each in its own task,
@@ -258,14 +266,19 @@ func runFanOut(_ options: Options) async {
     if options.implementations.contains(.base) {
         var rates: [Double] = []
         for _ in 0..<5 {
-            rates.append(await fanOutOnce(.base, policy: .unbounded, subscribers: 1, elements: options.baseElements).rate)
+            rates.append(
+                await fanOutOnce(.base, policy: .unbounded, subscribers: 1, elements: options.baseElements).rate)
         }
         base = median(rates)
-        stamp("base (floor): iterating the upstream directly, N = 1, M = \(options.baseElements): \(fmt(base.map { $0 / 1e6 })) Mdel/s")
+        stamp(
+            "base (floor): iterating the upstream directly, N = 1, M = \(options.baseElements): \(fmt(base.map { $0 / 1e6 })) Mdel/s"
+        )
     }
 
-    var table = Table(["policy", "N", "M", "ours Mdel/s", "SAA Mdel/s", "SAA M", "hand Mdel/s",
-                       "vs SAA", "vs hand", "vs base"])
+    var table = Table([
+        "policy", "N", "M", "ours Mdel/s", "SAA Mdel/s", "SAA M", "hand Mdel/s",
+        "vs SAA", "vs hand", "vs base",
+    ])
     var lossy = Table(["N", "ours got %", "SAA got %", "hand got %"])
     for policy in BenchPolicy.allCases {
         for subscribers in options.subscriberCounts {
@@ -293,7 +306,9 @@ func runFanOut(_ options: Options) async {
             func delivered(_ implementation: Implementation) -> String {
                 fmt(runs[implementation].flatMap { median($0.map(\.delivered)) }.map { $0 * 100 }, 1)
             }
-            let ours = rate(.ours), saa = rate(.saa), hand = rate(.handRolled)
+            let ours = rate(.ours)
+            let saa = rate(.saa)
+            let hand = rate(.handRolled)
             table.add([
                 policy.shortName, "\(subscribers)", "\(elements)",
                 fmt(ours.map { $0 / 1e6 }), fmt(saa.map { $0 / 1e6 }),
@@ -308,7 +323,8 @@ func runFanOut(_ options: Options) async {
         }
     }
     stamp(table.render())
-    stamp("""
+    stamp(
+        """
         (.newest(64) = AsyncMulticast .bufferingNewest(64), SAA .bufferingLatest(64), AsyncStream
          .bufferingNewest(64). These are lossy: the rate is still M·N / time; the share of M·N each
          implementation actually delivered was:)
@@ -342,10 +358,13 @@ func runOpaqueOverhead(_ options: Options) async {
     for policy in [BenchPolicy.bounded64, .unbounded] {
         let base = await rate(.base, policy)
         let ours = await rate(.ours, policy)
-        table.add(["opaque next()", policy.shortName, fmt(base.map { $0 / 1e6 }), fmt(ours.map { $0 / 1e6 }),
-                   ratio(base, ours)])
+        table.add([
+            "opaque next()", policy.shortName, fmt(base.map { $0 / 1e6 }), fmt(ours.map { $0 / 1e6 }),
+            ratio(base, ours),
+        ])
     }
-    stamp("""
+    stamp(
+        """
 
         N = 1 over an upstream whose next() is an out-of-line call (@inline(never)), as a
         sequence from another module or an AsyncStream is: base iterates it directly, ours shares
@@ -369,7 +388,8 @@ extension BenchPolicy {
 
 @MainActor
 func runSubject(_ options: Options) async {
-    stamp("""
+    stamp(
+        """
 
         == 2. Subject fan-out ==
         One task sends 0..<M, then finishes; N subscribers (registered first), each in its own task,
@@ -393,7 +413,9 @@ func runSubject(_ options: Options) async {
                 rates[implementation, default: []].append(Double(tally.deliveries) / seconds)
             }
         }
-        let ours = rates[.ours].flatMap(median), saa = rates[.saa].flatMap(median), hand = rates[.handRolled].flatMap(median)
+        let ours = rates[.ours].flatMap(median)
+        let saa = rates[.saa].flatMap(median)
+        let hand = rates[.handRolled].flatMap(median)
         table.add([
             "\(subscribers)", "\(elements)",
             fmt(ours.map { $0 / 1e6 }), fmt(saa.map { $0 / 1e6 }),
@@ -408,7 +430,8 @@ func runSubject(_ options: Options) async {
 
 @MainActor
 func runChurn(_ options: Options) async {
-    stamp("""
+    stamp(
+        """
 
         == 3. Join/leave churn ==
         One long-lived subscriber reads an endless counter from the start; 4 tasks run \(options.churnJoins)
@@ -448,9 +471,11 @@ func runChurn(_ options: Options) async {
 
 @MainActor
 func runMemory(_ options: Options) async {
-    let counts = options.idleSubscribers > Scenarios.saaIdleSubscribersCap
+    let counts =
+        options.idleSubscribers > Scenarios.saaIdleSubscribersCap
         ? [Scenarios.saaIdleSubscribersCap, options.idleSubscribers] : [options.idleSubscribers]
-    stamp("""
+    stamp(
+        """
 
         == 4. Idle subscriber memory ==
         \(counts.map(String.init).joined(separator: " and ")) subscribers whose iterators exist (kept in a pre-reserved
@@ -478,7 +503,8 @@ func runMemory(_ options: Options) async {
             table.add([
                 implementation.description, "\(count)", "\(result.subscribers)", fmt(result.heapBytesPerSubscriber, 1),
                 "\(result.iteratorStride)",
-                implementation == .ours ? "" : ratio(result.heapBytesPerSubscriber, results[.ours]?.heapBytesPerSubscriber),
+                implementation == .ours
+                    ? "" : ratio(result.heapBytesPerSubscriber, results[.ours]?.heapBytesPerSubscriber),
             ])
         }
     }
@@ -492,7 +518,8 @@ func runMemory(_ options: Options) async {
 
 @MainActor
 func runCancellation(_ options: Options) async {
-    stamp("""
+    stamp(
+        """
 
         == 5. Cancellation latency ==
         \(options.cancellationSamples) samples each. One subscriber waits in next() on a shared, never-yielding
@@ -504,8 +531,10 @@ func runCancellation(_ options: Options) async {
         hand-rolled cancels its forwarding task when its last subscriber leaves; base iterates
         the AsyncStream directly (the floor).
         """)
-    var table = Table(["implementation", "cancel->return p50 us", "p99 us", "cancel->upstream end p50 us", "p99 us",
-                       "not ended", "skipped", "ours vs (p50)"])
+    var table = Table([
+        "implementation", "cancel->return p50 us", "p99 us", "cancel->upstream end p50 us", "p99 us",
+        "not ended", "skipped", "ours vs (p50)",
+    ])
     var results: [Implementation: CancellationResult] = [:]
     for implementation in options.selected([.ours, .saa, .handRolled, .base]) {
         let result = await Scenarios.cancellation(implementation, samples: options.cancellationSamples)
@@ -532,7 +561,7 @@ func runCancellation(_ options: Options) async {
 
 let options = Options(CompareArguments.parseOrExit())
 #if DEBUG
-stamp("warning: compare was built in debug mode; use `swift run -c release compare` for numbers.")
+    stamp("warning: compare was built in debug mode; use `swift run -c release compare` for numbers.")
 #endif
 stamp("compare: mode \(options.mode.rawValue), scenarios \(options.scenarios.sorted().joined(separator: ", "))")
 stamp("Ratios read \"AsyncMulticast vs X\": above 1.00x means AsyncMulticast is better.")

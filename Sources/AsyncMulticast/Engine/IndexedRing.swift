@@ -45,13 +45,15 @@ struct IndexedRing<Element> {
     @inlinable
     subscript(position: Int) -> Element {
         get {
-            precondition(position >= self.startIndex && position < self.endIndex,
-                         "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
+            precondition(
+                position >= self.startIndex && position < self.endIndex,
+                "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
             return self.slots[(self.head &+ (position &- self.startIndex)) & self.mask]!
         }
         set {
-            precondition(position >= self.startIndex && position < self.endIndex,
-                         "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
+            precondition(
+                position >= self.startIndex && position < self.endIndex,
+                "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
             self.slots[(self.head &+ (position &- self.startIndex)) & self.mask] = newValue
         }
     }

@@ -97,7 +97,9 @@ extension MulticastStateMachine {
             guard lane.counts.endIndex == self.tail else {
                 return "lane \(laneIndex)'s histogram ends at \(lane.counts.endIndex)"
             }
-            if let first = lane.counts.first { guard first > 0 else { return "lane \(laneIndex)'s histogram starts with 0" } }
+            if let first = lane.counts.first {
+                guard first > 0 else { return "lane \(laneIndex)'s histogram starts with 0" }
+            }
             let histogram = (lane.counts.startIndex..<lane.counts.endIndex).reduce(0) { $0 + lane.counts[$1] }
             let frozen = lane.frozen.values.reduce(0) { $0 + $1.members }
             guard lane.members == lane.atTail + histogram + frozen + detachedByLane[laneIndex] + lane.evicted else {
@@ -111,7 +113,9 @@ extension MulticastStateMachine {
             } else {
                 guard lane.evicted == 0 else { return "lane \(laneIndex) evicted members without an eviction limit" }
             }
-            guard lane.atTail >= lane.waiting else { return "lane \(laneIndex): more waiting members than members at the tail" }
+            guard lane.atTail >= lane.waiting else {
+                return "lane \(laneIndex): more waiting members than members at the tail"
+            }
             for (position, group) in lane.frozen {
                 guard position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit else {
                     return "lane \(laneIndex): a frozen group at \(position) is not a full, older cell"
@@ -133,7 +137,9 @@ extension MulticastStateMachine {
             guard !self.hasRoomToResume else { return "a producer waits while every subscriber has room" }
         }
         if self.keepAliveTimerIsRunning {
-            guard self.hasKeepAlive || self.replayExpiry == .afterWindow else { return "a timer without a window to time" }
+            guard self.hasKeepAlive || self.replayExpiry == .afterWindow else {
+                return "a timer without a window to time"
+            }
         }
         if self.replayExpiryPending {
             guard case .idle = self.upstream, self.keepAliveTimerIsRunning else {

@@ -183,7 +183,8 @@ extension MulticastStateMachine {
         _ id: SubscriberID, continuation: SubscriberContinuation, connectsOnDemand: Bool = false
     ) -> Effects {
         var report = ReadReport()
-        return self.subscriberSuspended(id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
+        return self.subscriberSuspended(
+            id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
     }
 
     /// `subscriberSuspended(_:continuation:connectsOnDemand:)` with a report; see
@@ -224,7 +225,8 @@ extension MulticastStateMachine {
     ///   below `CatchUpSpin.batch`; waiting for more would always end by the quiet limit.
     @inlinable
     func catchUpBatch(for id: SubscriberID) -> Int? {
-        guard self.subscriberCount == 1, let slotIndex = self.liveSlot(id), self.slots[slotIndex].lane != Slot.noLane else {
+        guard self.subscriberCount == 1, let slotIndex = self.liveSlot(id), self.slots[slotIndex].lane != Slot.noLane
+        else {
             return nil
         }
         let lane = self.lanes[Int(self.slots[slotIndex].lane)]

@@ -22,9 +22,7 @@ extension MulticastStateMachine {
     mutating func startUpstreamOnDemand(_ connectsOnDemand: Bool) -> UInt64? {
         guard case .idle = self.upstream else { return nil }
         switch self.mode {
-        case .manual where connectsOnDemand:
-            fallthrough
-        case .automatic:
+        case .manual where connectsOnDemand, .automatic:
             let epoch = self.nextEpoch
             self.nextEpoch += 1
             self.upstream = .running(epoch: epoch)
@@ -125,7 +123,8 @@ extension MulticastStateMachine {
         self.stopUpstream(epoch: epoch, into: &effects)
         self.endWaiters(into: &effects, with: .success(nil))
         var copies: [Int: [Element]] = [:]
-        for slotIndex in self.slots.indices where self.slots[slotIndex].isLive && self.slots[slotIndex].lane != Slot.noLane {
+        for slotIndex in self.slots.indices
+        where self.slots[slotIndex].isLive && self.slots[slotIndex].lane != Slot.noLane {
             let slot = self.slots[slotIndex]
             let lane = self.lanes[Int(slot.lane)]
             let wasEvicted = lane.evictLimit > 0 && slot.cursor < lane.minCursor

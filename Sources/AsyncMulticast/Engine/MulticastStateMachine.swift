@@ -294,4 +294,3 @@ enum ReplayExpiry: Sendable, Hashable {
 
 extension MulticastStateMachine.Terminal: Equatable where Failure: Equatable {}
 extension MulticastStateMachine.Upstream: Equatable where Failure: Equatable {}
-

@@ -83,8 +83,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case let window? where window >= Self.longestKeepAlive: expiry = .never
         case _?: expiry = .afterWindow
         }
-        self.state = Lock(State(machine: Machine(
-            policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero, replayExpiry: expiry)))
+        self.state = Lock(
+            State(
+                machine: Machine(
+                    policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero, replayExpiry: expiry)))
         self.upstreamBody = upstream
         self.keepAlive = Swift.min(keepAlive, Self.longestKeepAlive)
         self.replayExpiration = Swift.min(replayExpiration ?? .zero, Self.longestKeepAlive)
@@ -181,8 +183,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     func transition(_ transition: (inout Machine) -> Machine.Effects) {
         let (effects, upstreamTask, timerTask, change) = self.state.withLock { state in
             let effects = transition(&state.machine)
-            return (effects, self.startAndTakeTasks(&state, for: effects),
-                    self.armKeepAlive(&state, for: effects), Self.countChange(&state))
+            return (
+                effects, self.startAndTakeTasks(&state, for: effects),
+                self.armKeepAlive(&state, for: effects), Self.countChange(&state)
+            )
         }
         self.perform(effects, cancelling: upstreamTask, timerTask)
         Self.announce(change)
@@ -199,7 +203,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     static func takeUpstreamTask(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
         guard let epoch = effects.cancelUpstream, let running = state.upstreamTask,
-              running.epoch == epoch else { return nil }
+            running.epoch == epoch
+        else { return nil }
         state.upstreamTask = nil
         state.retiringTask = running.task
         return running.task
@@ -213,12 +218,16 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case .none:
             return nil
         case .restart:
-            state.timerDeadline = self.clock.now() + Self.window(
-                state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
+            state.timerDeadline =
+                self.clock.now()
+                + Self.window(
+                    state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
             return nil
         case .start:
-            state.timerDeadline = self.clock.now() + Self.window(
-                state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
+            state.timerDeadline =
+                self.clock.now()
+                + Self.window(
+                    state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
             // Creating a task only enqueues it; it takes the lock when it runs.
             state.timerTask = Task.detached { await self.runKeepAliveTimer() }
             return nil
@@ -251,8 +260,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                     return (nil, effects, upstream, Self.countChange(&state))
                 }
                 // A new window opened: this task times it.
-                state.timerDeadline = now + Self.window(
-                    state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
+                state.timerDeadline =
+                    now
+                    + Self.window(
+                        state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
                 return (
                     Swift.min(state.timerDeadline, now + Self.longestTimerSleep), effects, upstream,
                     Self.countChange(&state)
@@ -299,13 +310,16 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         let previous = state.retiringTask
         // Detached: the upstream must not inherit the priority or task-locals of whichever
         // subscriber happened to ask first.
-        state.upstreamTask = (epoch, Task.detached {
-            // A base that reacts slowly to cancellation may still be inside `next()`.
-            await previous?.value
-            // Cancelled before it began: do not even create the base iterator.
-            guard sink.storage.state.withLock({ $0.machine.isCurrent(epoch: epoch) }) else { return }
-            await body(sink)
-        })
+        state.upstreamTask = (
+            epoch,
+            Task.detached {
+                // A base that reacts slowly to cancellation may still be inside `next()`.
+                await previous?.value
+                // Cancelled before it began: do not even create the base iterator.
+                guard sink.storage.state.withLock({ $0.machine.isCurrent(epoch: epoch) }) else { return }
+                await body(sink)
+            }
+        )
     }
 
     // MARK: Subscribers

@@ -61,8 +61,8 @@ extension MulticastStorage {
                         if Task.isCancelled { return }
                     case .park:
                         if await sink.waitForRoom() { continue }
-                        // Stopped while parked by back-pressure: the base has not seen
-                        // the cancellation, it was not asked for anything meanwhile.
+                    // Stopped while parked by back-pressure: the base has not seen
+                    // the cancellation, it was not asked for anything meanwhile.
                     }
                     // One more `next()` in this cancelled task lets the base observe the
                     // cancellation (an `AsyncStream` fires its `onTermination(.cancelled)`);

@@ -17,7 +17,9 @@ public struct MulticastConnection: Sendable, Hashable {
     let cancelAction: (@Sendable () -> Void)?
 
     @inlinable
-    init<Element, Failure>(storage: MulticastStorage<Element, Failure>, epoch: UInt64, cancel: @escaping @Sendable () -> Void) {
+    init<Element, Failure>(
+        storage: MulticastStorage<Element, Failure>, epoch: UInt64, cancel: @escaping @Sendable () -> Void
+    ) {
         self.owner = ObjectIdentifier(storage)
         self.epoch = epoch
         self.cancelAction = cancel

@@ -35,7 +35,8 @@ public final class AsyncReplaySubject<Element: Sendable, Failure: Error>: AsyncS
     ///     below `bufferSize` also limits what a new subscriber is replayed.
     @inlinable
     public init(bufferSize: Int, buffering: SharedBufferingPolicy = .unbounded) {
-        precondition(bufferSize >= 0, "AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got \(bufferSize)")
+        precondition(
+            bufferSize >= 0, "AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got \(bufferSize)")
         buffering.validate(parameter: "buffering")
         self.storage = MulticastStorage(policy: buffering, replay: bufferSize, mode: .push, upstream: nil)
     }

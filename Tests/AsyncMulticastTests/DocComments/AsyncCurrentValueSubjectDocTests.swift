@@ -9,22 +9,22 @@ import Testing
 struct AsyncCurrentValueSubjectDocTests {
     // AsyncCurrentValueSubject
     @Test func theType() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
 
         let count = AsyncCurrentValueSubject<Int, Never>(0)
-        var screen = count.makeAsyncIterator()       // subscribed: it holds the current value, 0
-        count.update { $0 + 1 }                      // atomic read-modify-send
+        var screen = count.makeAsyncIterator()  // subscribed: it holds the current value, 0
+        count.update { $0 + 1 }  // atomic read-modify-send
         count.finish()
-        while let n = await screen.next() { print("count:", n) }   // count: 1 (it replaced the unread 0)
+        while let n = await screen.next() { print("count:", n) }  // count: 1 (it replaced the unread 0)
 
         #expect(printed.lines == ["count: 1"])
     }
 
     // update(_:)
     @Test func update() async {
-        let followers = AsyncCurrentValueSubject<Int, Never>(3)               // (test only)
-        var reader = followers.buffering(.unbounded).makeAsyncIterator()      // (test only)
+        let followers = AsyncCurrentValueSubject<Int, Never>(3)  // (test only)
+        var reader = followers.buffering(.unbounded).makeAsyncIterator()  // (test only)
 
         followers.update { $0 + 1 }
 
@@ -37,10 +37,10 @@ struct AsyncCurrentValueSubjectDocTests {
 
     // send(contentsOf:)
     @Test func sendContentsOf() async throws {
-        let chat = AsyncCurrentValueSubject<String, Never>("welcome")         // (test only)
+        let chat = AsyncCurrentValueSubject<String, Never>("welcome")  // (test only)
         let (databaseNotifications, database) = AsyncThrowingStream.makeStream(of: String.self)  // (test only)
-        let (webSocketMessages, webSocket) = AsyncThrowingStream.makeStream(of: String.self)      // (test only)
-        var reader = chat.buffering(.unbounded).makeAsyncIterator()           // (test only)
+        let (webSocketMessages, webSocket) = AsyncThrowingStream.makeStream(of: String.self)  // (test only)
+        var reader = chat.buffering(.unbounded).makeAsyncIterator()  // (test only)
 
         Task { try await chat.send(contentsOf: databaseNotifications) }
         Task { try await chat.send(contentsOf: webSocketMessages) }
@@ -61,16 +61,16 @@ struct AsyncCurrentValueSubjectDocTests {
 
     // events(buffering:)
     @Test @MainActor func events() async throws {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let feed = AsyncCurrentValueSubject<Int, Never>(0)                    // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let feed = AsyncCurrentValueSubject<Int, Never>(0)  // (test only)
         // The loop runs on the main actor, as this test does: it cannot take an element
         // while the test sends, so what it misses is known.
-        let client = Task {                                                   // (test only)
+        let client = Task {  // (test only)
             for await event in feed.events(buffering: .bufferingNewest(16)) {
                 if case .missed(let count) = event { print("this client missed \(count)") }
             }
-        }                                                                     // (test only)
+        }  // (test only)
         try await feed.waitForSubscribers(atLeast: 1)
         for n in 1...40 { feed.send(n) }
         feed.finish()
@@ -82,12 +82,12 @@ struct AsyncCurrentValueSubjectDocTests {
 
     // subscriberCounts
     @Test func subscriberCounts() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let feed = AsyncCurrentValueSubject<Int, Never>(0)                    // (test only)
-        let observer = Task {                                                 // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let feed = AsyncCurrentValueSubject<Int, Never>(0)  // (test only)
+        let observer = Task {  // (test only)
             for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
-        }                                                                     // (test only)
+        }  // (test only)
 
         await printed.wait(for: "nobody listens")
         observer.cancel()
@@ -97,13 +97,13 @@ struct AsyncCurrentValueSubjectDocTests {
 
     // waitForSubscribers(atLeast:)
     @Test func waitForSubscribers() async throws {
-        let used = PrintedLines()                                             // (test only)
-        @Sendable func use(_ x: Int) { used.record([x]) }                     // (test only)
-        let subject = AsyncCurrentValueSubject<Int, Never>(0)                 // (test only)
+        let used = PrintedLines()  // (test only)
+        @Sendable func use(_ x: Int) { used.record([x]) }  // (test only)
+        let subject = AsyncCurrentValueSubject<Int, Never>(0)  // (test only)
 
         let tasks = (0..<3).map { _ in Task { for await x in subject { use(x) } } }
         try await subject.waitForSubscribers(atLeast: 3)
-        subject.send(1)   // all three receive it
+        subject.send(1)  // all three receive it
 
         subject.finish()
         for task in tasks { await task.value }

@@ -9,18 +9,18 @@ import Testing
 struct AsyncMulticastSequenceDocTests {
     // AsyncMulticastSequence
     @Test func theType() async {
-        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)           // (test only)
-        exchange.yield(100)                                                   // (test only)
-        exchange.yield(101)                                                   // (test only)
+        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        exchange.yield(100)  // (test only)
+        exchange.yield(101)  // (test only)
 
         let prices = feed.multicast()
-        var chart = prices.makeAsyncIterator()   // subscribed; nothing flows yet
+        var chart = prices.makeAsyncIterator()  // subscribed; nothing flows yet
         var table = prices.makeAsyncIterator()
-        let connection = prices.connect()        // both see the very first price
+        let connection = prices.connect()  // both see the very first price
         // …
-        #expect(await chart.next() == 100)                                    // (test only)
-        #expect(await table.next() == 100)                                    // (test only)
-        connection.cancel()                      // subscribers drain their buffers, then end
+        #expect(await chart.next() == 100)  // (test only)
+        #expect(await table.next() == 100)  // (test only)
+        connection.cancel()  // subscribers drain their buffers, then end
 
         var chartRest: [Int] = []
         while let price = await chart.next() { chartRest.append(price) }
@@ -33,12 +33,12 @@ struct AsyncMulticastSequenceDocTests {
 
     // replayCache
     @Test func replayCache() async {
-        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)           // (test only)
-        let prices = feed.multicast(replay: 1)                                // (test only)
-        var chart = prices.makeAsyncIterator()                                // (test only)
-        prices.connect()                                                      // (test only)
-        exchange.yield(100)                                                   // (test only)
-        #expect(await chart.next() == 100)                                    // (test only)
+        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let prices = feed.multicast(replay: 1)  // (test only)
+        var chart = prices.makeAsyncIterator()  // (test only)
+        prices.connect()  // (test only)
+        exchange.yield(100)  // (test only)
+        #expect(await chart.next() == 100)  // (test only)
 
         let latest = prices.replayCache.last
 
@@ -48,13 +48,13 @@ struct AsyncMulticastSequenceDocTests {
 
     // resetReplayCache()
     @Test func resetReplayCache() async {
-        let source = FedSource()                                              // (test only)
-        let prices = source.multicast(replay: 1)                              // (test only)
+        let source = FedSource()  // (test only)
+        let prices = source.multicast(replay: 1)  // (test only)
         let chart = await SubscriberTask.join { prices.makeAsyncIterator() }  // (test only)
-        let connection = prices.connect()                                     // (test only)
-        await source.control.waitForStart(of: 0)                              // (test only)
-        source.control.yield(100)                                             // (test only)
-        #expect(await chart.next() == 100)                                    // (test only)
+        let connection = prices.connect()  // (test only)
+        await source.control.waitForStart(of: 0)  // (test only)
+        source.control.yield(100)  // (test only)
+        #expect(await chart.next() == 100)  // (test only)
 
         connection.cancel()
         prices.resetReplayCache()
@@ -71,43 +71,43 @@ struct AsyncMulticastSequenceDocTests {
 
     // autoconnect()
     @Test func autoconnect() async {
-        let (ticks, ticker) = AsyncStream.makeStream(of: Int.self)            // (test only)
-        let shown = PrintedLines()                                            // (test only)
-        @Sendable func show(_ tick: Int) { shown.record([tick]) }             // (test only)
-        for tick in 1...3 { ticker.yield(tick) }                              // (test only)
-        ticker.finish()                                                       // (test only)
+        let (ticks, ticker) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let shown = PrintedLines()  // (test only)
+        @Sendable func show(_ tick: Int) { shown.record([tick]) }  // (test only)
+        for tick in 1...3 { ticker.yield(tick) }  // (test only)
+        ticker.finish()  // (test only)
 
         let shared = ticks.multicast(replay: 1).autoconnect()
-        for await tick in shared { show(tick) }   // the first wait connects
+        for await tick in shared { show(tick) }  // the first wait connects
 
         #expect(shown.lines == ["1", "2", "3"])
     }
 
     // autoconnect(minimumSubscribers:)
     @Test func autoconnectMinimumSubscribers() async {
-        let source = (1...50).async                                           // (test only)
-        let counted = LockedLog<Int>()                                        // (test only)
+        let source = (1...50).async  // (test only)
+        let counted = LockedLog<Int>()  // (test only)
 
         let feed = source.multicast().autoconnect(minimumSubscribers: 3)
         await withTaskGroup(of: Int.self) { group in
             for _ in 0..<3 { group.addTask { await feed.reduce(0) { n, _ in n + 1 } } }
-            for await count in group { counted.append(count) }                // (test only)
-        }   // each of the three counted every element
+            for await count in group { counted.append(count) }  // (test only)
+        }  // each of the three counted every element
 
         #expect(counted.values == [50, 50, 50])
     }
 
     // events(buffering:)
     @Test func events() async throws {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let (source, continuation) = AsyncStream.makeStream(of: Int.self)     // (test only)
-        let feed = source.multicast()                                         // (test only)
-        let client = Task {                                                   // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let feed = source.multicast()  // (test only)
+        let client = Task {  // (test only)
             for await event in feed.events(buffering: .bufferingNewest(16)) {
                 if case .missed(let count) = event { print("this client missed \(count)") }
             }
-        }                                                                     // (test only)
+        }  // (test only)
 
         try await feed.waitForSubscribers(atLeast: 1)
         feed.connect()
@@ -121,13 +121,13 @@ struct AsyncMulticastSequenceDocTests {
 
     // subscriberCounts
     @Test func subscriberCounts() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let (source, continuation) = AsyncStream.makeStream(of: Int.self)     // (test only)
-        let feed = source.multicast()                                         // (test only)
-        let observer = Task {                                                 // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let feed = source.multicast()  // (test only)
+        let observer = Task {  // (test only)
             for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
-        }                                                                     // (test only)
+        }  // (test only)
 
         await printed.wait(for: "nobody listens")
         observer.cancel()
@@ -138,16 +138,16 @@ struct AsyncMulticastSequenceDocTests {
 
     // waitForSubscribers(atLeast:)
     @Test func waitForSubscribers() async throws {
-        let used = PrintedLines()                                             // (test only)
-        @Sendable func use(_ price: Int) { used.record([price]) }             // (test only)
-        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)           // (test only)
-        let prices = feed.multicast()                                         // (test only)
-        exchange.yield(100)                                                   // (test only)
-        exchange.finish()                                                     // (test only)
+        let used = PrintedLines()  // (test only)
+        @Sendable func use(_ price: Int) { used.record([price]) }  // (test only)
+        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let prices = feed.multicast()  // (test only)
+        exchange.yield(100)  // (test only)
+        exchange.finish()  // (test only)
 
         let tasks = (0..<3).map { _ in Task { for await price in prices { use(price) } } }
         try await prices.waitForSubscribers(atLeast: 3)
-        prices.connect()   // all three see the first price
+        prices.connect()  // all three see the first price
 
         for task in tasks { await task.value }
         #expect(used.lines == ["100", "100", "100"])
@@ -155,12 +155,12 @@ struct AsyncMulticastSequenceDocTests {
 
     // AsyncSequence.multicast(replay:buffering:)
     @Test func multicast() async {
-        let numbers = (1...3).async                                           // (test only)
+        let numbers = (1...3).async  // (test only)
 
         let multicast = numbers.multicast()
-        var a = multicast.makeAsyncIterator()    // joined, nothing flows yet
+        var a = multicast.makeAsyncIterator()  // joined, nothing flows yet
         var b = multicast.makeAsyncIterator()
-        multicast.connect()                      // a and b both see the first element
+        multicast.connect()  // a and b both see the first element
 
         var seenByA: [Int] = []
         while let n = await a.next() { seenByA.append(n) }

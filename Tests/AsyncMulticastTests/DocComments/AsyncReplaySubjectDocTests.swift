@@ -9,30 +9,30 @@ import Testing
 struct AsyncReplaySubjectDocTests {
     // AsyncReplaySubject, then replayCache, which continues it
     @Test func theTypeAndReplayCache() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
 
         let messages = AsyncReplaySubject<String, Never>(bufferSize: 2)
         messages.send("a")
         messages.send("b")
         messages.send("c")
         messages.finish()
-        for await m in messages { print(m) }   // b, c: the cache, then the end
+        for await m in messages { print(m) }  // b, c: the cache, then the end
 
         #expect(printed.lines == ["b", "c"])
 
-        let recent = messages.replayCache   // ["b", "c"]
+        let recent = messages.replayCache  // ["b", "c"]
 
         #expect(recent == ["b", "c"])
     }
 
     // resetReplayCache()
     @Test func resetReplayCache() async {
-        let messages = AsyncReplaySubject<String, Never>(bufferSize: 2)       // (test only)
-        var present = messages.makeAsyncIterator()                            // (test only)
-        messages.send("old")                                                  // (test only)
+        let messages = AsyncReplaySubject<String, Never>(bufferSize: 2)  // (test only)
+        var present = messages.makeAsyncIterator()  // (test only)
+        messages.send("old")  // (test only)
 
-        messages.resetReplayCache()   // a new room: nobody sees the old messages
+        messages.resetReplayCache()  // a new room: nobody sees the old messages
 
         #expect(messages.replayCache.isEmpty)
         var newcomer = messages.makeAsyncIterator()
@@ -44,17 +44,17 @@ struct AsyncReplaySubjectDocTests {
 
     // send(waitingForRoom:)
     @Test func sendWaitingForRoom() async {
-        let file = (1...40).map { "line \($0)" }                              // (test only)
+        let file = (1...40).map { "line \($0)" }  // (test only)
 
         let lines = AsyncReplaySubject<String, Never>(bufferSize: 1, buffering: .bounded(16))
-        let reader = lines.makeAsyncIterator()                                // (test only)
-        let reading = Task {                                                  // (test only)
-            var reader = reader                                               // (test only)
-            var read: [String] = []                                           // (test only)
-            while let line = await reader.next() { read.append(line) }        // (test only)
-            return read                                                       // (test only)
-        }                                                                     // (test only)
-        for line in file { await lines.send(waitingForRoom: line) }   // paced by the slowest reader
+        let reader = lines.makeAsyncIterator()  // (test only)
+        let reading = Task {  // (test only)
+            var reader = reader  // (test only)
+            var read: [String] = []  // (test only)
+            while let line = await reader.next() { read.append(line) }  // (test only)
+            return read  // (test only)
+        }  // (test only)
+        for line in file { await lines.send(waitingForRoom: line) }  // paced by the slowest reader
 
         lines.finish()
         #expect(await reading.value == file)
@@ -63,10 +63,10 @@ struct AsyncReplaySubjectDocTests {
 
     // send(contentsOf:)
     @Test func sendContentsOf() async throws {
-        let chat = AsyncReplaySubject<String, Never>(bufferSize: 10)          // (test only)
+        let chat = AsyncReplaySubject<String, Never>(bufferSize: 10)  // (test only)
         let (databaseNotifications, database) = AsyncThrowingStream.makeStream(of: String.self)  // (test only)
-        let (webSocketMessages, webSocket) = AsyncThrowingStream.makeStream(of: String.self)      // (test only)
-        var reader = chat.makeAsyncIterator()                                 // (test only)
+        let (webSocketMessages, webSocket) = AsyncThrowingStream.makeStream(of: String.self)  // (test only)
+        var reader = chat.makeAsyncIterator()  // (test only)
 
         Task { try await chat.send(contentsOf: databaseNotifications) }
         Task { try await chat.send(contentsOf: webSocketMessages) }
@@ -87,16 +87,16 @@ struct AsyncReplaySubjectDocTests {
 
     // events(buffering:)
     @Test @MainActor func events() async throws {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let feed = AsyncReplaySubject<Int, Never>(bufferSize: 1)              // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let feed = AsyncReplaySubject<Int, Never>(bufferSize: 1)  // (test only)
         // The loop runs on the main actor, as this test does: it cannot take an element
         // while the test sends, so what it misses is known.
-        let client = Task {                                                   // (test only)
+        let client = Task {  // (test only)
             for await event in feed.events(buffering: .bufferingNewest(16)) {
                 if case .missed(let count) = event { print("this client missed \(count)") }
             }
-        }                                                                     // (test only)
+        }  // (test only)
         try await feed.waitForSubscribers(atLeast: 1)
         for n in 1...40 { feed.send(n) }
         feed.finish()
@@ -108,12 +108,12 @@ struct AsyncReplaySubjectDocTests {
 
     // subscriberCounts
     @Test func subscriberCounts() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let feed = AsyncReplaySubject<Int, Never>(bufferSize: 1)              // (test only)
-        let observer = Task {                                                 // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let feed = AsyncReplaySubject<Int, Never>(bufferSize: 1)  // (test only)
+        let observer = Task {  // (test only)
             for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
-        }                                                                     // (test only)
+        }  // (test only)
 
         await printed.wait(for: "nobody listens")
         observer.cancel()
@@ -123,13 +123,13 @@ struct AsyncReplaySubjectDocTests {
 
     // waitForSubscribers(atLeast:)
     @Test func waitForSubscribers() async throws {
-        let used = PrintedLines()                                             // (test only)
-        @Sendable func use(_ x: Int) { used.record([x]) }                     // (test only)
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1)           // (test only)
+        let used = PrintedLines()  // (test only)
+        @Sendable func use(_ x: Int) { used.record([x]) }  // (test only)
+        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1)  // (test only)
 
         let tasks = (0..<3).map { _ in Task { for await x in subject { use(x) } } }
         try await subject.waitForSubscribers(atLeast: 3)
-        subject.send(1)   // all three receive it
+        subject.send(1)  // all three receive it
 
         subject.finish()
         for task in tasks { await task.value }

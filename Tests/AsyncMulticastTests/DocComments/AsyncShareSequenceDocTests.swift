@@ -10,8 +10,8 @@ struct AsyncShareSequenceDocTests {
     // AsyncShareSequence
     @Test func theType() async throws {
         let (temperatures, thermometer) = AsyncStream.makeStream(of: Double.self)  // (test only)
-        let display = StubSink()                                              // (test only)
-        let logger = StubSink()                                               // (test only)
+        let display = StubSink()  // (test only)
+        let logger = StubSink()  // (test only)
 
         let shared = temperatures.share()
         Task { for await t in shared { display.show(t) } }
@@ -27,14 +27,14 @@ struct AsyncShareSequenceDocTests {
 
     // replayCache
     @Test func replayCache() async {
-        let (updates, continuation) = AsyncStream.makeStream(of: Int.self)    // (test only)
-        let rendered = PrintedLines()                                         // (test only)
-        @Sendable func render(_ state: Int) { rendered.record([state]) }      // (test only)
+        let (updates, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let rendered = PrintedLines()  // (test only)
+        @Sendable func render(_ state: Int) { rendered.record([state]) }  // (test only)
 
         let state = updates.replay(1)
-        var screen = state.makeAsyncIterator()                                // (test only)
-        continuation.yield(7)                                                 // (test only)
-        #expect(await screen.next() == 7)                                     // (test only)
+        var screen = state.makeAsyncIterator()  // (test only)
+        continuation.yield(7)  // (test only)
+        #expect(await screen.next() == 7)  // (test only)
         if let latest = state.replayCache.last { render(latest) }
 
         #expect(rendered.lines == ["7"])
@@ -45,12 +45,12 @@ struct AsyncShareSequenceDocTests {
     // resetReplayCache()
     @Test func resetReplayCache() async {
         let (logins, continuation) = AsyncStream.makeStream(of: String.self)  // (test only)
-        let session = logins.replay(1)                                        // (test only)
-        var screen = session.makeAsyncIterator()                              // (test only)
-        continuation.yield("alice")                                           // (test only)
-        #expect(await screen.next() == "alice")                               // (test only)
+        let session = logins.replay(1)  // (test only)
+        var screen = session.makeAsyncIterator()  // (test only)
+        continuation.yield("alice")  // (test only)
+        #expect(await screen.next() == "alice")  // (test only)
 
-        session.resetReplayCache()   // the next screen must not see the old user's data
+        session.resetReplayCache()  // the next screen must not see the old user's data
 
         #expect(session.replayCache.isEmpty)
         var nextScreen = session.makeAsyncIterator()
@@ -62,14 +62,14 @@ struct AsyncShareSequenceDocTests {
 
     // buffering(_:)
     @Test func buffering() async throws {
-        let (source, continuation) = AsyncStream.makeStream(of: Int.self)     // (test only)
-        let ui = StubSink()                                                   // (test only)
-        let logged = PrintedLines()                                           // (test only)
-        @Sendable func log(_ e: Int) { logged.record([e]) }                   // (test only)
+        let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let ui = StubSink()  // (test only)
+        let logged = PrintedLines()  // (test only)
+        @Sendable func log(_ e: Int) { logged.record([e]) }  // (test only)
 
         let events = source.share(buffering: .bounded(64))
-        Task { for await e in events { ui.render(e) } }                             // lossless
-        Task { for await e in events.buffering(.bufferingNewest(10)) { log(e) } }   // may drop
+        Task { for await e in events { ui.render(e) } }  // lossless
+        Task { for await e in events.buffering(.bufferingNewest(10)) { log(e) } }  // may drop
 
         try await events.waitForSubscribers(atLeast: 2)
         for n in 1...200 { continuation.yield(n) }
@@ -82,15 +82,15 @@ struct AsyncShareSequenceDocTests {
 
     // events(buffering:)
     @Test func events() async throws {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let (source, continuation) = AsyncStream.makeStream(of: Int.self)     // (test only)
-        let feed = source.share()                                             // (test only)
-        let client = Task {                                                   // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let feed = source.share()  // (test only)
+        let client = Task {  // (test only)
             for await event in feed.events(buffering: .bufferingNewest(16)) {
                 if case .missed(let count) = event { print("this client missed \(count)") }
             }
-        }                                                                     // (test only)
+        }  // (test only)
 
         try await feed.waitForSubscribers(atLeast: 1)
         for n in 1...1_000 { continuation.yield(n) }
@@ -103,13 +103,13 @@ struct AsyncShareSequenceDocTests {
 
     // subscriberCounts
     @Test func subscriberCounts() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let (source, continuation) = AsyncStream.makeStream(of: Int.self)     // (test only)
-        let feed = source.share()                                             // (test only)
-        let observer = Task {                                                 // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let feed = source.share()  // (test only)
+        let observer = Task {  // (test only)
             for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
-        }                                                                     // (test only)
+        }  // (test only)
 
         await printed.wait(for: "nobody listens")
         observer.cancel()
@@ -120,14 +120,14 @@ struct AsyncShareSequenceDocTests {
 
     // waitForSubscribers(atLeast:)
     @Test func waitForSubscribers() async throws {
-        let used = PrintedLines()                                             // (test only)
-        @Sendable func use(_ x: Int) { used.record([x]) }                     // (test only)
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)     // (test only)
-        let shared = stream.share()                                           // (test only)
+        let used = PrintedLines()  // (test only)
+        @Sendable func use(_ x: Int) { used.record([x]) }  // (test only)
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let shared = stream.share()  // (test only)
 
         let tasks = (0..<3).map { _ in Task { for await x in shared { use(x) } } }
         try await shared.waitForSubscribers(atLeast: 3)
-        continuation.yield(1)   // all three receive it
+        continuation.yield(1)  // all three receive it
 
         continuation.finish()
         for task in tasks { await task.value }
@@ -136,7 +136,7 @@ struct AsyncShareSequenceDocTests {
 
     // share()
     @Test func share() async throws {
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)     // (test only)
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
 
         let shared = stream.share()
         async let a: [Int] = shared.reduce(into: []) { $0.append($1) }
@@ -152,9 +152,9 @@ struct AsyncShareSequenceDocTests {
 
     // share(buffering:)
     @Test func shareBuffering() async {
-        struct Sensor { let readings: AsyncStream<Double> }                   // (test only)
-        let (readings, input) = AsyncStream.makeStream(of: Double.self)       // (test only)
-        let sensor = Sensor(readings: readings)                               // (test only)
+        struct Sensor { let readings: AsyncStream<Double> }  // (test only)
+        let (readings, input) = AsyncStream.makeStream(of: Double.self)  // (test only)
+        let sensor = Sensor(readings: readings)  // (test only)
 
         let latest = sensor.readings.share(buffering: .bufferingNewest(1))
 
@@ -169,7 +169,7 @@ struct AsyncShareSequenceDocTests {
 
     // share(keepAlive:)
     @Test func shareKeepAlive() async {
-        let locationSource = FedSource()                                      // (test only)
+        let locationSource = FedSource()  // (test only)
 
         // Leaving a screen and coming back within 5 s does not restart location updates.
         let locations = locationSource.share(keepAlive: .seconds(5))
@@ -191,8 +191,8 @@ struct AsyncShareSequenceDocTests {
 
     // share(buffering:keepAlive:clock:)
     @Test func shareKeepAliveClock() async {
-        let updates = FedSource()                                             // (test only)
-        let clock = ManualClock()                                             // (test only)
+        let updates = FedSource()  // (test only)
+        let clock = ManualClock()  // (test only)
 
         let location = updates.share(keepAlive: .seconds(5), clock: clock)
 
@@ -212,15 +212,15 @@ struct AsyncShareSequenceDocTests {
     // replay(_:buffering:keepAlive:replayExpiration:)
     @Test func replay() async {
         let (stateUpdates, continuation) = AsyncStream.makeStream(of: String.self)  // (test only)
-        let rendered = PrintedLines()                                         // (test only)
-        @Sendable func render(_ state: String) { rendered.record([state]) }   // (test only)
+        let rendered = PrintedLines()  // (test only)
+        @Sendable func render(_ state: String) { rendered.record([state]) }  // (test only)
 
         let state = stateUpdates.replay(1)
-        var first = state.makeAsyncIterator()                                 // (test only)
-        continuation.yield("connecting")                                      // (test only)
-        continuation.yield("online")                                          // (test only)
-        continuation.finish()                                                 // (test only)
-        while await first.next() != nil {}                                    // (test only)
+        var first = state.makeAsyncIterator()  // (test only)
+        continuation.yield("connecting")  // (test only)
+        continuation.yield("online")  // (test only)
+        continuation.finish()  // (test only)
+        while await first.next() != nil {}  // (test only)
         // A subscriber arriving late gets the current state at once.
         for await current in state { render(current) }
 
@@ -229,8 +229,8 @@ struct AsyncShareSequenceDocTests {
 
     // replay(_:buffering:keepAlive:replayExpiration:clock:)
     @Test func replayClock() async throws {
-        let updates = FedSource()                                             // (test only)
-        let clock = ManualClock()                                             // (test only)
+        let updates = FedSource()  // (test only)
+        let clock = ManualClock()  // (test only)
 
         let state = updates.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: clock)
 

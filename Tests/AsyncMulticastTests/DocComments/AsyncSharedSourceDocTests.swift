@@ -9,19 +9,25 @@ import Testing
 struct AsyncSharedSourceDocTests {
     // AsyncSharedSource
     @Test func theType() async throws {
-        typealias NetworkPath = String                                        // (test only)
-        let monitors = Signal<StubMonitor<NetworkPath>>()                     // (test only)
-        @Sendable func PathMonitor() -> StubMonitor<NetworkPath> { StubMonitor(announcingStartTo: monitors) }  // (test only)
-        let statusBar = StubSink()                                            // (test only)
-        let sync = StubSink()                                                 // (test only)
-        let started = StartedTasks()                                          // (test only)
+        typealias NetworkPath = String  // (test only)
+        let monitors = Signal<StubMonitor<NetworkPath>>()  // (test only)
+        // swift-format-ignore: AlwaysUseLowerCamelCase
+        // (test only) Stands in for the app's monitor type, called as its initializer would be.
+        @Sendable func PathMonitor() -> StubMonitor<NetworkPath> {  // (test only)
+            StubMonitor(announcingStartTo: monitors)  // (test only)
+        }  // (test only)
+        let statusBar = StubSink()  // (test only)
+        let sync = StubSink()  // (test only)
+        let started = StartedTasks()  // (test only)
+        // swift-format-ignore: AlwaysUseLowerCamelCase
+        // (test only) Shadows `Task` so that the test can cancel the example's endless tasks.
         func Task(_ operation: @escaping @Sendable () async -> Void) { started.start(operation) }  // (test only)
 
         let paths = AsyncSharedSource<NetworkPath, Never> { emitter in
             let monitor = PathMonitor()
             monitor.onUpdate = { path in emitter.send(path) }
             monitor.start()
-            return { monitor.stop() }   // called when the last subscriber leaves
+            return { monitor.stop() }  // called when the last subscriber leaves
         }
         Task { for await path in paths { statusBar.show(path) } }
         Task { for await path in paths { sync.adapt(to: path) } }
@@ -39,11 +45,11 @@ struct AsyncSharedSourceDocTests {
 
     // init(buffering:replay:keepAlive:replayExpiration:start:)
     @Test func stopNeedNotBeSendable() async throws {
-        typealias Price = Int                                                 // (test only)
-        let pricePublisher = StubPublisher<Price>()                           // (test only)
+        typealias Price = Int  // (test only)
+        let pricePublisher = StubPublisher<Price>()  // (test only)
 
         let prices = AsyncSharedSource<Price, Never> { emitter in
-            let subscription = pricePublisher.sink { emitter.send($0) }   // AnyCancellable
+            let subscription = pricePublisher.sink { emitter.send($0) }  // AnyCancellable
             return { subscription.cancel() }
         }
 
@@ -58,9 +64,9 @@ struct AsyncSharedSourceDocTests {
 
     // init(buffering:replay:keepAlive:replayExpiration:clock:start:)
     @Test func clock() async throws {
-        typealias Path = String                                               // (test only)
-        let testClock = ManualClock()                                         // (test only)
-        let monitor = StubMonitor<Path>()                                     // (test only)
+        typealias Path = String  // (test only)
+        let testClock = ManualClock()  // (test only)
+        let monitor = StubMonitor<Path>()  // (test only)
 
         let paths = AsyncSharedSource<Path, Never>(keepAlive: .seconds(2), clock: testClock) { emitter in
             monitor.onUpdate = { emitter.send($0) }
@@ -82,15 +88,15 @@ struct AsyncSharedSourceDocTests {
 
     // replayCache
     @Test func replayCache() async throws {
-        let emitters = Signal<AsyncSharedSource<String, Never>.Emitter>()    // (test only)
+        let emitters = Signal<AsyncSharedSource<String, Never>.Emitter>()  // (test only)
         let paths = AsyncSharedSource<String, Never>(replay: 1) { emitter in  // (test only)
-            emitters.send(emitter)                                            // (test only)
-            return {}                                                         // (test only)
-        }                                                                     // (test only)
+            emitters.send(emitter)  // (test only)
+            return {}  // (test only)
+        }  // (test only)
         let screen = await SubscriberTask.join { paths.makeAsyncIterator() }  // (test only)
-        screen.request()                                                      // (test only)
+        screen.request()  // (test only)
         try #require(await emitters.next("the session starting")).send("wifi")  // (test only)
-        #expect(await screen.answer() == "wifi")                              // (test only)
+        #expect(await screen.answer() == "wifi")  // (test only)
 
         let lastPath = paths.replayCache.last
 
@@ -100,16 +106,16 @@ struct AsyncSharedSourceDocTests {
 
     // resetReplayCache()
     @Test func resetReplayCache() async throws {
-        let emitters = Signal<AsyncSharedSource<String, Never>.Emitter>()    // (test only)
+        let emitters = Signal<AsyncSharedSource<String, Never>.Emitter>()  // (test only)
         let paths = AsyncSharedSource<String, Never>(replay: 1) { emitter in  // (test only)
-            emitters.send(emitter)                                            // (test only)
-            return {}                                                         // (test only)
-        }                                                                     // (test only)
+            emitters.send(emitter)  // (test only)
+            return {}  // (test only)
+        }  // (test only)
         let screen = await SubscriberTask.join { paths.makeAsyncIterator() }  // (test only)
-        screen.request()                                                      // (test only)
+        screen.request()  // (test only)
         let emitter = try #require(await emitters.next("the session starting"))  // (test only)
-        emitter.send("wifi")                                                  // (test only)
-        #expect(await screen.answer() == "wifi")                              // (test only)
+        emitter.send("wifi")  // (test only)
+        #expect(await screen.answer() == "wifi")  // (test only)
 
         paths.resetReplayCache()
 
@@ -123,20 +129,20 @@ struct AsyncSharedSourceDocTests {
 
     // events(buffering:)
     @Test @MainActor func events() async throws {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let emitters = Signal<AsyncSharedSource<Int, Never>.Emitter>()       // (test only)
-        let feed = AsyncSharedSource<Int, Never> { emitter in                 // (test only)
-            emitters.send(emitter)                                            // (test only)
-            return {}                                                         // (test only)
-        }                                                                     // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let emitters = Signal<AsyncSharedSource<Int, Never>.Emitter>()  // (test only)
+        let feed = AsyncSharedSource<Int, Never> { emitter in  // (test only)
+            emitters.send(emitter)  // (test only)
+            return {}  // (test only)
+        }  // (test only)
         // The loop runs on the main actor, as this test does: it cannot take an element
         // while the test sends, so what it misses is known.
-        let client = Task {                                                   // (test only)
+        let client = Task {  // (test only)
             for await event in feed.events(buffering: .bufferingNewest(16)) {
                 if case .missed(let count) = event { print("this client missed \(count)") }
             }
-        }                                                                     // (test only)
+        }  // (test only)
 
         // Its first wait started the session: the client waits in `next()`.
         let emitter = try #require(await emitters.next("the session starting"))
@@ -150,12 +156,12 @@ struct AsyncSharedSourceDocTests {
 
     // subscriberCounts
     @Test func subscriberCounts() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let feed = AsyncSharedSource<Int, Never> { _ in {} }                  // (test only)
-        let observer = Task {                                                 // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let feed = AsyncSharedSource<Int, Never> { _ in {} }  // (test only)
+        let observer = Task {  // (test only)
             for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
-        }                                                                     // (test only)
+        }  // (test only)
 
         await printed.wait(for: "nobody listens")
         observer.cancel()
@@ -165,16 +171,16 @@ struct AsyncSharedSourceDocTests {
 
     // waitForSubscribers(atLeast:)
     @Test func waitForSubscribers() async throws {
-        let used = PrintedLines()                                             // (test only)
-        @Sendable func use(_ path: String) { used.record([path]) }            // (test only)
-        let emitters = Signal<AsyncSharedSource<String, Never>.Emitter>()    // (test only)
-        let paths = AsyncSharedSource<String, Never> { emitter in             // (test only)
-            emitters.send(emitter)                                            // (test only)
-            return {}                                                         // (test only)
-        }                                                                     // (test only)
+        let used = PrintedLines()  // (test only)
+        @Sendable func use(_ path: String) { used.record([path]) }  // (test only)
+        let emitters = Signal<AsyncSharedSource<String, Never>.Emitter>()  // (test only)
+        let paths = AsyncSharedSource<String, Never> { emitter in  // (test only)
+            emitters.send(emitter)  // (test only)
+            return {}  // (test only)
+        }  // (test only)
 
         let tasks = (0..<3).map { _ in Task { for await path in paths { use(path) } } }
-        try await paths.waitForSubscribers(atLeast: 3)   // each receives every path sent from now on
+        try await paths.waitForSubscribers(atLeast: 3)  // each receives every path sent from now on
 
         let emitter = try #require(await emitters.next("the session starting"))
         emitter.send("wifi")

@@ -9,12 +9,12 @@ import Testing
 struct AsyncSharedViewDocTests {
     // AsyncSharedView
     @Test func theType() async throws {
-        typealias Event = String                                              // (test only)
-        let ui = StubSink()                                                   // (test only)
-        let logger = StubSink()                                               // (test only)
+        typealias Event = String  // (test only)
+        let ui = StubSink()  // (test only)
+        let logger = StubSink()  // (test only)
 
-        let events = AsyncPassthroughSubject<Event, Never>()          // .unbounded by default
-        Task { for await e in events { ui.apply(e) } }                  // the UI may not drop
+        let events = AsyncPassthroughSubject<Event, Never>()  // .unbounded by default
+        Task { for await e in events { ui.apply(e) } }  // the UI may not drop
         Task { for await e in events.buffering(.bufferingNewest(100)) { logger.log(e) } }
 
         try await events.waitForSubscribers(atLeast: 2)
@@ -26,13 +26,13 @@ struct AsyncSharedViewDocTests {
 
     // subscriberCount
     @Test func subscriberCount() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let events = AsyncPassthroughSubject<String, Never>()                 // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let events = AsyncPassthroughSubject<String, Never>()  // (test only)
 
         let logs = events.buffering(.bufferingNewest(100))
         var logger = logs.makeAsyncIterator()
-        print(logs.subscriberCount == events.subscriberCount)   // true
+        print(logs.subscriberCount == events.subscriberCount)  // true
 
         #expect(printed.lines == ["true"])
         #expect(logs.subscriberCount == 1)
@@ -42,14 +42,14 @@ struct AsyncSharedViewDocTests {
 
     // events()
     @Test @MainActor func events() async throws {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let feed = AsyncPassthroughSubject<Int, Never>()                      // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let feed = AsyncPassthroughSubject<Int, Never>()  // (test only)
         // The loop runs on the main actor, as this test does: it cannot take an element
         // while the test sends, so what it misses is known.
-        let client = Task {                                                   // (test only)
+        let client = Task {  // (test only)
             for await event in feed.buffering(.bufferingOldest(8)).events() { print(event) }
-        }                                                                     // (test only)
+        }  // (test only)
 
         try await feed.waitForSubscribers(atLeast: 1)
         for n in 1...20 { feed.send(n) }

@@ -9,10 +9,12 @@ import Testing
 struct AsyncSubscriberCountsDocTests {
     // AsyncSubscriberCounts
     @Test func theType() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
         let (locationUpdates, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
-        let started = StartedTasks()                                          // (test only)
+        let started = StartedTasks()  // (test only)
+        // swift-format-ignore: AlwaysUseLowerCamelCase
+        // (test only) Shadows `Task` so that the test can cancel the example's endless tasks.
         func Task(_ operation: @escaping @Sendable () async -> Void) { started.start(operation) }  // (test only)
 
         let location = locationUpdates.share()
@@ -28,11 +30,12 @@ struct AsyncSubscriberCountsDocTests {
         await printed.wait(for: "screens showing the location: 1")
         await screen.leave()
         await printed.wait { $0.count == 3 }
-        #expect(printed.lines == [
-            "screens showing the location: 0",
-            "screens showing the location: 1",
-            "screens showing the location: 0",
-        ])
+        #expect(
+            printed.lines == [
+                "screens showing the location: 0",
+                "screens showing the location: 1",
+                "screens showing the location: 0",
+            ])
         await started.cancelAll()
         continuation.finish()
     }

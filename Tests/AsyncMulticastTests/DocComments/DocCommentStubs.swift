@@ -15,6 +15,7 @@
 // arrive instead of sleeping.
 
 import Testing
+
 @testable import AsyncMulticast  // only for `Lock`
 
 /// An app object that receives values: `ui.apply(e)`, `logger.log(e)`, `display.show(t)`,

@@ -10,13 +10,13 @@ import Testing
 struct LandingPageDocTests {
     // AsyncMulticast.md: Overview
     @Test func overview() async throws {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
 
         let (readings, continuation) = AsyncStream.makeStream(of: Double.self)
         let shared = readings.share()
         let display = Task { for await r in shared { print("display:", r) } }
-        let logger  = Task { for await r in shared { print("logger:", r) } }
+        let logger = Task { for await r in shared { print("logger:", r) } }
 
         try await shared.waitForSubscribers(atLeast: 2)
         continuation.yield(20.5)

@@ -9,16 +9,16 @@ import Testing
 struct MulticastConnectionDocTests {
     // MulticastConnection
     @Test func theType() async throws {
-        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)           // (test only)
-        let upstream = TerminationRecorder()                                  // (test only)
-        upstream.attach(to: exchange)                                         // (test only)
-        let multicast = feed.multicast()                                      // (test only)
-        var reader = multicast.makeAsyncIterator()                            // (test only)
+        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let upstream = TerminationRecorder()  // (test only)
+        upstream.attach(to: exchange)  // (test only)
+        let multicast = feed.multicast()  // (test only)
+        var reader = multicast.makeAsyncIterator()  // (test only)
 
         let connection = multicast.connect()
-        exchange.yield(1)                                                     // (test only)
-        #expect(await reader.next() == 1)                                     // (test only)
-        connection.cancel()   // stops the upstream; subscribers get what is buffered, then nil
+        exchange.yield(1)  // (test only)
+        #expect(await reader.next() == 1)  // (test only)
+        connection.cancel()  // stops the upstream; subscribers get what is buffered, then nil
 
         #expect(try await upstream.waitForTermination() == [.cancelled])
         #expect(await reader.next() == nil)

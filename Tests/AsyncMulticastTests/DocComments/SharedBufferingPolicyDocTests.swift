@@ -9,13 +9,13 @@ import Testing
 struct SharedBufferingPolicyDocTests {
     // SharedBufferingPolicy
     @Test func theType() async {
-        let (clockTicks, ticker) = AsyncStream.makeStream(of: Int.self)       // (test only)
-        let (events, logged) = AsyncStream.makeStream(of: Int.self)           // (test only)
-        let (prices, exchange) = AsyncStream.makeStream(of: Int.self)         // (test only)
+        let (clockTicks, ticker) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let (events, logged) = AsyncStream.makeStream(of: Int.self)  // (test only)
+        let (prices, exchange) = AsyncStream.makeStream(of: Int.self)  // (test only)
 
         let ticks = clockTicks.share(buffering: .bufferingNewest(1))  // a slow screen sees the latest
-        let log   = events.share(buffering: .unbounded)                // a logger that must see all
-        let feed  = prices.share()                                     // .bounded(64): lossless, paced
+        let log = events.share(buffering: .unbounded)  // a logger that must see all
+        let feed = prices.share()  // .bounded(64): lossless, paced
 
         var screen = ticks.makeAsyncIterator()
         var logger = log.makeAsyncIterator()
@@ -40,17 +40,17 @@ struct SharedBufferingPolicyDocTests {
 
     // evicting(_:)
     @Test @MainActor func evicting() async throws {
-        let feed = AsyncPassthroughSubject<Int, any Error>()                  // (test only)
-        let client = StubClient()                                             // (test only)
+        let feed = AsyncPassthroughSubject<Int, any Error>()  // (test only)
+        let client = StubClient()  // (test only)
         // The loop runs on the main actor, as this test does: it cannot take an event while
         // the test sends, so it falls behind.
-        let connection = Task {                                               // (test only)
+        let connection = Task {  // (test only)
             // Each client may fall 256 events behind; past that it is dropped, not waited for.
             for try await event in feed.buffering(.evicting(256)) { try await client.write(event) }
-        }                                                                     // (test only)
+        }  // (test only)
 
         try await feed.waitForSubscribers(atLeast: 1)
-        for n in 1...300 { feed.send(n) }   // does not wait for the client
+        for n in 1...300 { feed.send(n) }  // does not wait for the client
         await #expect(throws: SubscriberEvictedError.self) { try await connection.value }
 
         #expect(client.written.lines == ["1"], "handed to it while it waited; then it fell behind")

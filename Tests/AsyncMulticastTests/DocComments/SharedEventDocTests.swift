@@ -9,21 +9,21 @@ import Testing
 struct SharedEventDocTests {
     // SharedEvent
     @Test @MainActor func theType() async throws {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        @Sendable func show(_ price: Int) { printed.record(["show", price]) } // (test only)
-        let prices = AsyncPassthroughSubject<Int, Never>()                    // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        @Sendable func show(_ price: Int) { printed.record(["show", price]) }  // (test only)
+        let prices = AsyncPassthroughSubject<Int, Never>()  // (test only)
         // The loop runs on the main actor, as this test does: it cannot take an element
         // while the test sends, so what it misses is known.
-        let screen = Task {                                                   // (test only)
+        let screen = Task {  // (test only)
             for await event in prices.events(buffering: .bufferingNewest(8)) {
                 switch event {
                 case .element(let price): show(price)
                 case .missed(let count): print("skipped \(count) stale prices")
-                case .evicted: break   // only with an .evicting policy; the iteration ends next
+                case .evicted: break  // only with an .evicting policy; the iteration ends next
                 }
             }
-        }                                                                     // (test only)
+        }  // (test only)
 
         try await prices.waitForSubscribers(atLeast: 1)
         for price in 1...20 { prices.send(price) }
@@ -37,17 +37,17 @@ struct SharedEventDocTests {
 
     // SubscriberEvictedError
     @Test @MainActor func subscriberEvictedError() async throws {
-        let feed = AsyncPassthroughSubject<String, any Error>()               // (test only)
-        let client = StubClient()                                             // (test only)
+        let feed = AsyncPassthroughSubject<String, any Error>()  // (test only)
+        let client = StubClient()  // (test only)
         // The loop runs on the main actor, as this test does: it cannot take a line while
         // the test sends, so it falls behind.
-        let connection = Task {                                               // (test only)
+        let connection = Task {  // (test only)
             do {
                 for try await line in feed.buffering(.evicting(100)) { try await client.send(line) }
             } catch is SubscriberEvictedError {
                 await client.close(reason: "too slow")
             }
-        }                                                                     // (test only)
+        }  // (test only)
 
         try await feed.waitForSubscribers(atLeast: 1)
         for n in 1...200 { feed.send("line \(n)") }
@@ -60,28 +60,30 @@ struct SharedEventDocTests {
 
     // AsyncSharedEvents
     @Test func asyncSharedEvents() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
 
         let ticks = AsyncPassthroughSubject<Int, Never>()
         var slow = ticks.events(buffering: .bufferingNewest(1)).makeAsyncIterator()
-        ticks.send(1); ticks.send(2); ticks.send(3)
-        print(await slow.next()!)   // missed(2)
-        print(await slow.next()!)   // element(3)
+        ticks.send(1)
+        ticks.send(2)
+        ticks.send(3)
+        print(await slow.next()!)  // missed(2)
+        print(await slow.next()!)  // element(3)
 
         #expect(printed.lines == ["missed(2)", "element(3)"])
     }
 
     // SharedEventIterator
     @Test func sharedEventIterator() async {
-        let subject = AsyncPassthroughSubject<Int, Never>()                   // (test only)
-        let handled = LockedLog<SharedEvent<Int>>()                           // (test only)
+        let subject = AsyncPassthroughSubject<Int, Never>()  // (test only)
+        let handled = LockedLog<SharedEvent<Int>>()  // (test only)
         @Sendable func handle(_ event: SharedEvent<Int>) { handled.append(event) }  // (test only)
 
         var events = subject.events(buffering: .evicting(64)).makeAsyncIterator()
-        subject.send(1)                                                       // (test only)
-        subject.send(2)                                                       // (test only)
-        subject.finish()                                                      // (test only)
+        subject.send(1)  // (test only)
+        subject.send(2)  // (test only)
+        subject.finish()  // (test only)
         while let event = await events.next() { handle(event) }
 
         #expect(handled.values == [.element(1), .element(2)])
@@ -89,12 +91,12 @@ struct SharedEventDocTests {
 
     // SharedEventIterator, with a subscriber that falls 64 elements behind
     @Test func sharedEventIteratorEvicted() async {
-        let subject = AsyncPassthroughSubject<Int, Never>()                   // (test only)
-        let handled = LockedLog<SharedEvent<Int>>()                           // (test only)
+        let subject = AsyncPassthroughSubject<Int, Never>()  // (test only)
+        let handled = LockedLog<SharedEvent<Int>>()  // (test only)
         @Sendable func handle(_ event: SharedEvent<Int>) { handled.append(event) }  // (test only)
 
         var events = subject.events(buffering: .evicting(64)).makeAsyncIterator()
-        for n in 1...100 { subject.send(n) }                                  // (test only)
+        for n in 1...100 { subject.send(n) }  // (test only)
         while let event = await events.next() { handle(event) }
 
         #expect(handled.values == [.evicted], "its buffer was released when it was evicted")

@@ -9,12 +9,12 @@ import Testing
 struct SharedIteratorDocTests {
     // SharedIterator
     @Test func theType() async {
-        let printed = PrintedLines()                                          // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }       // (test only)
-        let numbers = (1...3).async                                           // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let numbers = (1...3).async  // (test only)
 
         let shared = numbers.share()
-        var iterator = shared.makeAsyncIterator()    // subscribed from here on
+        var iterator = shared.makeAsyncIterator()  // subscribed from here on
         while let n = await iterator.next() { print(n) }
 
         #expect(printed.lines == ["1", "2", "3"])

@@ -4,6 +4,7 @@
 // producer path feeds it; delivery itself is covered by every other suite.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("State machine: catch-up spin")
@@ -59,10 +60,12 @@ struct CatchUpSpinTests {
         let rounds = await Task {
             withUnsafeCurrentTask { $0?.cancel() }
             var rounds = 0
-            let waited = spin.spin.waitForOffers(upTo: .max, eachRound: {
-                rounds += 1
-                spin.spin.recordOffer()
-            })
+            let waited = spin.spin.waitForOffers(
+                upTo: .max,
+                eachRound: {
+                    rounds += 1
+                    spin.spin.recordOffer()
+                })
             #expect(waited, "what was offered before it noticed is still read")
             return rounds
         }.value

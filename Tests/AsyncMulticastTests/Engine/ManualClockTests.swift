@@ -2,6 +2,7 @@
 // when their deadline is reached and not before, and a cancelled sleeper throws at once.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("ManualClock", .timeLimit(.minutes(1)))

@@ -5,11 +5,14 @@
 // real-task side is in Multicast/MulticastTests.swift.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("State machine: manual mode (multicast connections)")
 struct StateMachineConnectionTests {
-    @Test("connectRequested while idle starts the next epoch; connectionCancelled while running cancels it; stale epochs do nothing")
+    @Test(
+        "connectRequested while idle starts the next epoch; connectionCancelled while running cancels it; stale epochs do nothing"
+    )
     func connectRequestedStartsAnEpochAndConnectionCancelledEndsIt() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
         #expect(machine.upstream == .idle)
@@ -40,7 +43,9 @@ struct StateMachineConnectionTests {
         #expect(!machine.produce(4, epoch: 1).isStop)
     }
 
-    @Test("connectionCancelled ends the present subscribers after their buffered elements; one that joins afterwards waits for the next connection")
+    @Test(
+        "connectionCancelled ends the present subscribers after their buffered elements; one that joins afterwards waits for the next connection"
+    )
     func connectionCancelledEndsPresentSubscribersAfterTheirBuffer() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
         let early = machine.subscriberJoined()

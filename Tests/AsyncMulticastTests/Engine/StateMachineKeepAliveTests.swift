@@ -4,11 +4,14 @@
 // while lingering cancels it. The real-task side is in Share/KeepAliveTests.swift.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("State machine: keep-alive")
 struct StateMachineKeepAliveTests {
-    @Test("last subscriberLeft while running lingers; subscriberJoined while lingering continues; keepAliveExpired while lingering cancels")
+    @Test(
+        "last subscriberLeft while running lingers; subscriberJoined while lingering continues; keepAliveExpired while lingering cancels"
+    )
     func lingeringThenRejoinThenExpiry() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
         let a = machine.subscriberJoined()
@@ -37,7 +40,8 @@ struct StateMachineKeepAliveTests {
         #expect(machine.take(c) == .suspend(startUpstream: 1), "the next demand starts a new epoch")
     }
 
-    @Test("keepAliveExpired after a subscriber came back stops nothing; the next last subscriberLeft starts a new timer")
+    @Test(
+        "keepAliveExpired after a subscriber came back stops nothing; the next last subscriberLeft starts a new timer")
     func keepAliveExpiredWhileRunningStopsNothing() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
         let a = machine.subscriberJoined()

@@ -16,6 +16,7 @@
 
 import Foundation  // ProcessInfo, for MODEL_TEST_SEEDS
 import Testing
+
 @testable import AsyncMulticast
 
 // MARK: - Steps
@@ -318,22 +319,28 @@ struct ModelRun {
         cancelling cancelled: UInt64? = nil, starting started: UInt64? = nil,
         timer: Machine.KeepAliveTimerAction = .none
     ) async throws(ModelFailure) {
-        try self.check(effects.subscribers.count == subscribers.count,
-                       "resumed \(effects.subscribers.count) subscribers, expected \(subscribers.count)")
+        try self.check(
+            effects.subscribers.count == subscribers.count,
+            "resumed \(effects.subscribers.count) subscribers, expected \(subscribers.count)")
         if let result, !subscribers.isEmpty {
-            try self.check(effects.subscriberResult == result,
-                           "subscribers resumed with \(effects.subscriberResult), expected \(result)")
+            try self.check(
+                effects.subscriberResult == result,
+                "subscribers resumed with \(effects.subscriberResult), expected \(result)")
         }
-        try self.check(effects.producers.count == producers.count,
-                       "released \(effects.producers.count) producers, expected \(producers.count)")
+        try self.check(
+            effects.producers.count == producers.count,
+            "released \(effects.producers.count) producers, expected \(producers.count)")
         if !producers.isEmpty {
-            try self.check(effects.producerResult == producerResult,
-                           "producers released with \(effects.producerResult), expected \(producerResult)")
+            try self.check(
+                effects.producerResult == producerResult,
+                "producers released with \(effects.producerResult), expected \(producerResult)")
         }
-        try self.check(effects.cancelUpstream == cancelled,
-                       "cancelUpstream \(String(describing: effects.cancelUpstream)), expected \(String(describing: cancelled))")
-        try self.check(effects.startUpstream == started,
-                       "startUpstream \(String(describing: effects.startUpstream)), expected \(String(describing: started))")
+        try self.check(
+            effects.cancelUpstream == cancelled,
+            "cancelUpstream \(String(describing: effects.cancelUpstream)), expected \(String(describing: cancelled))")
+        try self.check(
+            effects.startUpstream == started,
+            "startUpstream \(String(describing: effects.startUpstream)), expected \(String(describing: started))")
         try self.check(effects.keepAliveTimer == timer, "timer action \(effects.keepAliveTimer), expected \(timer)")
         for continuation in effects.subscribers { continuation.resume(returning: effects.subscriberResult) }
         for continuation in effects.producers { continuation.resume(returning: effects.producerResult) }
@@ -415,8 +422,9 @@ struct ModelRun {
                     throw self.fail("read \(action), expected element \(expected)")
                 }
                 try self.check(element == expected, "read \(element), expected \(expected)")
-                try self.check(Array(self.subscribers[k].batch.reversed()) == batch,
-                               "batch \(Array(self.subscribers[k].batch.reversed())), expected \(batch)")
+                try self.check(
+                    Array(self.subscribers[k].batch.reversed()) == batch,
+                    "batch \(Array(self.subscribers[k].batch.reversed())), expected \(batch)")
                 try self.checkReport(report, of: k, missed: missed, evicted: false)
                 var effects = Machine.Effects()
                 effects.producers = producers
@@ -449,7 +457,8 @@ struct ModelRun {
             try self.checkReport(report, of: k, missed: self.subscribers[k].carried, evicted: false)
             var start: UInt64?
             if self.upstream == .idle
-                && (self.config.mode == .automatic || (self.config.mode == .manual && self.config.autoconnect)) {
+                && (self.config.mode == .automatic || (self.config.mode == .manual && self.config.autoconnect))
+            {
                 start = self.nextEpoch
                 self.upstream = .running(epoch: self.nextEpoch)
                 self.nextEpoch += 1
@@ -478,15 +487,18 @@ struct ModelRun {
                     self.upstream = .lingering(epoch: epoch)
                     let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .restart : .start
                     self.timerRunning = true
-                    try await self.expect(effects, resuming: resumed, with: .success(nil),
-                                          releasing: self.releasedIfRoom(), with: true, timer: timer)
+                    try await self.expect(
+                        effects, resuming: resumed, with: .success(nil),
+                        releasing: self.releasedIfRoom(), with: true, timer: timer)
                 } else {
-                    try await self.expect(effects, resuming: resumed, with: .success(nil),
-                                          releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
+                    try await self.expect(
+                        effects, resuming: resumed, with: .success(nil),
+                        releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
                 }
             } else {
-                try await self.expect(effects, resuming: resumed, with: .success(nil),
-                                      releasing: self.releasedIfRoom(), with: true)
+                try await self.expect(
+                    effects, resuming: resumed, with: .success(nil),
+                    releasing: self.releasedIfRoom(), with: true)
             }
 
         case .produce:
@@ -496,9 +508,11 @@ struct ModelRun {
                 try await self.expectProduced(action, value, park: false)
                 return
             }
-            guard let epoch = self.currentEpoch, let index = self.producers.firstIndex(where: {
-                if case .free = $0 { return true } else { return false }
-            }) else { return }
+            guard let epoch = self.currentEpoch,
+                let index = self.producers.firstIndex(where: {
+                    if case .free = $0 { return true } else { return false }
+                })
+            else { return }
             let value = self.nextValue()
             let action = self.machine.produce(value, epoch: epoch)
             try await self.expectProduced(action, value, park: true)
@@ -509,14 +523,18 @@ struct ModelRun {
             try await self.send(self.nextValue(), index: nil)
 
         case .retrySend(let pick):
-            let ready = self.producers.indices.filter { if case .ready = self.producers[$0] { return true } else { return false } }
+            let ready = self.producers.indices.filter {
+                if case .ready = self.producers[$0] { return true } else { return false }
+            }
             guard !ready.isEmpty else { return }
             let index = ready[pick % ready.count]
             guard case .ready(let value) = self.producers[index] else { return }
             try await self.send(value, index: index)
 
         case .waitForRoom(let pick, let park):
-            let waiting = self.producers.indices.filter { if case .mustWait = self.producers[$0] { return true } else { return false } }
+            let waiting = self.producers.indices.filter {
+                if case .mustWait = self.producers[$0] { return true } else { return false }
+            }
             guard !waiting.isEmpty else { return }
             let index = waiting[pick % waiting.count]
             guard case .mustWait(let value) = self.producers[index] else { return }
@@ -534,7 +552,8 @@ struct ModelRun {
                 return
             }
             let parked = await Suspended<Bool>.make()
-            let effects = self.machine.producerParked(epoch: epoch, token: self.nextToken, continuation: parked.continuation)
+            let effects = self.machine.producerParked(
+                epoch: epoch, token: self.nextToken, continuation: parked.continuation)
             self.nextToken += 1
             switch expected {
             case .stop:
@@ -578,16 +597,18 @@ struct ModelRun {
             let resumed = self.subscribers.compactMap(\.waiting)
             self.subscribers.removeAll { $0.waiting != nil }
             for k in self.subscribers.indices { self.subscribers[k].ending = true }
-            try await self.expect(effects, resuming: resumed, with: .success(nil),
-                                  releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
+            try await self.expect(
+                effects, resuming: resumed, with: .success(nil),
+                releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
 
         case .keepAliveExpires:
             guard self.timerRunning else { return }
             self.timerRunning = false
             let effects = self.machine.keepAliveExpired()
             if case .lingering(let epoch) = self.upstream {
-                try await self.expect(effects, resuming: [], with: nil,
-                                      releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
+                try await self.expect(
+                    effects, resuming: [], with: nil,
+                    releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
             } else {
                 try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
             }
@@ -595,7 +616,8 @@ struct ModelRun {
         case .finish(let fail):
             guard let epoch = self.currentEpoch, self.terminal == nil else { return }
             let failure: TestError? = fail ? .other(self.step) : nil
-            let effects = self.config.mode == .push
+            let effects =
+                self.config.mode == .push
                 ? self.machine.subjectCompleted(failure: failure)
                 : self.machine.upstreamEnded(epoch: epoch, failure: failure)
             let result: Result = failure.map { .failure($0) } ?? .success(nil)
@@ -607,7 +629,8 @@ struct ModelRun {
             self.timerRunning = false
             let parked = self.takeParked(releasing: false)
             self.producers.removeAll()
-            try await self.expect(effects, resuming: resumed, with: result, releasing: parked, with: false, timer: timer)
+            try await self.expect(
+                effects, resuming: resumed, with: result, releasing: parked, with: false, timer: timer)
 
         case .produceStale:
             guard let old = self.staleEpochs.last ?? (self.terminal != nil ? self.nextEpoch &- 1 : nil) else { return }
@@ -668,7 +691,11 @@ struct ModelRun {
         }
         guard self.hasRoom else {
             try self.check(action == nil, "sent past a full bound")
-            if let index { self.producers[index] = .mustWait(value: value) } else { self.producers.append(.mustWait(value: value)) }
+            if let index {
+                self.producers[index] = .mustWait(value: value)
+            } else {
+                self.producers.append(.mustWait(value: value))
+            }
             return
         }
         guard let action else { throw self.fail("send waits, but every subscriber has room") }
@@ -692,22 +719,33 @@ struct ModelRun {
 
     func compare() throws(ModelFailure) {
         if let violation = self.machine.invariantViolation() { throw self.fail("invariant: \(violation)") }
-        try self.check(self.machine.subscriberCount == self.subscribers.count,
-                       "subscriberCount \(self.machine.subscriberCount), expected \(self.subscribers.count)")
+        try self.check(
+            self.machine.subscriberCount == self.subscribers.count,
+            "subscriberCount \(self.machine.subscriberCount), expected \(self.subscribers.count)")
         for (k, sub) in self.subscribers.enumerated() {
             let undelivered = self.machine.undelivered(sub.id)
-            try self.check(undelivered == sub.pending, "subscriber #\(k) (\(sub.policy)) may still receive \(undelivered), expected \(sub.pending)")
+            try self.check(
+                undelivered == sub.pending,
+                "subscriber #\(k) (\(sub.policy)) may still receive \(undelivered), expected \(sub.pending)")
         }
-        try self.check(self.machine.hasRoom == self.hasRoom, "hasRoom \(self.machine.hasRoom), expected \(self.hasRoom)")
-        try self.check(self.machine.hasRoomToResume == self.hasRoomToResume,
-                       "hasRoomToResume \(self.machine.hasRoomToResume), expected \(self.hasRoomToResume)")
+        try self.check(
+            self.machine.hasRoom == self.hasRoom, "hasRoom \(self.machine.hasRoom), expected \(self.hasRoom)")
+        try self.check(
+            self.machine.hasRoomToResume == self.hasRoomToResume,
+            "hasRoomToResume \(self.machine.hasRoomToResume), expected \(self.hasRoomToResume)")
         let parked = self.producers.filter { if case .parked = $0 { return true } else { return false } }.count
-        try self.check(self.machine.parkedProducers.count == parked,
-                       "\(self.machine.parkedProducers.count) parked producers, expected \(parked)")
+        try self.check(
+            self.machine.parkedProducers.count == parked,
+            "\(self.machine.parkedProducers.count) parked producers, expected \(parked)")
         try self.check(parked == 0 || !self.hasRoomToResume, "a producer waits while every subscriber has room")
-        try self.check(self.machine.upstream == self.upstream, "upstream \(self.machine.upstream), expected \(self.upstream)")
-        try self.check(self.machine.waiters.count == self.subscribers.filter { $0.waiting != nil }.count, "waiting subscribers differ")
-        try self.check(self.machine.keepAliveTimerIsRunning == self.timerRunning, "timer running \(self.machine.keepAliveTimerIsRunning)")
+        try self.check(
+            self.machine.upstream == self.upstream, "upstream \(self.machine.upstream), expected \(self.upstream)")
+        try self.check(
+            self.machine.waiters.count == self.subscribers.filter { $0.waiting != nil }.count,
+            "waiting subscribers differ")
+        try self.check(
+            self.machine.keepAliveTimerIsRunning == self.timerRunning,
+            "timer running \(self.machine.keepAliveTimerIsRunning)")
     }
 
     /// Runs `steps` on a fresh machine; the first disagreement, if any.
@@ -757,7 +795,9 @@ struct ModelRun {
 // MARK: - Shrinking
 
 /// The shortest sequence found that still fails: deletes runs of steps, halving their length.
-func shortestFailing(_ steps: [ModelStep], config: ModelConfig, failure: ModelFailure) async -> ([ModelStep], ModelFailure) {
+func shortestFailing(
+    _ steps: [ModelStep], config: ModelConfig, failure: ModelFailure
+) async -> ([ModelStep], ModelFailure) {
     var best = Array(steps.prefix(failure.step + 1))
     var bestFailure = failure
     var chunk = Swift.max(1, best.count / 2)
@@ -786,7 +826,9 @@ struct StateMachineModelTests {
     /// Seeds per test case; `MODEL_TEST_SEEDS` (total) overrides the default.
     static let shards = 8
     static var seedsPerShard: Int {
-        if let text = ProcessInfo.processInfo.environment["MODEL_TEST_SEEDS"], let total = Int(text) { return Swift.max(1, total / shards) }
+        if let text = ProcessInfo.processInfo.environment["MODEL_TEST_SEEDS"], let total = Int(text) {
+            return Swift.max(1, total / shards)
+        }
         return 250
     }
 
@@ -799,7 +841,8 @@ struct StateMachineModelTests {
             let steps = config.steps(seed: seed, count: 300)
             guard let failure = await ModelRun.run(steps, config: config) else { continue }
             let (shortest, shortestFailure) = await shortestFailing(steps, config: config, failure: failure)
-            Issue.record("""
+            Issue.record(
+                """
                 seed \(seed), \(config): \(shortestFailure)
                 shortest failing sequence (\(shortest.count) steps):
                 \(shortest.enumerated().map { "  \($0.offset): \($0.element)" }.joined(separator: "\n"))

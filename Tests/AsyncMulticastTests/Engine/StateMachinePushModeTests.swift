@@ -3,11 +3,14 @@
 // real-task side is in Subjects/SubjectTests.swift.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("State machine: push mode (subjects)")
 struct StateMachinePushModeTests {
-    @Test("nextRequested in push mode starts nothing; subjectCompleted while running ends it once: buffered elements, then nil")
+    @Test(
+        "nextRequested in push mode starts nothing; subjectCompleted while running ends it once: buffered elements, then nil"
+    )
     func subjectCompletedEndsTheSubjectOnce() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .push)
         #expect(machine.upstream == .running(epoch: 0))

@@ -4,6 +4,7 @@
 // ignores cancellation for more than the element it was computing.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("State machine: bounds, connections and lanes")
@@ -84,7 +85,7 @@ struct StateMachineReliabilityTests {
         var machine = Machine(policy: .bounded(2), replay: 0, mode: .manual)
         let old = machine.subscriberJoined()
         let first = machine.connectRequested().epoch!
-        #expect(machine.produce(1, epoch: first) .isProceed)
+        #expect(machine.produce(1, epoch: first).isProceed)
         #expect(machine.produce(2, epoch: first).isPark, "old holds 2 of 2")
         _ = machine.connectionCancelled(epoch: first)
         #expect(machine.lanes.isEmpty, "old left its lane at once")
@@ -131,8 +132,8 @@ struct StateMachineReliabilityTests {
         let old = machine.subscriberJoined()
         let first = machine.connectRequested().epoch!
         for i in 1...3 { _ = machine.produce(i, epoch: first) }  // keeps 1, 2; drops 3
-        #expect(machine.take(old) == .element(1))               // now reads a private queue [2]
-        _ = machine.produce(4, epoch: first)                     // it has room again: [2, 4]
+        #expect(machine.take(old) == .element(1))  // now reads a private queue [2]
+        _ = machine.produce(4, epoch: first)  // it has room again: [2, 4]
         _ = machine.connectionCancelled(epoch: first)
         let second = machine.connectRequested().epoch!
         _ = machine.produce(10, epoch: second)

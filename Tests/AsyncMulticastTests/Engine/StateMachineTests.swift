@@ -7,6 +7,7 @@
 // The driving helpers are in Support/StateMachineDriving.swift.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("State machine: automatic mode (share and replay)")
@@ -366,7 +367,8 @@ struct StateMachineTests {
                         let parking = machine.producerParked(epoch: 0, token: UInt64(step), continuation: producer)
                         if parking.producers.isEmpty {
                             parked = true
-                            #expect(!allAtOrBelowLevel(), "step \(step): parked although every subscriber is at its level")
+                            #expect(
+                                !allAtOrBelowLevel(), "step \(step): parked although every subscriber is at its level")
                         } else {
                             #expect(parking.producerResult && allAtOrBelowLevel(), "step \(step)")
                             resumes += 1
@@ -587,7 +589,7 @@ struct StateMachineTests {
 
         for step in 0..<400 {
             let roll = Int(rng.next() % 100)
-            let where_ = "seed \(seed) step \(step)"
+            let context = "seed \(seed) step \(step)"
             if roll < 15 && subs.count < 6 {
                 let policy = mixed ? policies[Int(rng.next() % UInt64(policies.count))] : defaultPolicy
                 let id = machine.subscriberJoined(policy: policy)
@@ -596,16 +598,16 @@ struct StateMachineTests {
                 let k = Int(rng.next() % UInt64(subs.count))
                 let outcome = machine.take(subs[k].id)
                 if !subs[k].queue.isEmpty {
-                    #expect(outcome == .element(subs[k].queue.removeFirst()), "\(where_)")
+                    #expect(outcome == .element(subs[k].queue.removeFirst()), "\(context)")
                 } else if let terminal {
-                    #expect(outcome == (terminal.map(ReadOutcome.failed) ?? .finished), "\(where_)")
+                    #expect(outcome == (terminal.map(ReadOutcome.failed) ?? .finished), "\(context)")
                     subs.remove(at: k)
                 } else if epoch == nil {
-                    #expect(outcome == .suspend(startUpstream: nextEpoch), "\(where_)")
+                    #expect(outcome == .suspend(startUpstream: nextEpoch), "\(context)")
                     epoch = nextEpoch
                     nextEpoch += 1
                 } else {
-                    #expect(outcome == .suspend(startUpstream: nil), "\(where_)")
+                    #expect(outcome == .suspend(startUpstream: nil), "\(context)")
                 }
             } else if roll < 80, let running = epoch, terminal == nil, machine.hasRoom {
                 let action = machine.produce(value, epoch: running)
@@ -614,24 +616,24 @@ struct StateMachineTests {
                 value += 1
                 switch action {
                 case .proceed(let effects):
-                    #expect(modelHasRoom(), "\(where_)")
+                    #expect(modelHasRoom(), "\(context)")
                     #expect(effects.subscribers.isEmpty)
                 case .park(let effects):
-                    #expect(!modelHasRoom(), "\(where_)")
+                    #expect(!modelHasRoom(), "\(context)")
                     #expect(effects.subscribers.isEmpty)
                 case .stop:
-                    Issue.record("\(where_): current producer stopped")
+                    Issue.record("\(context): current producer stopped")
                 }
             } else if roll < 93 && !subs.isEmpty {
                 let k = Int(rng.next() % UInt64(subs.count))
                 let effects = machine.subscriberLeft(subs[k].id)
                 subs.remove(at: k)
                 if subs.isEmpty, let running = epoch, terminal == nil {
-                    #expect(effects.cancelUpstream == running, "\(where_)")
+                    #expect(effects.cancelUpstream == running, "\(context)")
                     epoch = nil
-                    #expect(machine.produce(-1, epoch: running).isStop, "\(where_)")
+                    #expect(machine.produce(-1, epoch: running).isStop, "\(context)")
                 } else {
-                    #expect(effects.cancelUpstream == nil, "\(where_)")
+                    #expect(effects.cancelUpstream == nil, "\(context)")
                 }
             } else if roll >= 98, let running = epoch, terminal == nil {
                 let failure: TestError? = rng.next() % 2 == 0 ? nil : .other(step)
@@ -641,16 +643,18 @@ struct StateMachineTests {
             }
 
             // Invariants after every step.
-            #expect(machine.subscriberCount == subs.count, "\(where_)")
-            #expect(machine.hasRoom == modelHasRoom(), "\(where_)")
-            let pinned = subs.filter {
-                if case .bufferingOldest(let n) = $0.policy, n > 0 { return false }
-                return true
-            }.map(\.queue.count).max() ?? 0
+            #expect(machine.subscriberCount == subs.count, "\(context)")
+            #expect(machine.hasRoom == modelHasRoom(), "\(context)")
+            let pinned =
+                subs.filter {
+                    if case .bufferingOldest(let n) = $0.policy, n > 0 { return false }
+                    return true
+                }.map(\.queue.count).max() ?? 0
             let lower = max(min(replay, produced.count), pinned)
             let upper = max(lower, subs.map(\.queue.count).max() ?? 0)
-            #expect(machine.bufferedCount >= lower && machine.bufferedCount <= upper,
-                    "\(where_): bufferedCount \(machine.bufferedCount) outside \(lower)...\(upper)")
+            #expect(
+                machine.bufferedCount >= lower && machine.bufferedCount <= upper,
+                "\(context): bufferedCount \(machine.bufferedCount) outside \(lower)...\(upper)")
         }
         // Finish and drain everyone.
         if terminal == nil {

@@ -79,26 +79,28 @@ func migratingGuideFollowRepository() async {
 
     // Each of the following lines is a user action, taken after the open screens have shown
     // the previous count:
-    await shown("screen 1: 0", "screen 2: 0")   // [test gate]
+    await shown("screen 1: 0", "screen 2: 0")  // [test gate]
     await repository.follow()
-    await shown("screen 1: 1", "screen 2: 1")   // [test gate]
+    await shown("screen 1: 1", "screen 2: 1")  // [test gate]
     await repository.follow()
-    await shown("screen 1: 2", "screen 2: 2")   // [test gate]
-    screen2.cancel()            // the user closes screen 2
-    await screen2.value                         // [test only]
+    await shown("screen 1: 2", "screen 2: 2")  // [test gate]
+    screen2.cancel()  // the user closes screen 2
+    await screen2.value  // [test only]
     await repository.follow()
-    await shown("screen 1: 3")                  // [test gate]
+    await shown("screen 1: 3")  // [test gate]
     await repository.follow()
-    await shown("screen 1: 4")                  // [test gate]
-    screen1.cancel()                            // [test only]
-    await screen1.value                         // [test only]
+    await shown("screen 1: 4")  // [test gate]
+    screen1.cancel()  // [test only]
+    await screen1.value  // [test only]
 
-    #expect(printed.lines(startingWith: "screen 1:") == [
-        "screen 1: 0", "screen 1: 1", "screen 1: 2", "screen 1: 3", "screen 1: 4",
-    ])
-    #expect(printed.lines(startingWith: "screen 2:") == [
-        "screen 2: 0", "screen 2: 1", "screen 2: 2",
-    ])
+    #expect(
+        printed.lines(startingWith: "screen 1:") == [
+            "screen 1: 0", "screen 1: 1", "screen 1: 2", "screen 1: 3", "screen 1: 4",
+        ])
+    #expect(
+        printed.lines(startingWith: "screen 2:") == [
+            "screen 2: 0", "screen 2: 1", "screen 2: 2",
+        ])
 }
 
 /// The guide's `listen()` returns `some AsyncSequence<Int, Never> & Sendable` so that callers
@@ -118,9 +120,9 @@ func migratingGuideWeakObserver() async throws {
     typealias FollowerBadge = MigratingExample.FollowerBadge
     let followers = AsyncCurrentValueSubject<Int, Never>(3)
     var badge: FollowerBadge? = FollowerBadge(counts: followers)
-    weak let observed = badge                                                   // [test only]
+    weak let observed = badge  // [test only]
     try await waitUntil("the badge shows the count") { observed?.text == "3 followers" }  // [test gate]
-    followers.send(4)                                                           // [test only]
+    followers.send(4)  // [test only]
     try await waitUntil("the badge shows the new count") { observed?.text == "4 followers" }  // [test gate]
     // … the screen shows the badge, then the user leaves it:
     badge = nil
@@ -142,7 +144,7 @@ func strongCaptureKeepsTheObserverAlive() async throws {
     badge = nil
     #expect(observed != nil, "the task still holds the object")
     #expect(followers.subscriberCount == 1, "and its subscriber")
-    observed?.observation?.cancel()                                             // clean up
+    observed?.observation?.cancel()  // clean up
     try await followers.waitForSubscribersToLeave()
     #expect(observed == nil)
 }

@@ -27,18 +27,19 @@ func multicastGuideTheRaceShareUsersHit() async {
 
     feed.yield(100)
     var chart = shared.makeAsyncIterator()
-    print("chart:", await chart.next()!)      // this first wait starts the upstream
-    var table = shared.makeAsyncIterator()    // joins after 100 was produced
+    print("chart:", await chart.next()!)  // this first wait starts the upstream
+    var table = shared.makeAsyncIterator()  // joins after 100 was produced
     feed.yield(101)
     feed.finish()
     while let p = await chart.next() { print("chart:", p) }
     while let p = await table.next() { print("table:", p) }
 
-    #expect(printed.lines == [
-        "chart: 100",
-        "chart: 101",
-        "table: 101",
-    ])
+    #expect(
+        printed.lines == [
+            "chart: 100",
+            "chart: 101",
+            "table: 101",
+        ])
 }
 
 // Guides/Multicast.md: Join first, then connect
@@ -53,7 +54,7 @@ func multicastGuideJoinFirstThenConnect() async {
     feed.finish()
 
     let multicast = prices.multicast()
-    let chart = multicast.makeAsyncIterator()   // both are subscribers from here on
+    let chart = multicast.makeAsyncIterator()  // both are subscribers from here on
     let table = multicast.makeAsyncIterator()
     let chartTask = Task {
         var chart = chart
@@ -86,7 +87,7 @@ func multicastGuideJoinFirstThenConnectFromTasks() async throws {
     let multicast = prices.multicast()
     let chartTask = Task { for await p in multicast { print("chart:", p) } }
     let tableTask = Task { for await p in multicast { print("table:", p) } }
-    try await multicast.waitForSubscribers(atLeast: 2)   // both loops have subscribed
+    try await multicast.waitForSubscribers(atLeast: 2)  // both loops have subscribed
     multicast.connect()
     await chartTask.value
     await tableTask.value
@@ -145,12 +146,12 @@ private enum MulticastConnectionExample {
         print("a:", await a.next()!)
         print("a:", await a.next()!)
 
-        connection.cancel()            // a has read everything; b has read nothing yet
+        connection.cancel()  // a has read everything; b has read nothing yet
         while let m = await b.next() { print("b:", m) }
         print("a ended:", await a.next() == nil)
 
-        var c = server.makeAsyncIterator()     // joins while disconnected
-        let second = server.connect()          // a fresh iteration of the base
+        var c = server.makeAsyncIterator()  // joins while disconnected
+        let second = server.connect()  // a fresh iteration of the base
         print("new connection:", second != connection)
         print("c:", await c.next()!)
         second.cancel()
@@ -163,22 +164,24 @@ func multicastGuideConnectCancelReconnect() async {
     let printed = MulticastConnectionExample.printed
     await MulticastConnectionExample.example()
     await printed.wait { $0.filter { $0 == "server: disconnect" }.count == 2 }
-    #expect(printed.lines.filter { !$0.hasPrefix("server:") } == [
-        "same connection: true",
-        "a: hello",
-        "a: status: ok",
-        "b: hello",
-        "b: status: ok",
-        "a ended: true",
-        "new connection: true",
-        "c: hello",
-    ])
-    #expect(printed.lines(startingWith: "server:") == [
-        "server: connect",
-        "server: disconnect",
-        "server: connect",
-        "server: disconnect",
-    ])
+    #expect(
+        printed.lines.filter { !$0.hasPrefix("server:") } == [
+            "same connection: true",
+            "a: hello",
+            "a: status: ok",
+            "b: hello",
+            "b: status: ok",
+            "a ended: true",
+            "new connection: true",
+            "c: hello",
+        ])
+    #expect(
+        printed.lines(startingWith: "server:") == [
+            "server: connect",
+            "server: disconnect",
+            "server: connect",
+            "server: disconnect",
+        ])
 }
 
 private enum MulticastAutoconnectExample {
@@ -201,13 +204,13 @@ private enum MulticastAutoconnectExample {
         let server = ServerConnection().multicast(replay: 1).autoconnect()
         do {
             var first = server.makeAsyncIterator()
-            print("first:", await first.next()!)   // this wait connects
+            print("first:", await first.next()!)  // this wait connects
             print("first:", await first.next()!)
-        }                                           // first leaves; the connection stays open
+        }  // first leaves; the connection stays open
         var second = server.makeAsyncIterator()
-        print("second:", await second.next()!)     // replayed; no new connection
+        print("second:", await second.next()!)  // replayed; no new connection
 
-        server.connect().cancel()                   // the running connection, cancelled
+        server.connect().cancel()  // the running connection, cancelled
         print("second ended:", await second.next() == nil)
     }
 }
@@ -218,14 +221,16 @@ func multicastGuideAutoconnect() async {
     let printed = MulticastAutoconnectExample.printed
     await MulticastAutoconnectExample.example()
     await printed.wait(for: "server: disconnect")
-    #expect(printed.lines.filter { !$0.hasPrefix("server:") } == [
-        "first: hello",
-        "first: status: ok",
-        "second: status: ok",
-        "second ended: true",
-    ])
-    #expect(printed.lines(startingWith: "server:") == [
-        "server: connect",
-        "server: disconnect",
-    ])
+    #expect(
+        printed.lines.filter { !$0.hasPrefix("server:") } == [
+            "first: hello",
+            "first: status: ok",
+            "second: status: ok",
+            "second ended: true",
+        ])
+    #expect(
+        printed.lines(startingWith: "server:") == [
+            "server: connect",
+            "server: disconnect",
+        ])
 }

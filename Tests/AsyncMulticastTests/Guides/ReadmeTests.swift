@@ -14,8 +14,8 @@ import Testing
 struct ReadmeTests {
     // README.md: Quick start
     @Test func quickStart() async {
-        let printed = PrintedLines()                                        // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }     // (test only)
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
         // One source, for example readings pushed by a sensor callback.
         let (readings, continuation) = AsyncStream.makeStream(of: Double.self)
 
@@ -25,7 +25,7 @@ struct ReadmeTests {
         // Each `for await` loop is one subscriber. It receives every element produced
         // after it joined, whatever the other subscribers do.
         let display = Task { for await r in shared { print("display:", r) } }
-        let logger  = Task { for await r in shared { print("logger:", r) } }
+        let logger = Task { for await r in shared { print("logger:", r) } }
 
         // (Test only.) Once both loops have joined, both get everything.
         while shared.subscriberCount < 2 { await Task.yield() }

@@ -31,26 +31,27 @@ func replayGuideWhatReplayDoes() async {
     source.yield("syncing")
     for _ in 1...3 { print("first:", await first.next()!) }
 
-    var second = status.makeAsyncIterator()   // joins after three elements were produced
+    var second = status.makeAsyncIterator()  // joins after three elements were produced
     source.yield("idle")
     source.finish()
     while let s = await second.next() { print("second:", s) }
     while let s = await first.next() { print("first:", s) }
 
-    var third = status.makeAsyncIterator()    // joins after the upstream ended
+    var third = status.makeAsyncIterator()  // joins after the upstream ended
     while let s = await third.next() { print("third:", s) }
 
-    #expect(printed.lines == [
-        "first: connecting",
-        "first: connected",
-        "first: syncing",
-        "second: connected",
-        "second: syncing",
-        "second: idle",
-        "first: idle",
-        "third: syncing",
-        "third: idle",
-    ])
+    #expect(
+        printed.lines == [
+            "first: connecting",
+            "first: connected",
+            "first: syncing",
+            "second: connected",
+            "second: syncing",
+            "second: idle",
+            "first: idle",
+            "third: syncing",
+            "third: idle",
+        ])
 }
 
 // Guides/Replay.md: The cache when the upstream stops
@@ -66,19 +67,20 @@ func replayGuideCacheOutlivesTheUpstream() async {
     sensor.yield(22)
     for await t in temperature {
         print("screen A:", t)
-        if t == 22 { break }      // the only subscriber leaves: the upstream is cancelled
+        if t == 22 { break }  // the only subscriber leaves: the upstream is cancelled
     }
     for await t in temperature {
         print("screen B:", t)
     }
     print("screen B: loop ended")
 
-    #expect(printed.lines == [
-        "screen A: 21",
-        "screen A: 22",
-        "screen B: 22",
-        "screen B: loop ended",
-    ])
+    #expect(
+        printed.lines == [
+            "screen A: 21",
+            "screen A: 22",
+            "screen B: 22",
+            "screen B: loop ended",
+        ])
 }
 
 // Guides/Replay.md: replay(1) as a state holder
@@ -106,11 +108,12 @@ func replayGuideStateHolder() async {
     network.finish()
     await statusBar.value
 
-    #expect(printed.lines == [
-        "status bar: connecting",
-        "status bar: online",
-        "settings: online",
-    ])
+    #expect(
+        printed.lines == [
+            "status bar: connecting",
+            "status bar: online",
+            "settings: online",
+        ])
 }
 
 private enum ReplayKeepAliveExample {
@@ -123,11 +126,11 @@ private enum ReplayKeepAliveExample {
         let location = fixes.replay(1, keepAlive: .seconds(2))
 
         gps.yield("52.5200,13.4050")
-        do {                                         // the map screen appears…
+        do {  // the map screen appears…
             var map = location.makeAsyncIterator()
             print("map:", await map.next()!)
-        }                                            // …and goes away: its subscriber leaves
-        do {                                         // back within 2 seconds
+        }  // …and goes away: its subscriber leaves
+        do {  // back within 2 seconds
             var map = location.makeAsyncIterator()
             print("map again:", await map.next()!)  // replayed at once
             gps.yield("52.5201,13.4049")
@@ -143,13 +146,14 @@ func replayGuideKeepAlive() async {
     let printed = ReplayKeepAliveExample.printed
     await ReplayKeepAliveExample.example()
     #expect(!printed.lines.contains("gps: stopped"))  // the window is still open
-    await printed.wait(for: "gps: stopped")            // closes about 2 seconds after the last visit
-    #expect(printed.lines == [
-        "map: 52.5200,13.4050",
-        "map again: 52.5200,13.4050",
-        "map again: 52.5201,13.4049",
-        "gps: stopped",
-    ])
+    await printed.wait(for: "gps: stopped")  // closes about 2 seconds after the last visit
+    #expect(
+        printed.lines == [
+            "map: 52.5200,13.4050",
+            "map again: 52.5200,13.4050",
+            "map again: 52.5201,13.4049",
+            "gps: stopped",
+        ])
 }
 
 // Guides/Replay.md: Dropping subscribers get fewer replayed elements
@@ -162,7 +166,7 @@ func replayGuideDroppingSubscribers() async {
     let recent = numbers.replay(3)
     for n in 1...5 { source.yield(n) }
     source.finish()
-    for await _ in recent {}   // one subscriber runs the upstream to its end
+    for await _ in recent {}  // one subscriber runs the upstream to its end
 
     let policies: [SharedBufferingPolicy] = [
         .bounded(64), .unbounded, .bufferingNewest(2), .bufferingOldest(2), .bufferingNewest(0),
@@ -173,11 +177,12 @@ func replayGuideDroppingSubscribers() async {
         print(policy, replayed)
     }
 
-    #expect(printed.lines == [
-        "bounded(64) [3, 4, 5]",
-        "unbounded [3, 4, 5]",
-        "bufferingNewest(2) [4, 5]",
-        "bufferingOldest(2) [4, 5]",
-        "bufferingNewest(0) []",
-    ])
+    #expect(
+        printed.lines == [
+            "bounded(64) [3, 4, 5]",
+            "unbounded [3, 4, 5]",
+            "bufferingNewest(2) [4, 5]",
+            "bufferingOldest(2) [4, 5]",
+            "bufferingNewest(0) []",
+        ])
 }

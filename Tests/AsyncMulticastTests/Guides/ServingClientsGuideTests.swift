@@ -39,7 +39,7 @@ func servingClientsGuideEviction() async {
     @Sendable func print(_ items: Any...) { printed.record(items) }
 
     let feed = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(3))
-    var stalled = feed.events().makeAsyncIterator()   // subscribed, but does not read in time
+    var stalled = feed.events().makeAsyncIterator()  // subscribed, but does not read in time
     var reader = feed.makeAsyncIterator()
     for n in 1...5 {
         feed.send(n)
@@ -49,14 +49,17 @@ func servingClientsGuideEviction() async {
     print("stalled:", await stalled.next() as Any)
     print("subscribers:", feed.subscriberCount)
 
-    #expect(printed.lines == [
-        "reader: 1", "reader: 2", "reader: 3", "reader: 4", "reader: 5",
-        "stalled: evicted", "stalled: nil", "subscribers: 1",
-    ])
+    #expect(
+        printed.lines == [
+            "reader: 1", "reader: 2", "reader: 3", "reader: 4", "reader: 5",
+            "stalled: evicted", "stalled: nil", "subscribers: 1",
+        ])
 }
 
 // Guides/ServingClients.md: Evicting the client that cannot keep up (SubscriberEvictedError)
-@Test("Guides/ServingClients.md: Evicting the client that cannot keep up (SubscriberEvictedError)", .timeLimit(.minutes(1)))
+@Test(
+    "Guides/ServingClients.md: Evicting the client that cannot keep up (SubscriberEvictedError)",
+    .timeLimit(.minutes(1)))
 func servingClientsGuideEvictionThrows() async throws {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }

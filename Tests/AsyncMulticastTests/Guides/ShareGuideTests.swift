@@ -22,7 +22,7 @@ import Testing
 private let printed = PrintedLines()
 
 /// Shadows `Swift.print` in this file: formats the items as `print` does and records the line.
-fileprivate func print(_ items: Any..., separator: String = " ", terminator: String = "\n") {
+private func print(_ items: Any..., separator: String = " ", terminator: String = "\n") {
     printed.record(items, separator: separator)
 }
 
@@ -45,7 +45,7 @@ private func example(
 
 // Guides/Share.md: About the examples (`Numbers`, used by several examples)
 /// Counts 1, 2, 3, … afresh for every iteration, and says when an iteration starts.
-fileprivate struct Numbers: AsyncSequence, Sendable {
+private struct Numbers: AsyncSequence, Sendable {
     struct Iterator: AsyncIteratorProtocol {
         var count = 0
         mutating func next() async -> Int? {
@@ -61,10 +61,10 @@ fileprivate struct Numbers: AsyncSequence, Sendable {
 }
 
 // Guides/Share.md: Terminal events are sticky
-fileprivate struct SensorError: Error {}
+private struct SensorError: Error {}
 
 // Guides/Share.md: Buffering policies
-fileprivate func fastAndSlow(_ policy: SharedBufferingPolicy) async {
+private func fastAndSlow(_ policy: SharedBufferingPolicy) async {
     let (source, continuation) = AsyncStream.makeStream(of: Int.self)
     let shared = source.share(buffering: policy)
     var fast = shared.makeAsyncIterator()
@@ -73,12 +73,12 @@ fileprivate func fastAndSlow(_ policy: SharedBufferingPolicy) async {
     var fastSaw: [Int] = []
     for n in 1...5 {
         continuation.yield(n)
-        fastSaw.append(await fast.next()!)          // fast takes each element at once
+        fastSaw.append(await fast.next()!)  // fast takes each element at once
     }
     continuation.finish()
 
     var slowSaw: [Int] = []
-    while let n = await slow.next() {               // slow reads only now
+    while let n = await slow.next() {  // slow reads only now
         slowSaw.append(n)
     }
     print("\(policy): fast \(fastSaw), slow \(slowSaw)")
@@ -86,7 +86,7 @@ fileprivate func fastAndSlow(_ policy: SharedBufferingPolicy) async {
 
 // Guides/Share.md: An AsyncStream does not start again (`Heartbeat`)
 /// Starts a producer for every iteration and stops it when the iteration ends.
-fileprivate struct Heartbeat: AsyncSequence, Sendable {
+private struct Heartbeat: AsyncSequence, Sendable {
     func makeAsyncIterator() -> AsyncStream<Int>.Iterator {
         let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
         let producer = Task {
@@ -103,7 +103,7 @@ fileprivate struct Heartbeat: AsyncSequence, Sendable {
 }
 
 // Guides/Share.md: Create the shared sequence once and store it (`HeartRateMonitor`)
-fileprivate final class HeartRateMonitor: Sendable {
+private final class HeartRateMonitor: Sendable {
     /// Created once; every screen iterates this same value.
     let beats = Heartbeat().share()
 }
@@ -115,27 +115,29 @@ struct ShareGuideTests {
     // Guides/Share.md: Sharing one asynchronous sequence (the first example)
     @Test func introduction() async {
         let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
-        let shared = source.share()                                  // .bounded(64)
-        let latest = source.share(buffering: .bufferingNewest(1))    // see "Buffering policies"
+        let shared = source.share()  // .bounded(64)
+        let latest = source.share(buffering: .bufferingNewest(1))  // see "Buffering policies"
         #expect(shared.subscriberCount == 0 && latest.subscriberCount == 0)
         continuation.finish()
     }
 
     // Guides/Share.md: Each iterator is one subscriber
     @Test func eachIteratorIsOneSubscriber() async {
-        await example(printing: """
-            A: 1
-            A: 2 B: 2
-            A: nil B: nil
-            """) {
+        await example(
+            printing: """
+                A: 1
+                A: 2 B: 2
+                A: nil B: nil
+                """
+        ) {
             let (source, continuation) = AsyncStream.makeStream(of: Int.self)
             let shared = source.share()
 
-            var a = shared.makeAsyncIterator()          // A joins
+            var a = shared.makeAsyncIterator()  // A joins
             continuation.yield(1)
-            print("A:", await a.next()!)                // the upstream took 1; A has it
+            print("A:", await a.next()!)  // the upstream took 1; A has it
 
-            var b = shared.makeAsyncIterator()          // B joins after 1 was produced
+            var b = shared.makeAsyncIterator()  // B joins after 1 was produced
             continuation.yield(2)
             continuation.finish()
             print("A:", await a.next()!, "B:", await b.next()!)
@@ -145,49 +147,55 @@ struct ShareGuideTests {
 
     // Guides/Share.md: Lazy start, one upstream iteration
     @Test func lazyStart() async {
-        await example(printing: """
-            two subscribers, nothing started yet
-            numbers: started
-            A: 1
-            B: 1
-            """) {
+        await example(
+            printing: """
+                two subscribers, nothing started yet
+                numbers: started
+                A: 1
+                B: 1
+                """
+        ) {
             let shared = Numbers().share()
             var a = shared.makeAsyncIterator()
             var b = shared.makeAsyncIterator()
             print("two subscribers, nothing started yet")
-            print("A:", await a.next()!)                // starts the one upstream iteration
+            print("A:", await a.next()!)  // starts the one upstream iteration
             print("B:", await b.next()!)
         }
     }
 
     // Guides/Share.md: Each subscriber leaves on its own
     @Test func eachSubscriberLeavesOnItsOwn() async {
-        await example(printing: """
-            A: nil
-            subscribers: 1
-            B: 1
-            """) {
+        await example(
+            printing: """
+                A: nil
+                subscribers: 1
+                B: 1
+                """
+        ) {
             let (source, continuation) = AsyncStream.makeStream(of: Int.self)
             let shared = source.share()
             var a = shared.makeAsyncIterator()
             var b = shared.makeAsyncIterator()
 
-            let taskA = Task { await a.next() }         // A waits in its own task...
-            taskA.cancel()                              // ...which is cancelled
+            let taskA = Task { await a.next() }  // A waits in its own task...
+            taskA.cancel()  // ...which is cancelled
             print("A:", await taskA.value as Any)
             print("subscribers:", shared.subscriberCount)
 
             continuation.yield(1)
-            print("B:", await b.next()!)                // B is not affected
+            print("B:", await b.next()!)  // B is not affected
         }
     }
 
     // Guides/Share.md: Last one out cancels the upstream
     @Test func lastOneOutCancelsTheUpstream() async {
-        await example(printing: """
-            A: 1
-            source: cancelled
-            """) {
+        await example(
+            printing: """
+                A: 1
+                source: cancelled
+                """
+        ) {
             let (source, continuation) = AsyncStream.makeStream(of: Int.self)
             continuation.onTermination = { reason in print("source:", reason) }
             let shared = source.share()
@@ -195,25 +203,27 @@ struct ShareGuideTests {
             continuation.yield(1)
             for await n in shared {
                 print("A:", n)
-                break                                   // A leaves: nobody is left
+                break  // A leaves: nobody is left
             }
         }
     }
 
     // Guides/Share.md: Restart
     @Test func restart() async {
-        await example(printing: """
-            numbers: started
-            A: 1
-            numbers: started
-            B: 1
-            """) {
+        await example(
+            printing: """
+                numbers: started
+                A: 1
+                numbers: started
+                B: 1
+                """
+        ) {
             let shared = Numbers().share()
             for await n in shared {
                 print("A:", n)
-                break                                   // the last one out: the iteration stops
+                break  // the last one out: the iteration stops
             }
-            for await n in shared {                     // a new subscriber: a new iteration
+            for await n in shared {  // a new subscriber: a new iteration
                 print("B:", n)
                 break
             }
@@ -222,11 +232,13 @@ struct ShareGuideTests {
 
     // Guides/Share.md: Terminal events are sticky (finished)
     @Test func finishIsSticky() async {
-        await example(printing: """
-            A: 1
-            A: finished
-            late: nil
-            """) {
+        await example(
+            printing: """
+                A: 1
+                A: finished
+                late: nil
+                """
+        ) {
             let (source, continuation) = AsyncStream.makeStream(of: Int.self)
             let shared = source.share()
             var a = shared.makeAsyncIterator()
@@ -236,18 +248,20 @@ struct ShareGuideTests {
             while let n = await a.next() { print("A:", n) }
             print("A: finished")
 
-            var late = shared.makeAsyncIterator()       // nothing starts again
+            var late = shared.makeAsyncIterator()  // nothing starts again
             print("late:", await late.next() as Any)
         }
     }
 
     // Guides/Share.md: Terminal events are sticky (failed)
     @Test func failureIsSticky() async {
-        await example(printing: """
-            A: 1
-            A: SensorError()
-            late: SensorError()
-            """) {
+        await example(
+            printing: """
+                A: 1
+                A: SensorError()
+                late: SensorError()
+                """
+        ) {
             let (source, continuation) = AsyncThrowingStream.makeStream(of: Int.self)
             let shared = source.share()
             var a = shared.makeAsyncIterator()
@@ -271,11 +285,13 @@ struct ShareGuideTests {
 
     // Guides/Share.md: Buffering policies (`fastAndSlow` calls)
     @Test func droppingPolicies() async {
-        await example(printing: """
-            unbounded: fast [1, 2, 3, 4, 5], slow [1, 2, 3, 4, 5]
-            bufferingNewest(2): fast [1, 2, 3, 4, 5], slow [4, 5]
-            bufferingOldest(2): fast [1, 2, 3, 4, 5], slow [1, 2]
-            """) {
+        await example(
+            printing: """
+                unbounded: fast [1, 2, 3, 4, 5], slow [1, 2, 3, 4, 5]
+                bufferingNewest(2): fast [1, 2, 3, 4, 5], slow [4, 5]
+                bufferingOldest(2): fast [1, 2, 3, 4, 5], slow [1, 2]
+                """
+        ) {
             await fastAndSlow(.unbounded)
             await fastAndSlow(.bufferingNewest(2))
             await fastAndSlow(.bufferingOldest(2))
@@ -284,11 +300,13 @@ struct ShareGuideTests {
 
     // Guides/Share.md: Buffering policies (`.bounded(2)`)
     @Test func boundedPolicy() async {
-        await example(printing: """
-            fast: 1 2
-            slow: 1
-            fast: 3
-            """) {
+        await example(
+            printing: """
+                fast: 1 2
+                slow: 1
+                fast: 3
+                """
+        ) {
             let (source, continuation) = AsyncStream.makeStream(of: Int.self)
             let shared = source.share(buffering: .bounded(2))
             var fast = shared.makeAsyncIterator()
@@ -297,18 +315,20 @@ struct ShareGuideTests {
 
             print("fast:", await fast.next()!, await fast.next()!)
             // slow holds 1 and 2 now: the upstream pauses, a third fast.next() would wait.
-            print("slow:", await slow.next()!)          // 1 (and 2, into its iterator): room again
+            print("slow:", await slow.next()!)  // 1 (and 2, into its iterator): room again
             print("fast:", await fast.next()!)
         }
     }
 
     // Guides/Share.md: An AsyncStream does not start again
     @Test func asyncStreamDoesNotRestart() async {
-        await example(printing: """
-            A: 1
-            source: cancelled
-            B: done
-            """) {
+        await example(
+            printing: """
+                A: 1
+                source: cancelled
+                B: done
+                """
+        ) {
             let (source, continuation) = AsyncStream.makeStream(of: Int.self)
             continuation.onTermination = { reason in print("source:", reason) }
             let shared = source.share()
@@ -316,10 +336,10 @@ struct ShareGuideTests {
             continuation.yield(1)
             for await n in shared {
                 print("A:", n)
-                break                                   // the last one out cancels `source`
+                break  // the last one out cancels `source`
             }
-            continuation.yield(2)                       // dropped: `source` was cancelled
-            for await n in shared {                     // a new iteration of `source`, which is over
+            continuation.yield(2)  // dropped: `source` was cancelled
+            for await n in shared {  // a new iteration of `source`, which is over
                 print("B:", n)
             }
             print("B: done")
@@ -328,16 +348,18 @@ struct ShareGuideTests {
 
     // Guides/Share.md: An AsyncStream does not start again (a base that can start again)
     @Test func restartableSource() async {
-        await example(printing: """
-            A: 1
-            B: 1
-            """) {
+        await example(
+            printing: """
+                A: 1
+                B: 1
+                """
+        ) {
             let beats = Heartbeat().share()
             for await n in beats {
                 print("A:", n)
-                break                                   // stops the producer
+                break  // stops the producer
             }
-            for await n in beats {                      // starts a new one
+            for await n in beats {  // starts a new one
                 print("B:", n)
                 break
             }
@@ -346,11 +368,13 @@ struct ShareGuideTests {
 
     // Guides/Share.md: Create the shared sequence once and store it
     @Test func oneSharePerSubscriberSplitsAgain() async {
-        await example(printing: """
-            A: 1
-            A: 2
-            B got nothing
-            """) {
+        await example(
+            printing: """
+                A: 1
+                A: 2
+                B got nothing
+                """
+        ) {
             let (source, continuation) = AsyncStream.makeStream(of: Int.self)
             var a = source.share().makeAsyncIterator()  // wrong: a share() per subscriber
             var b = source.share().makeAsyncIterator()
@@ -367,29 +391,39 @@ struct ShareGuideTests {
     // Guides/Share.md: Create the shared sequence once and store it (`HeartRateMonitor`)
     @Test func storedSharedSequence() async {
         // The guide shows no output for this one; check that it works as described.
-        await example(printing: """
-            screen 1: 1
-            screen 2: 1
-            """) {
+        await example(
+            printing: """
+                screen 1: 1
+                screen 2: 1
+                """
+        ) {
             let monitor = HeartRateMonitor()
-            for await beat in monitor.beats { print("screen 1:", beat); break }
-            for await beat in monitor.beats { print("screen 2:", beat); break }
+            for await beat in monitor.beats {
+                print("screen 1:", beat)
+                break
+            }
+            for await beat in monitor.beats {
+                print("screen 2:", beat)
+                break
+            }
         }
     }
 
     // Guides/Share.md: Iterators are per task; join before you spawn
     @Test func joinBeforeTheTaskStarts() async {
-        await example(printing: """
-            A: 1
-            B: [2]
-            """) {
+        await example(
+            printing: """
+                A: 1
+                B: [2]
+                """
+        ) {
             let (source, continuation) = AsyncStream.makeStream(of: Int.self)
             let shared = source.share()
             var a = shared.makeAsyncIterator()
             continuation.yield(1)
-            print("A:", await a.next()!)                // the upstream is running now
+            print("A:", await a.next()!)  // the upstream is running now
 
-            var iterator = shared.makeAsyncIterator()   // B joins here, before 2 exists
+            var iterator = shared.makeAsyncIterator()  // B joins here, before 2 exists
             let b = Task {
                 var saw: [Int] = []
                 while let n = await iterator.next() { saw.append(n) }

@@ -15,18 +15,19 @@ func subjectsGuideAsyncReplaySubject() async {
     chat.send("alice: hi")
     chat.send("bob: hello")
     chat.send("alice: how are you?")
-    var newcomer = chat.makeAsyncIterator()   // joins after three messages
+    var newcomer = chat.makeAsyncIterator()  // joins after three messages
     chat.send("bob: fine")
     chat.finish()
     while let message = await newcomer.next() { print(message) }
     print(chat.replayCache)
 
-    #expect(printed.lines == [
-        "bob: hello",
-        "alice: how are you?",
-        "bob: fine",
-        #"["alice: how are you?", "bob: fine"]"#,
-    ])
+    #expect(
+        printed.lines == [
+            "bob: hello",
+            "alice: how are you?",
+            "bob: fine",
+            #"["alice: how are you?", "bob: fine"]"#,
+        ])
 }
 
 // Guides/Subjects.md: Feeding a sequence into a subject: send(contentsOf:)
@@ -41,7 +42,7 @@ func subjectsGuideSendContentsOf() async {
     input.yield("one")
     input.yield("two")
     input.finish()
-    await log.send(contentsOf: lines)   // returns when `lines` ends; `log` stays open
+    await log.send(contentsOf: lines)  // returns when `lines` ends; `log` stays open
     log.send("three")
     log.finish()
     while let line = await reader.next() { print(line) }

@@ -23,24 +23,25 @@ func subjectsGuidePassthrough() async {
     @Sendable func print(_ items: Any...) { printed.record(items) }
 
     let events = AsyncPassthroughSubject<String, Never>()
-    var early = events.makeAsyncIterator()    // a subscriber from here on
+    var early = events.makeAsyncIterator()  // a subscriber from here on
     events.send("login")
     var late = events.makeAsyncIterator()
     events.send("purchase")
     events.finish()
-    events.send("logout")                     // ignored: the subject has finished
+    events.send("logout")  // ignored: the subject has finished
     var afterEnd = events.makeAsyncIterator()
 
     while let e = await early.next() { print("early:", e) }
     while let e = await late.next() { print("late:", e) }
     print("after end:", await afterEnd.next() == nil ? "ended at once" : "got an element")
 
-    #expect(printed.lines == [
-        "early: login",
-        "early: purchase",
-        "late: purchase",
-        "after end: ended at once",
-    ])
+    #expect(
+        printed.lines == [
+            "early: login",
+            "early: purchase",
+            "late: purchase",
+            "after end: ended at once",
+        ])
 }
 
 // Guides/Subjects.md: Subscribing from a task
@@ -55,7 +56,7 @@ func subjectsGuideSubscribingFromATask() async {
         var subscriber = subscriber
         while let e = await subscriber.next() { print("listener:", e) }
     }
-    events.send("hello")    // cannot be missed: the listener subscribed above
+    events.send("hello")  // cannot be missed: the listener subscribed above
     events.finish()
     await listener.value
 
@@ -69,26 +70,27 @@ func subjectsGuideCurrentValue() async {
     @Sendable func print(_ items: Any...) { printed.record(items) }
 
     let volume = AsyncCurrentValueSubject<Int, Never>(5)
-    var slider = volume.makeAsyncIterator()                          // default: .bufferingNewest(1)
-    var history = volume.buffering(.unbounded).makeAsyncIterator()   // keeps every value
-    volume.value = 6                                                 // setting `value` sends it
+    var slider = volume.makeAsyncIterator()  // default: .bufferingNewest(1)
+    var history = volume.buffering(.unbounded).makeAsyncIterator()  // keeps every value
+    volume.value = 6  // setting `value` sends it
     volume.send(7)
     volume.finish()
-    volume.send(8)                                                   // ignored: finished
+    volume.send(8)  // ignored: finished
     print("value:", volume.value)
 
     while let v = await slider.next() { print("slider:", v) }
     while let v = await history.next() { print("history:", v) }
-    for await v in volume { print("late:", v) }                      // subscribes after the end
+    for await v in volume { print("late:", v) }  // subscribes after the end
 
-    #expect(printed.lines == [
-        "value: 7",
-        "slider: 7",
-        "history: 5",
-        "history: 6",
-        "history: 7",
-        "late: 7",
-    ])
+    #expect(
+        printed.lines == [
+            "value: 7",
+            "slider: 7",
+            "history: 5",
+            "history: 6",
+            "history: 7",
+            "late: 7",
+        ])
 }
 
 // Guides/Subjects.md: Changing the value from several tasks: update(_:)
@@ -100,7 +102,7 @@ func subjectsGuideAtomicUpdate() async {
     let cart = AsyncCurrentValueSubject<[String], Never>([])
     await withTaskGroup(of: Void.self) { group in
         for item in ["apple", "bread", "milk"] {
-            group.addTask { cart.update { $0 + [item] } }   // not cart.value.append(item)
+            group.addTask { cart.update { $0 + [item] } }  // not cart.value.append(item)
         }
     }
     print(cart.value.sorted())
@@ -137,7 +139,7 @@ func subjectsGuideCompletion() async {
     var reader = messages.makeAsyncIterator()
     messages.send("hi")
     messages.fail(Disconnected())
-    messages.finish()                         // ignored: already completed
+    messages.finish()  // ignored: already completed
     do {
         while let m = try await reader.next() { print("reader:", m) }
     } catch {
@@ -151,11 +153,12 @@ func subjectsGuideCompletion() async {
         print("late: failed with", error)
     }
 
-    #expect(printed.lines == [
-        "reader: hi",
-        "reader: failed with Disconnected()",
-        "late: failed with Disconnected()",
-    ])
+    #expect(
+        printed.lines == [
+            "reader: hi",
+            "reader: failed with Disconnected()",
+            "late: failed with Disconnected()",
+        ])
 }
 
 // Guides/Subjects.md: Waiting for room: send(waitingForRoom:)
@@ -167,16 +170,16 @@ func subjectsGuideWaitingForRoom() async {
     let jobs = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
     var worker = jobs.makeAsyncIterator()
     await jobs.send(waitingForRoom: 1)
-    await jobs.send(waitingForRoom: 2)         // the worker now holds 2 jobs: full
+    await jobs.send(waitingForRoom: 2)  // the worker now holds 2 jobs: full
     let producer = Task {
-        await jobs.send(waitingForRoom: 3)     // waits until the worker takes one
+        await jobs.send(waitingForRoom: 3)  // waits until the worker takes one
         print("producer: sent 3")
     }
     // [test only] the producer must still be waiting: nothing was consumed.
-    for _ in 0..<1_000 { await Task.yield() }                  // [test only]
-    #expect(!printed.lines.contains("producer: sent 3"))       // [test only]
+    for _ in 0..<1_000 { await Task.yield() }  // [test only]
+    #expect(!printed.lines.contains("producer: sent 3"))  // [test only]
 
-    print("worker:", await worker.next()!)     // taking 1 makes room: the producer goes on
+    print("worker:", await worker.next()!)  // taking 1 makes room: the producer goes on
     await producer.value
     print("worker:", await worker.next()!)
     print("worker:", await worker.next()!)
@@ -191,18 +194,19 @@ func subjectsGuideWaitingForRoom() async {
 }
 
 // Guides/Subjects.md: Waiting for room: send(waitingForRoom:) (a subscriber that answers)
-@Test("Guides/Subjects.md: Waiting for room: send(waitingForRoom:) (a subscriber that answers)", .timeLimit(.minutes(1)))
+@Test(
+    "Guides/Subjects.md: Waiting for room: send(waitingForRoom:) (a subscriber that answers)", .timeLimit(.minutes(1)))
 func subjectsGuideASubscriberThatAnswers() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
 
     let echo = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(4))
     var reader = echo.makeAsyncIterator()
-    for n in 1...3 { echo.send(n) }                  // a burst
+    for n in 1...3 { echo.send(n) }  // a burst
     var seen: [Int] = []
     while seen.count < 9, let n = await reader.next() {
         seen.append(n)
-        await echo.send(waitingForRoom: n + 10)      // the answer goes to the same subject
+        await echo.send(waitingForRoom: n + 10)  // the answer goes to the same subject
     }
     print(seen)
 
@@ -215,8 +219,8 @@ func subjectsGuidePerSubscriberBuffering() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
 
-    let taps = AsyncPassthroughSubject<String, Never>()             // .unbounded by default
-    var ui = taps.makeAsyncIterator()                                 // must see every tap
+    let taps = AsyncPassthroughSubject<String, Never>()  // .unbounded by default
+    var ui = taps.makeAsyncIterator()  // must see every tap
     var logger = taps.buffering(.bufferingNewest(2)).makeAsyncIterator()  // may drop the oldest
     for button in ["play", "pause", "play", "next", "stop"] { taps.send(button) }
     taps.finish()
@@ -224,15 +228,16 @@ func subjectsGuidePerSubscriberBuffering() async {
     while let t = await ui.next() { print("ui:", t) }
     while let t = await logger.next() { print("logger:", t) }
 
-    #expect(printed.lines == [
-        "ui: play",
-        "ui: pause",
-        "ui: play",
-        "ui: next",
-        "ui: stop",
-        "logger: next",
-        "logger: stop",
-    ])
+    #expect(
+        printed.lines == [
+            "ui: play",
+            "ui: pause",
+            "ui: play",
+            "ui: next",
+            "ui: stop",
+            "logger: next",
+            "logger: stop",
+        ])
 }
 
 /// The AsyncSharedSource example declares a class inside its body, which cannot use a
@@ -249,7 +254,10 @@ private enum SubjectsSharedSourceExample {
         final class PathMonitor: Sendable {
             let onUpdate: @Sendable (String) -> Void
             init(onUpdate: @escaping @Sendable (String) -> Void) { self.onUpdate = onUpdate }
-            func start() { print("monitor: start"); onUpdate("wifi") }
+            func start() {
+                print("monitor: start")
+                onUpdate("wifi")
+            }
             func stop() { print("monitor: stop") }
         }
 
@@ -261,17 +269,17 @@ private enum SubjectsSharedSourceExample {
 
         do {
             var statusBar = paths.makeAsyncIterator()
-            print("status bar:", await statusBar.next()!)   // this first wait starts the monitor
+            print("status bar:", await statusBar.next()!)  // this first wait starts the monitor
             var sync = paths.makeAsyncIterator()
-            print("sync:", await sync.next()!)              // the latest path, replayed
-        }   // both iterators are released here: the last one out stops the monitor
+            print("sync:", await sync.next()!)  // the latest path, replayed
+        }  // both iterators are released here: the last one out stops the monitor
 
         // Later, the user opens the settings screen:
-        await printed.wait(for: "monitor: stop")                         // [test gate]
+        await printed.wait(for: "monitor: stop")  // [test gate]
         do {
             var settings = paths.makeAsyncIterator()
-            print("settings:", await settings.next()!)      // the cached path, at once
-            print("settings:", await settings.next()!)      // this wait starts a new session
+            print("settings:", await settings.next()!)  // the cached path, at once
+            print("settings:", await settings.next()!)  // this wait starts a new session
         }
         await printed.wait { $0.filter { $0 == "monitor: stop" }.count == 2 }  // [test only]
     }  // (test only)
@@ -282,14 +290,15 @@ private enum SubjectsSharedSourceExample {
 func subjectsGuideAsyncSharedSource() async {
     let printed = SubjectsSharedSourceExample.printed
     await SubjectsSharedSourceExample.example()
-    #expect(printed.lines == [
-        "monitor: start",
-        "status bar: wifi",
-        "sync: wifi",
-        "monitor: stop",
-        "settings: wifi",
-        "monitor: start",
-        "settings: wifi",
-        "monitor: stop",
-    ])
+    #expect(
+        printed.lines == [
+            "monitor: start",
+            "status bar: wifi",
+            "sync: wifi",
+            "monitor: stop",
+            "settings: wifi",
+            "monitor: start",
+            "settings: wifi",
+            "monitor: stop",
+        ])
 }

@@ -3,6 +3,7 @@
 // Engine/StateMachineConnectionTests.swift.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("multicast(replay:buffering:)", .timeLimit(.minutes(2)))

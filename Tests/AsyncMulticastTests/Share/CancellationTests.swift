@@ -2,6 +2,7 @@
 // with a fresh base iterator afterwards.
 
 import Testing
+
 @testable import AsyncMulticast
 
 extension HeavyAndTimingSensitive {
@@ -100,11 +101,12 @@ struct CancellationTests {
             var others: [Task<[Int], Never>] = []
             for _ in 0..<3 {
                 var iterator = shared.makeAsyncIterator()
-                others.append(Task {
-                    var received: [Int] = []
-                    while let element = await iterator.next() { received.append(element) }
-                    return received
-                })
+                others.append(
+                    Task {
+                        var received: [Int] = []
+                        while let element = await iterator.next() { received.append(element) }
+                        return received
+                    })
             }
             var cancelledIterator = shared.makeAsyncIterator()
             let cancelled = Task {

@@ -6,6 +6,7 @@
 // behind the window are checked in Engine/StateMachineKeepAliveTests.swift.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("keepAlive", .timeLimit(.minutes(2)))
@@ -29,7 +30,9 @@ struct KeepAliveTests {
     /// The instant `offset` after the clock was created (when the shared sequence was made).
     private func at(_ offset: Duration) -> ManualClock.Instant { ManualClock.Instant(offset: offset) }
 
-    @Test("share(keepAlive:): a subscriber arriving before the deadline continues the same iteration; leaving again moves the deadline")
+    @Test(
+        "share(keepAlive:): a subscriber arriving before the deadline continues the same iteration; leaving again moves the deadline"
+    )
     func shareArrivalInsideWindowContinues() async {
         let clock = ManualClock()
         let source = FedSource()
@@ -60,7 +63,9 @@ struct KeepAliveTests {
         #expect(source.control.iteratorCount == 1)
     }
 
-    @Test("share(buffering:keepAlive:): the upstream is cancelled exactly when the window ends; the next subscriber restarts it")
+    @Test(
+        "share(buffering:keepAlive:): the upstream is cancelled exactly when the window ends; the next subscriber restarts it"
+    )
     func shareCancelledWhenWindowEnds() async {
         let clock = ManualClock()
         let source = FedSource()
@@ -156,7 +161,9 @@ struct KeepAliveTests {
         await b.leave()
     }
 
-    @Test("leaving and coming back 2,000 times inside the window re-arms one timer task, which ends the window last opened")
+    @Test(
+        "leaving and coming back 2,000 times inside the window re-arms one timer task, which ends the window last opened"
+    )
     func oneTimerTaskForManyDepartures() async {
         let clock = ManualClock()
         let source = FedSource()
@@ -186,11 +193,13 @@ struct KeepAliveTests {
         #expect(ended?.end == .cancelled)
     }
 
-    @Test("a keep-alive too long for any clock is accepted, sleeps a day at a time and never ends the iteration", arguments: [
-        Duration.seconds(Int64.max),
-        Duration(secondsComponent: .max, attosecondsComponent: 999_999_999_999_999_999),
-        Duration.seconds(1e19),
-    ])
+    @Test(
+        "a keep-alive too long for any clock is accepted, sleeps a day at a time and never ends the iteration",
+        arguments: [
+            Duration.seconds(Int64.max),
+            Duration(secondsComponent: .max, attosecondsComponent: 999_999_999_999_999_999),
+            Duration.seconds(1e19),
+        ])
     func keepAliveBeyondAnyClock(keepAlive: Duration) async {
         let clock = ManualClock()
         let source = FedSource()

@@ -3,6 +3,7 @@
 // ran, after cancellation and after the end.
 
 import Testing
+
 @testable import AsyncMulticast
 
 /// Weak references filled in by a scenario and checked after it released everything.

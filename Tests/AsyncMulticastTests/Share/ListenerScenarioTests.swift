@@ -6,6 +6,7 @@
 // Subjects/SubjectScenarioTests.swift.)
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("Scenarios: several listeners of one producer, with share()")

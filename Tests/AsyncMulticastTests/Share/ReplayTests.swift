@@ -4,6 +4,7 @@
 // keep-alive window is in KeepAliveTests.swift.
 
 import Testing
+
 @testable import AsyncMulticast
 
 @Suite("replay(_:buffering:keepAlive:)", .timeLimit(.minutes(2)))
@@ -117,7 +118,8 @@ struct ReplayTests {
         await b.leave()
     }
 
-    @Test("joining while the upstream produces continuously: a contiguous run, nothing missed or duplicated at the seam")
+    @Test(
+        "joining while the upstream produces continuously: a contiguous run, nothing missed or duplicated at the seam")
     func seamIsContiguous() async throws {
         let probe = Probe()
         let replayed = Instrumented(Counter(), probe: probe).replay(3)
@@ -235,11 +237,13 @@ struct ReplayTests {
 
     /// One subscriber starts the upstream, reads 1, 2, 3, and leaves.
     private func readOneTwoThreeAndLeave(
-        _ replayed: AsyncShareSequence<FedSource>, _ source: FedSource, sourceLocation: SourceLocation = #_sourceLocation
+        _ replayed: AsyncShareSequence<FedSource>, _ source: FedSource,
+        sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         let a = await SubscriberTask.join({ replayed.makeAsyncIterator() }, sourceLocation: sourceLocation)
-        #expect(await a.startIteration(of: source, yielding: 1, 2, 3, sourceLocation: sourceLocation) == 1,
-                sourceLocation: sourceLocation)
+        #expect(
+            await a.startIteration(of: source, yielding: 1, 2, 3, sourceLocation: sourceLocation) == 1,
+            sourceLocation: sourceLocation)
         #expect(await a.take(2, sourceLocation: sourceLocation) == [2, 3], sourceLocation: sourceLocation)
         await a.leave(sourceLocation: sourceLocation)
     }
@@ -314,9 +318,11 @@ struct ReplayTests {
         await c.leave()
     }
 
-    @Test("replayExpiration: .zero empties the cache the moment the upstream stops, without a timer", arguments: [
-        Duration.zero, .seconds(10),
-    ])
+    @Test(
+        "replayExpiration: .zero empties the cache the moment the upstream stops, without a timer",
+        arguments: [
+            Duration.zero, .seconds(10),
+        ])
     func zeroExpirationEmptiesAtOnce(keepAlive: Duration) async {
         let clock = ManualClock()
         let source = FedSource()
@@ -334,8 +340,9 @@ struct ReplayTests {
         #expect(clock.sleeperCount == 0, "no expiry window to time")
     }
 
-    @Test("an upstream that finished keeps its cache whatever replayExpiration says, even inside a keep-alive window",
-          arguments: [Duration.zero, .seconds(30), .seconds(Int64.max)])
+    @Test(
+        "an upstream that finished keeps its cache whatever replayExpiration says, even inside a keep-alive window",
+        arguments: [Duration.zero, .seconds(30), .seconds(Int64.max)])
     func finishedUpstreamKeepsCache(replayExpiration: Duration) async {
         let clock = ManualClock()
         let source = FedSource()

@@ -2,6 +2,7 @@
 // events with the base's typed failure.
 
 import Testing
+
 @testable import AsyncMulticast
 
 /// Reads until the end; the `do throws(TestError)` proves statically that `next()` throws

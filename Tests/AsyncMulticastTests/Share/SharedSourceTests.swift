@@ -4,6 +4,7 @@
 
 import Dispatch
 import Testing
+
 @testable import AsyncMulticast
 
 /// A fake callback-based monitor (think `NWPathMonitor`): `start(handler)` begins calling
@@ -109,7 +110,8 @@ struct SharedSourceTests {
         guard let clock else {
             return Source(replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration, start: start)
         }
-        return Source(replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration, clock: clock, start: start)
+        return Source(
+            replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration, clock: clock, start: start)
     }
 
     /// Joins two subscribers, then lets the first one demand: session 1 has started (checked)
@@ -270,7 +272,9 @@ struct SharedSourceTests {
 
     // MARK: keepAlive and replayExpiration, timed on a manual clock
 
-    @Test("keepAlive: a subscriber arriving before the deadline continues the same session; stop is called when the window ends")
+    @Test(
+        "keepAlive: a subscriber arriving before the deadline continues the same session; stop is called when the window ends"
+    )
     func keepAliveContinuesSession() async {
         let clock = ManualClock()
         let monitor = CallbackMonitor()
@@ -313,7 +317,9 @@ struct SharedSourceTests {
         #expect(!monitor.overlapped)
     }
 
-    @Test("replayExpiration: the latest value outlives the stopped session until keepAlive + replayExpiration, then a new session starts afresh")
+    @Test(
+        "replayExpiration: the latest value outlives the stopped session until keepAlive + replayExpiration, then a new session starts afresh"
+    )
     func replayExpiresAfterStop() async {
         let clock = ManualClock()
         let monitor = CallbackMonitor()

@@ -2,6 +2,7 @@
 // while the upstream produces. Serialized with the timing-sensitive tests.
 
 import Testing
+
 @testable import AsyncMulticast
 
 extension HeavyAndTimingSensitive {
@@ -50,24 +51,27 @@ extension HeavyAndTimingSensitive {
                     let wanted = Int(rng.next() % 30) + 1
                     var iterator = shared.makeAsyncIterator()
                     if mode == 2 { cancellable.append(tasks.count) }
-                    tasks.append(Task {
-                        var received: [Int] = []
-                        while mode == 2 || received.count < wanted, let element = await iterator.next() {
-                            received.append(element)
-                        }
-                        if mode == 1 {
-                            // A cancelled task gets at most the elements its iterator had
-                            // already taken (its batch: at most 64), then nil.
-                            withUnsafeCurrentTask { $0?.cancel() }
-                            var afterCancel: [Int] = []
-                            while afterCancel.count <= 64, let element = await iterator.next() {
-                                afterCancel.append(element)
+                    tasks.append(
+                        Task {
+                            var received: [Int] = []
+                            while mode == 2 || received.count < wanted, let element = await iterator.next() {
+                                received.append(element)
                             }
-                            #expect(afterCancel.count <= 64, "after its cancellation: \(afterCancel)")
-                            #expect(isStrictlyIncreasing(received + afterCancel), "after its cancellation: \(afterCancel)")
-                        }
-                        return Outcome(received: received, wanted: mode == 2 ? nil : wanted)
-                    })
+                            if mode == 1 {
+                                // A cancelled task gets at most the elements its iterator had
+                                // already taken (its batch: at most 64), then nil.
+                                withUnsafeCurrentTask { $0?.cancel() }
+                                var afterCancel: [Int] = []
+                                while afterCancel.count <= 64, let element = await iterator.next() {
+                                    afterCancel.append(element)
+                                }
+                                #expect(afterCancel.count <= 64, "after its cancellation: \(afterCancel)")
+                                #expect(
+                                    isStrictlyIncreasing(received + afterCancel),
+                                    "after its cancellation: \(afterCancel)")
+                            }
+                            return Outcome(received: received, wanted: mode == 2 ? nil : wanted)
+                        })
                     if !cancellable.isEmpty, rng.next() % 3 == 0 {
                         let victim = cancellable.remove(at: Int(rng.next() % UInt64(cancellable.count)))
                         tasks[victim].cancel()

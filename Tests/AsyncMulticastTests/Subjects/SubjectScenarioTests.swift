@@ -6,6 +6,7 @@
 // (The share() scenarios are in Share/ListenerScenarioTests.swift.)
 
 import Testing
+
 @testable import AsyncMulticast
 
 /// The migrated repository: it used to hold a Combine `CurrentValueSubject<Int, Never>(0)`.
@@ -87,13 +88,14 @@ struct SubjectScenarioTests {
         let joined = Signal<Void>()
         var tasks: [Task<[Int], Never>] = []
         for _ in 0..<subscribers {
-            tasks.append(Task {
-                var received: [Int] = []
-                var iterator = channel.makeAsyncIterator()
-                joined.send(())
-                while let value = await iterator.next() { received.append(value) }
-                return received
-            })
+            tasks.append(
+                Task {
+                    var received: [Int] = []
+                    var iterator = channel.makeAsyncIterator()
+                    joined.send(())
+                    while let value = await iterator.next() { received.append(value) }
+                    return received
+                })
         }
         for _ in 0..<subscribers { _ = await joined.next("subscriber joined") }
         channel.send(1)

@@ -3,6 +3,7 @@
 // policies. The push mode behind them is checked in Engine/StateMachinePushModeTests.swift.
 
 import Testing
+
 @testable import AsyncMulticast
 
 /// Compiles only because `send(_:)` and `value`'s setter never suspend: callable from a
@@ -252,7 +253,9 @@ struct SubjectTests {
         #expect(lateDrained.failure == TestError.other(1))
     }
 
-    @Test("current-value: after finish, sends are ignored, `value` keeps the last value, a later subscriber gets it then nil")
+    @Test(
+        "current-value: after finish, sends are ignored, `value` keeps the last value, a later subscriber gets it then nil"
+    )
     func currentValueAfterFinish() async {
         let subject = AsyncCurrentValueSubject<Int, Never>(0)
         subject.send(5)

@@ -8,6 +8,7 @@
 //   `SubscriberTask`) can be called like the plain operations they stand for.
 
 import Testing
+
 @testable import AsyncMulticast
 
 struct TimeoutError: Error, CustomStringConvertible {
@@ -57,10 +58,12 @@ private func race<T: Sendable>(
 ) async -> Result<T, any Error>? {
     let once = Lock<CheckedContinuation<Result<T, any Error>?, Never>?>(nil)
     let finish: @Sendable (Result<T, any Error>?) -> Bool = { outcome in
-        guard let continuation = once.withLock({ state -> CheckedContinuation<Result<T, any Error>?, Never>? in
-            defer { state = nil }
-            return state
-        }) else { return false }
+        guard
+            let continuation = once.withLock({ state -> CheckedContinuation<Result<T, any Error>?, Never>? in
+                defer { state = nil }
+                return state
+            })
+        else { return false }
         continuation.resume(returning: outcome)
         return true
     }

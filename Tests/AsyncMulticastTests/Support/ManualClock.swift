@@ -7,6 +7,7 @@
 //   timer is now sleeping", so that the test advances the time after, never before.
 
 import Testing
+
 @testable import AsyncMulticast
 
 final class ManualClock: Clock, Sendable {
@@ -72,7 +73,8 @@ final class ManualClock: Clock, Sendable {
         defer { self.state.withLock { _ = $0.cancelled.remove(id) } }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let (outcome, satisfied) = self.state.withLock { state -> (Result<Void, any Error>?, [CheckedContinuation<Bool, Never>]) in
+                let (outcome, satisfied) = self.state.withLock {
+                    state -> (Result<Void, any Error>?, [CheckedContinuation<Bool, Never>]) in
                     if state.cancelled.contains(id) { return (.failure(CancellationError()), []) }
                     if deadline <= state.now { return (.success(()), []) }
                     state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))

@@ -6,6 +6,7 @@
 // - `LockedLog` and `LockedFlag`: lock-protected records to read after the fact.
 
 import Testing
+
 @testable import AsyncMulticast
 
 /// A one-consumer signal: `send` from anywhere (never blocks), `next()` waits for the next

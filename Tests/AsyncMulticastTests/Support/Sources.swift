@@ -4,6 +4,7 @@
 // that it ended.
 
 import Testing
+
 @testable import AsyncMulticast
 
 // MARK: - Synchronous sequences as async ones

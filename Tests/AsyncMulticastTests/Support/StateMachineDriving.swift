@@ -4,6 +4,7 @@
 // machine already running with a few subscribers.
 
 import Testing
+
 @testable import AsyncMulticast
 
 /// The machine of the engine suites: `Int` elements, failing with `TestError`.
@@ -56,7 +57,9 @@ extension Machine {
 
     /// Produces `element`, expecting it to be taken (not `.stop`); returns its effects and
     /// whether the producer must park.
-    mutating func push(_ element: Int, epoch: UInt64, sourceLocation: SourceLocation = #_sourceLocation)
+    mutating func push(
+        _ element: Int, epoch: UInt64, sourceLocation: SourceLocation = #_sourceLocation
+    )
         -> (effects: Effects, park: Bool)
     {
         switch self.produce(element, epoch: epoch) {
@@ -122,7 +125,10 @@ extension MulticastStateMachine {
 
 extension MulticastStateMachine.ProduceAction {
     /// `outcome`, with the waiting subscribers to resume with `element` as `Effects`.
-    init(_ outcome: MulticastStateMachine.ProduceOutcome, element: Element, resuming: [MulticastStateMachine.SubscriberContinuation]) {
+    init(
+        _ outcome: MulticastStateMachine.ProduceOutcome, element: Element,
+        resuming: [MulticastStateMachine.SubscriberContinuation]
+    ) {
         var effects = MulticastStateMachine.Effects()
         effects.subscribers = resuming
         if !resuming.isEmpty { effects.subscriberResult = .success(element) }

@@ -6,6 +6,7 @@
 //   hang guard: `next()`, `take(_:)`, `drain()`, `leave()`, or `cancel()` for its whole task.
 
 import Testing
+
 @testable import AsyncMulticast
 
 // MARK: - SubscriberBox: reads in the caller's task
