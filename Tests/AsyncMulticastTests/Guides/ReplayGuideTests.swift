@@ -120,10 +120,10 @@ private enum ReplayKeepAliveExample {
     static let printed = PrintedLines()
     static func print(_ items: Any...) { printed.record(items) }
 
-    static func example() async {
+    static func example(clock: ManualClock) async {  // (test only)
         let (fixes, gps) = AsyncStream.makeStream(of: String.self)
         gps.onTermination = { _ in print("gps: stopped") }
-        let location = fixes.replay(1, keepAlive: .seconds(2))
+        let location = fixes.replay(1, keepAlive: .seconds(2), clock: clock)
 
         gps.yield("52.5200,13.4050")
         do {  // the map screen appears…
@@ -144,9 +144,14 @@ private enum ReplayKeepAliveExample {
 @Test("Guides/Replay.md: Keeping the upstream alive: navigate away and back", .timeLimit(.minutes(1)))
 func replayGuideKeepAlive() async {
     let printed = ReplayKeepAliveExample.printed
-    await ReplayKeepAliveExample.example()
+    let clock = ManualClock()
+    await ReplayKeepAliveExample.example(clock: clock)
+    await clock.waitForSleepers(count: 1)  // the window's timer sleeps
+    clock.advance(by: .seconds(2) - .nanoseconds(1))
+    await letOthersRun()
     #expect(!printed.lines.contains("gps: stopped"))  // the window is still open
-    await printed.wait(for: "gps: stopped")  // closes about 2 seconds after the last visit
+    clock.advance(by: .nanoseconds(1))
+    await printed.wait(for: "gps: stopped")  // closes 2 seconds after the last visit
     #expect(
         printed.lines == [
             "map: 52.5200,13.4050",
