@@ -1,0 +1,48 @@
+// One server instance. Run several, on different ports, against the same database:
+//
+//     POSTGRES_HOST=127.0.0.1 POSTGRES_PORT=5432 POSTGRES_USER=fanout POSTGRES_DB=fanout \
+//         swift run postgres-fanout --name a --port 8081
+//
+// Options: --name NAME (default "a"), --port PORT (default 8080), --channel CHANNEL
+// (default "fanout"), --heartbeat SECONDS (default 15). Ctrl-C or SIGTERM stops it.
+import Foundation
+import Hummingbird
+import Logging
+import PostgresFanout
+import ServiceLifecycle
+
+var options: [String: String] = [:]
+var arguments = CommandLine.arguments.dropFirst()
+while let flag = arguments.popFirst() {
+    guard flag.hasPrefix("--"), let value = arguments.popFirst() else {
+        FileHandle.standardError.write(
+            Data("usage: postgres-fanout [--name NAME] [--port PORT] [--channel CHANNEL] [--heartbeat SECONDS]\n".utf8))
+        exit(2)
+    }
+    options[String(flag.dropFirst(2))] = value
+}
+
+guard let postgres = PostgresSettings.fromEnvironment() else {
+    FileHandle.standardError.write(
+        Data("postgres-fanout: set POSTGRES_HOST (and POSTGRES_PORT, POSTGRES_USER, POSTGRES_DB)\n".utf8))
+    exit(2)
+}
+
+let logger = Logger(label: "postgres-fanout")
+let configuration = FanoutConfiguration(
+    instanceName: options["name"] ?? "a",
+    channel: options["channel"] ?? "fanout",
+    postgres: postgres,
+    heartbeat: .seconds(Int(options["heartbeat"] ?? "") ?? 15))
+let server = FanoutServer(configuration: configuration, logger: logger)
+let port = Int(options["port"] ?? "") ?? 8080
+let application = server.application(port: port) { port in
+    logger.info(
+        "instance \(configuration.instanceName) serving http://127.0.0.1:\(port) (GET /events, POST /messages, GET /stats)"
+    )
+}
+// Cancelling on a signal, rather than a graceful shutdown: an SSE stream never ends on its own,
+// so a graceful shutdown would wait for the clients to leave.
+let services = ServiceGroup(
+    configuration: .init(services: [application], cancellationSignals: [.sigint, .sigterm], logger: logger))
+try await services.run()
