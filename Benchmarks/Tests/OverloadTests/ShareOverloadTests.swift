@@ -82,7 +82,8 @@ struct Numbers: AsyncSequence, Sendable {
     #expect(saaValues == [0, 1, 2])
 }
 
-/// Like `Numbers`, but not `Sendable`: AsyncMulticast's operators do not apply to it.
+/// Like `Numbers`, but not `Sendable` (a struct of this module would otherwise be `Sendable`
+/// implicitly): AsyncMulticast's operators do not apply to it.
 struct NonSendableNumbers: AsyncSequence {
     typealias Element = Int
     typealias Failure = Never
@@ -99,6 +100,9 @@ struct NonSendableNumbers: AsyncSequence {
 
     func makeAsyncIterator() -> AsyncIterator { AsyncIterator(limit: limit) }
 }
+
+@available(*, unavailable)
+extension NonSendableNumbers: Sendable {}
 
 /// The trap the Share guide describes ("A base that is not `Sendable` gets
 /// swift-async-algorithms' `share()`, silently"), and the way out it gives.
