@@ -368,51 +368,39 @@ extension MulticastStateMachine {
     /// shared buffer.
     @inlinable
     func pendingElements(of slotIndex: Int) -> [Element] {
-        let slot = self.slots[slotIndex]
-        if slot.isDetached {
-            return self.detached[UInt32(slotIndex)]!.remaining
-        }
-        let lane = self.lanes[Int(slot.lane)]
-        var from = slot.cursor
-        if from < lane.minCursor {
-            switch lane.policy {
-            case .bufferingOldest(let limit) where limit > 0:
-                return lane.frozen[from]!.elements
-            case .evicting:
-                return []
-            default:
-                from = lane.minCursor
-            }
-        }
-        return (from..<self.tail).map { self.elements[$0] }
+        self.pending(of: slotIndex).elements
     }
 
-    /// What the subscriber in `slotIndex` missed among ``pendingElements(of:)``: gaps as
-    /// `(index, missed)`, where `index` counts the pending elements before the gap (the
-    /// count of them: before the end), oldest first. Empty for lossless subscribers.
+    /// ``pendingElements(of:)``, and what the subscriber missed among them (`gaps`, for lag
+    /// reports): `(index, missed)` where `index` counts the pending elements before the gap
+    /// (all of them: before the end), oldest first. No gaps for lossless subscribers.
     @inlinable
-    func pendingGaps(of slotIndex: Int) -> [(index: Int, missed: Int)] {
+    func pending(of slotIndex: Int) -> (elements: [Element], gaps: [(index: Int, missed: Int)]) {
         let slot = self.slots[slotIndex]
         if slot.isDetached {
-            // A `.bufferingOldest` overflow queue: its own gaps, then what it had no room
-            // for since its last queued element.
+            // A private queue (a `.bufferingOldest` overflow): its own gaps, then what it had
+            // no room for since its last queued element.
             let queue = self.detached[UInt32(slotIndex)]!
             var gaps = queue.gaps.map { (index: $0.index - queue.popped, missed: $0.missed) }
             if self.tail > queue.nextPosition { gaps.append((queue.pending, self.tail - queue.nextPosition)) }
-            return gaps
+            return (queue.remaining, gaps)
         }
         let lane = self.lanes[Int(slot.lane)]
-        guard slot.cursor < lane.minCursor else { return [] }
+        guard slot.cursor < lane.minCursor else {
+            return ((slot.cursor..<self.tail).map { self.elements[$0] }, [])
+        }
         switch lane.policy {
         case .bufferingOldest(let limit) where limit > 0:
-            // A frozen cell: its `limit` oldest elements, then everything since.
-            let missed = self.tail - (slot.cursor + limit)
-            return missed > 0 ? [(limit, missed)] : []
-        case .bufferingNewest, .bufferingOldest:
+            // A frozen cell: its oldest elements, then everything since was missed.
+            let frozen = lane.frozen[slot.cursor]!.elements
+            let missed = self.tail - (slot.cursor + frozen.count)
+            return (frozen, missed > 0 ? [(frozen.count, missed)] : [])
+        case .evicting:
+            return ([], [])
+        default:
             // Moved forward while it was not looking: the gap comes first.
-            return [(0, lane.minCursor - slot.cursor)]
-        case .evicting, .bounded, .unbounded:
-            return []
+            let elements = (lane.minCursor..<self.tail).map { self.elements[$0] }
+            return (elements, [(0, lane.minCursor - slot.cursor)])
         }
     }
 

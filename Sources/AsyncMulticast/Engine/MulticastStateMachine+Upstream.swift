@@ -131,8 +131,7 @@ extension MulticastStateMachine {
             let pending: [Element]
             var gaps: [(index: Int, missed: Int)] = []
             if slot.isDetached || slot.cursor < lane.minCursor {
-                pending = self.pendingElements(of: slotIndex)
-                gaps = self.pendingGaps(of: slotIndex)
+                (pending, gaps) = self.pending(of: slotIndex)
             } else if let shared = copies[slot.cursor] {
                 pending = shared
             } else {
