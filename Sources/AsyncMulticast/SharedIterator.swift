@@ -86,7 +86,8 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         }
 
         deinit {
-            self.storage.unsubscribe(self.id)
+            // Through the storage's closure: it calls the specialized `unsubscribe`.
+            self.storage.leave(self.storage, self.id)
         }
     }
 }
