@@ -40,7 +40,10 @@ struct CompareArguments: ParsableCommand {
 
     @Option(
         name: .customLong("impls"),
-        help: "Comma-separated subset of implementations: ours, saa, hand, base (default: all).",
+        help: """
+            Comma-separated subset of implementations: ours, saa, hand, base, opencombine (alias: combine) \
+            (default: all). OpenCombine runs in the cost scenarios only.
+            """,
         transform: CompareArguments.implementations)
     var implementations: Set<Implementation> = Set(Implementation.allCases)
 
@@ -61,6 +64,7 @@ struct CompareArguments: ParsableCommand {
             case "saa": selected.insert(.saa)
             case "hand", "handRolled", "hand-rolled": selected.insert(.handRolled)
             case "base": selected.insert(.base)
+            case "opencombine", "openCombine", "combine": selected.insert(.openCombine)
             default: throw ValidationError("unknown implementation '\(name)'")
             }
         }
@@ -71,7 +75,7 @@ struct CompareArguments: ParsableCommand {
 struct Options {
     enum Mode: String, EnumerableFlag { case smoke, quick, full }
 
-    static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel"]
+    static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel", "cost"]
 
     var mode = Mode.full
     var scenarios: Set<String> = Set(Options.allScenarios)
@@ -127,6 +131,34 @@ struct Options {
     var churnJoins: Int { mode == .smoke ? 200 : mode == .quick ? 2_000 : 10_000 }
     var idleSubscribers: Int { mode == .smoke ? 2_000 : 100_000 }
     var cancellationSamples: Int { mode == .smoke ? 10 : mode == .quick ? 100 : 300 }
+
+    // Cost per delivery (scenario 6).
+    var costSubscriberCounts: [Int] {
+        switch mode {
+        case .smoke: [1, 16]
+        case .quick: [1, 64, 1024]
+        case .full: [1, 4, 16, 64, 256, 1024]
+        }
+    }
+
+    /// Deliveries (M·N) per cost cell; M is at least `minElements`.
+    var costDeliveriesPerCell: Int {
+        switch mode {
+        case .smoke: 20_000
+        case .quick: 1_000_000
+        case .full: 2_000_000
+        }
+    }
+
+    var costRepetitions: Int {
+        switch mode {
+        case .smoke: 1
+        case .quick: 3
+        case .full: 5
+        }
+    }
+
+    func costElements(forSubscribers n: Int) -> Int { max(minElements, costDeliveriesPerCell / n) }
 
     func elements(forSubscribers n: Int) -> Int {
         min(maxElements, max(minElements, deliveriesPerCell / n))
@@ -571,6 +603,7 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("churn") { await runChurn(options) }
     if options.scenarios.contains("memory") { await runMemory(options) }
     if options.scenarios.contains("cancel") { await runCancellation(options) }
+    if options.scenarios.contains("cost") { await runCost(options) }
 }
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
 if failures.isEmpty {
