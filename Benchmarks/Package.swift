@@ -79,6 +79,13 @@ let package = Package(
             ],
             swiftSettings: swift6
         ),
+        // One cost-per-delivery cell (implementation, N, M) in a process with a synchronous
+        // main, for `compare --instructions` to run under valgrind (callgrind).
+        .executableTarget(
+            name: "delivery-cell",
+            dependencies: ["MulticastScenarios"],
+            swiftSettings: swift6
+        ),
         // Compile-time overload check with both AsyncAlgorithms and AsyncMulticast imported.
         .testTarget(
             name: "OverloadTests",

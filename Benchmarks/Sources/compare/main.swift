@@ -47,6 +47,29 @@ struct CompareArguments: ParsableCommand {
         transform: CompareArguments.implementations)
     var implementations: Set<Implementation> = Set(Implementation.allCases)
 
+    @Flag(
+        help: """
+            Instead of the scenarios: instructions per delivery, counted by valgrind's callgrind \
+            in the delivery-cell executable (build it first: swift build -c release --product \
+            delivery-cell). --smoke and --quick use fewer cells and elements.
+            """)
+    var instructions = false
+
+    @Option(help: "With --instructions: the valgrind executable (default: valgrind on PATH).")
+    var valgrind: String?
+
+    @Option(
+        name: .customLong("delivery-cell"),
+        help: "With --instructions: the delivery-cell executable (default: next to compare).")
+    var deliveryCell: String?
+
+    @Option(
+        help: """
+            With --instructions: keep callgrind's output files in this folder (one per run, \
+            for callgrind_annotate) instead of deleting them.
+            """)
+    var profiles: String?
+
     static func scenarios(_ list: String) throws -> Set<String> {
         let names = Set(list.split(separator: ",").map { $0.trimmingCharacters() })
         let unknown = names.subtracting(Options.allScenarios)
@@ -80,11 +103,19 @@ struct Options {
     var mode = Mode.full
     var scenarios: Set<String> = Set(Options.allScenarios)
     var implementations: Set<Implementation> = Set(Implementation.allCases)
+    var instructions = false
+    var valgrind: String?
+    var deliveryCell: String?
+    var profiles: String?
 
     init(_ arguments: CompareArguments) {
         self.mode = arguments.mode
         self.scenarios = arguments.scenarios
         self.implementations = arguments.implementations
+        self.instructions = arguments.instructions
+        self.valgrind = arguments.valgrind
+        self.deliveryCell = arguments.deliveryCell
+        self.profiles = arguments.profiles
     }
 
     // Sizes per mode.
@@ -595,9 +626,17 @@ let options = Options(CompareArguments.parseOrExit())
 #if DEBUG
     stamp("warning: compare was built in debug mode; use `swift run -c release compare` for numbers.")
 #endif
-stamp("compare: mode \(options.mode.rawValue), scenarios \(options.scenarios.sorted().joined(separator: ", "))")
-stamp("Ratios read \"AsyncMulticast vs X\": above 1.00x means AsyncMulticast is better.")
+if options.instructions {
+    stamp("compare: mode \(options.mode.rawValue), instructions per delivery (callgrind)")
+} else {
+    stamp("compare: mode \(options.mode.rawValue), scenarios \(options.scenarios.sorted().joined(separator: ", "))")
+    stamp("Ratios read \"AsyncMulticast vs X\": above 1.00x means AsyncMulticast is better.")
+}
 let (_, totalSeconds) = await measureSeconds {
+    if options.instructions {
+        runInstructions(options)
+        return
+    }
     if options.scenarios.contains("fanout") { await runFanOut(options) }
     if options.scenarios.contains("subject") { await runSubject(options) }
     if options.scenarios.contains("churn") { await runChurn(options) }
