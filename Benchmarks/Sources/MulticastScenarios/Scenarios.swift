@@ -149,17 +149,27 @@ public enum Scenarios {
         /// OpenCombine `PassthroughSubject<Int, Never>` with N `sink`s; `0..<M` sent
         /// synchronously by the caller, then `.finished`.
         case openCombine = "opencombine"
+        /// The floor under `share` at N = 1: one task iterating `OpaqueCountingSequence(M)`
+        /// directly, no sharing (N must be 1).
+        case base
 
         public var description: String {
             switch self {
             case .share: "share() .bounded(64)"
             case .subject: "AsyncPassthroughSubject"
             case .openCombine: "OpenCombine subject"
+            case .base: "base (opaque upstream, no sharing)"
             }
         }
 
         /// The implementation `--impls` selects it with.
-        public var implementation: Implementation { self == .openCombine ? .openCombine : .ours }
+        public var implementation: Implementation {
+            switch self {
+            case .share, .subject: .ours
+            case .openCombine: .openCombine
+            case .base: .base
+            }
+        }
     }
 
     /// Runs one cell; every subscriber must have received exactly `0..<elements` in order.
@@ -168,6 +178,14 @@ public enum Scenarios {
         case .share: await Ours.fanOutOverOpaque(policy: .bounded64, subscribers: subscribers, elements: elements)
         case .subject: await Ours.subject(subscribers: subscribers, elements: elements, defaultPolicy: true)
         case .openCombine: OpenCombineSide.fanOut(subscribers: subscribers, elements: elements)
+        case .base:
+            subscribers == 1
+                ? await fanOutBase(elements: elements, opaque: true)
+                : {
+                    var tally = FanOutTally()
+                    tally.failures.append("the base cell has one consumer (N = 1), not \(subscribers)")
+                    return tally
+                }()
         }
     }
 }

@@ -15,17 +15,30 @@ import MulticastScenarios
 typealias DeliveryCell = Scenarios.DeliveryCell
 
 extension Options {
-    /// The cells `--impls` selects: `ours` selects share() and the subject, `opencombine` OpenCombine.
-    var deliveryCells: [DeliveryCell] {
-        DeliveryCell.allCases.filter { implementations.contains($0.implementation) }
+    /// The cells `--impls` selects for `subscribers`: `ours` selects share() and the subject,
+    /// `opencombine` OpenCombine, `base` the floor (N = 1 only).
+    func deliveryCells(subscribers: Int) -> [DeliveryCell] {
+        DeliveryCell.allCases.filter {
+            implementations.contains($0.implementation) && ($0 != .base || subscribers == 1)
+        }
     }
+}
+
+/// The line under a table that gives the floor (`base`) at N = 1 and what share() adds to it.
+func baseLine(_ value: Double?, share: Double?, unit: String, decimals: Int, sizes: String) -> String {
+    var line = """
+        base, the floor under share() at N = 1 (one task iterating the same opaque upstream directly, no sharing;
+        \(sizes)): \(fmt(value, decimals)) \(unit) per element
+        """
+    if let value, let share { line += "; share() at N = 1 adds \(fmt(share - value, decimals)) \(unit)" }
+    return line
 }
 
 // MARK: - Scenario 6: CPU per delivery
 
 @MainActor
 func runCost(_ options: Options) async {
-    let cells = options.deliveryCells
+    let cells = options.deliveryCells(subscribers: 2)
     stamp(
         """
 
@@ -40,22 +53,26 @@ func runCost(_ options: Options) async {
         OpenCombine: PassthroughSubject<Int, Never> with N sinks; 0..<M sent synchronously.
         "vs OC" = OpenCombine's CPU / ours: above 1.00x means AsyncMulticast is cheaper.
         """)
-    guard !cells.isEmpty else {
-        stamp("(skipped: --impls selects neither ours nor opencombine)")
+    guard !options.deliveryCells(subscribers: 1).isEmpty else {
+        stamp("(skipped: --impls selects none of ours, opencombine, base)")
         return
     }
     // Warm-up: first-use costs (metadata, thread pool) out of the measured runs.
-    for cell in cells { _ = await Scenarios.deliveryCell(cell, subscribers: 4, elements: 256) }
+    for cell in options.deliveryCells(subscribers: 1) {
+        _ = await Scenarios.deliveryCell(cell, subscribers: 1, elements: 256)
+    }
 
     var cpuTable = Table([
         "N", "M", "share us/del", "subject us/del", "OpenCombine us/del", "share vs OC", "subject vs OC",
     ])
     var wallTable = Table(["N", "M", "share us/del", "subject us/del", "OpenCombine us/del"])
+    var base: (value: Double?, elements: Int, share: Double?)?
     for subscribers in options.costSubscriberCounts {
         let elements = options.costElements(forSubscribers: subscribers)
         let deliveries = Double(elements) * Double(subscribers)
         var cpu: [DeliveryCell: [Double]] = [:]
         var wall: [DeliveryCell: [Double]] = [:]
+        let cells = options.deliveryCells(subscribers: subscribers)
         for repetition in 0..<options.costRepetitions {
             // Rotate the order so no implementation always runs first.
             let rotation = repetition % cells.count
@@ -85,9 +102,15 @@ func runCost(_ options: Options) async {
             "\(subscribers)", "\(elements)",
             fmt(value(wall, .share), 3), fmt(value(wall, .subject), 3), fmt(value(wall, .openCombine), 3),
         ])
+        if cpu[.base] != nil {
+            base = (value(cpu, .base), elements, value(cpu, .share))
+        }
         stamp("  done N=\(subscribers)")
     }
     stamp(cpuTable.render())
+    if let base {
+        stamp(baseLine(base.value, share: base.share, unit: "us CPU", decimals: 3, sizes: "M = \(base.elements)"))
+    }
     stamp("Wall time per delivery in the same runs (medians; 2 cores: async sides can use both):")
     stamp(wallTable.render())
 }
@@ -149,9 +172,8 @@ func instructionTarget(_ cell: DeliveryCell, subscribers: Int) -> Double? {
 @MainActor
 func runInstructions(_ options: Options) {
     #if os(Linux)
-        let cells = options.deliveryCells
-        guard !cells.isEmpty else {
-            stamp("compare: --impls selects neither ours nor opencombine: nothing to count")
+        guard !options.deliveryCells(subscribers: 1).isEmpty else {
+            stamp("compare: --impls selects none of ours, opencombine, base: nothing to count")
             return
         }
         guard let valgrind = options.valgrind ?? findOnPath("valgrind") else {
@@ -206,7 +228,7 @@ func runInstructions(_ options: Options) {
         var perDelivery: [Int: [DeliveryCell: [Double]]] = [:]
         for size in sizes {
             for repetition in 0..<repetitions {
-                for cell in cells {
+                for cell in options.deliveryCells(subscribers: size.subscribers) {
                     var counts: [Int] = []
                     var seconds = 0.0
                     for elements in [size.smaller, size.larger] {
@@ -290,6 +312,13 @@ func runInstructions(_ options: Options) {
             fewer); "target": issue 13's limit for that ratio.
             """)
         stamp(table.render())
+        if let row = perDelivery[1], let values = row[.base], let size = sizes.first(where: { $0.subscribers == 1 }) {
+            let share = row[.share].flatMap(median)
+            stamp(
+                baseLine(
+                    median(values), share: share, unit: "Ir", decimals: 0,
+                    sizes: "M1 = \(size.smaller), M2 = \(size.larger)"))
+        }
         if options.mode == .smoke {
             stamp("(--smoke: checks that the mode runs; with so few deliveries the numbers mean little.)")
         }
