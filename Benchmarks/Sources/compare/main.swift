@@ -185,7 +185,7 @@ struct Options {
         switch mode {
         case .smoke: 1
         case .quick: 3
-        case .full: 5
+        case .full: 7
         }
     }
 

@@ -2,13 +2,15 @@
 // instructions under valgrind (`compare --instructions` runs it twice per cell, with
 // two element counts, so that start-up and tear-down cancel out).
 //
-//     .build/release/delivery-cell share|subject|opencombine N M
-//     valgrind --tool=callgrind .build/release/delivery-cell share 64 2000
+//     .build/release/delivery-cell share|subject|opencombine|base N M
+//     strip --strip-debug -o /tmp/cell .build/release/delivery-cell   # valgrind 3.19 cannot read DWARF 5
+//     valgrind --tool=callgrind /tmp/cell share 64 2000
 //
 // `main` is synchronous on purpose: the async work runs in a detached task while the
-// main thread blocks on a semaphore (an async top-level `main` hands the main thread to
-// the concurrency runtime's drain loop, which is no use here). Prints one line; exits 1
-// if a subscriber saw a wrong sequence, 2 on bad arguments.
+// main thread blocks on a semaphore. (valgrind 3.19 dies of an internal SIGSEGV on a
+// program with an async top-level `main`, whose main thread the concurrency runtime parks
+// in its drain loop.) Prints one line; exits 1 if a subscriber saw a wrong sequence, 2 on
+// bad arguments.
 
 import Dispatch
 import MulticastScenarios
