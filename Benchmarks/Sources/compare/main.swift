@@ -28,7 +28,7 @@ struct CompareArguments: ParsableCommand {
         help: """
             --smoke: tiny sizes, one repetition: checks every scenario runs (seconds). \
             --quick: N = 1, 16, 256, fewer elements, one repetition (well under a minute). \
-            --full: N = 1, 4, 16, 64, 256, 1024, three repetitions (about 2.5 minutes on 2 cores).
+            --full: N = 1, 4, 16, 64, 256, 1024, three repetitions (about 3 minutes on 2 cores, the cost scenario included).
             """)
     var mode: Options.Mode = .full
 
