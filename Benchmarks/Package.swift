@@ -38,6 +38,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", exact: "1.1.4"),
         // The command line of `compare`.
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
+        // The synchronous anchor of the cost-per-delivery comparison (issue 13): Combine's
+        // open-source re-implementation, PassthroughSubject with N sinks.
+        .package(url: "https://github.com/OpenCombine/OpenCombine", exact: "0.14.0"),
     ],
     targets: [
         // glibc mallinfo2() for the idle-subscriber memory scenario (malloc.h is not in the Glibc module).
@@ -50,6 +53,7 @@ let package = Package(
                 "CHeapStats",
                 .product(name: "AsyncMulticast", package: "AsyncMulticast"),
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+                .product(name: "OpenCombine", package: "OpenCombine"),
             ],
             swiftSettings: swift6
         ),
@@ -73,6 +77,13 @@ let package = Package(
                 "MulticastScenarios",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ],
+            swiftSettings: swift6
+        ),
+        // One cost-per-delivery cell (implementation, N, M) in a process with a synchronous
+        // main, for `compare --instructions` to run under valgrind (callgrind).
+        .executableTarget(
+            name: "delivery-cell",
+            dependencies: ["MulticastScenarios"],
             swiftSettings: swift6
         ),
         // Compile-time overload check with both AsyncAlgorithms and AsyncMulticast imported.

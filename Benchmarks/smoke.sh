@@ -5,7 +5,9 @@
 #   2. runs the overload test (swift test, Swift Testing),
 #   3. runs every package-benchmark benchmark for at most 3 iterations on small
 #      sizes, with no thresholds (MULTICAST_BENCH_SMOKE=1),
-#   4. runs `compare --smoke`.
+#   4. runs `compare --smoke` (every scenario, the cost scenario included),
+#   5. runs `compare --smoke --instructions` (callgrind over delivery-cell, ~10 s) where
+#      valgrind is installed, and says it skipped it where it is not.
 # Exits non-zero on the first failure. Jobs: SWIFT_BUILD_JOBS (default: all cores).
 set -euo pipefail
 
@@ -18,8 +20,9 @@ step() {
     echo "=== smoke [$(( $(date +%s) - started ))s]: $*"
 }
 
-step "swift build -c release --product compare (jobs: $jobs)"
+step "swift build -c release --product compare, delivery-cell (jobs: $jobs)"
 swift build -c release -j "$jobs" --product compare
+swift build -c release -j "$jobs" --product delivery-cell
 
 step "swift test (overload check: AsyncAlgorithms + AsyncMulticast imported together)"
 # Release, and only the test product: reuses the release modules just built for
@@ -41,5 +44,12 @@ fi
 
 step "compare --smoke"
 .build/release/compare --smoke
+
+if command -v valgrind >/dev/null 2>&1; then
+    step "compare --smoke --instructions (callgrind)"
+    .build/release/compare --smoke --instructions
+else
+    step "compare --smoke --instructions: SKIPPED, valgrind is not installed"
+fi
 
 step "done"

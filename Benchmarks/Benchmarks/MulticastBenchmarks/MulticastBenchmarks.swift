@@ -45,6 +45,7 @@ func name(_ implementation: Implementation) -> String {
     case .saa: "saa"
     case .handRolled: "hand"
     case .base: "base"
+    case .openCombine: "opencombine"  // only in `compare` (cost scenarios)
     }
 }
 
@@ -56,7 +57,7 @@ func name(_ implementation: Implementation, _ policy: BenchPolicy) -> String {
     // AsyncStream has no back-pressure: the .bounded(64) cell runs .unbounded streams.
     case (.handRolled, .bounded64): ".bounded(64)->.unbounded"
     case (.handRolled, _): policy.handRolledName
-    case (.base, _): ""
+    case (.base, _), (.openCombine, _): ""
     }
 }
 

@@ -22,8 +22,14 @@ enum Ours {
 
     /// One subscriber sharing the opaque upstream: the cost of sharing over a real base.
     static func fanOutOverOpaque(policy: BenchPolicy, elements: Int) async -> FanOutTally {
+        await fanOutOverOpaque(policy: policy, subscribers: 1, elements: elements)
+    }
+
+    /// N subscribers sharing the opaque upstream (the cost-per-delivery cell of share()).
+    static func fanOutOverOpaque(policy: BenchPolicy, subscribers: Int, elements: Int) async -> FanOutTally {
         let shared = OpaqueCountingSequence(elements).share(buffering: policy.ours)
-        return await fanOutShared(shared, subscribers: 1, elements: elements, lossless: policy.isLossless)
+        return await fanOutShared(
+            shared, subscribers: subscribers, elements: elements, lossless: policy.isLossless)
     }
 
     static func churn(joins: Int, take: Int, concurrency: Int) async -> ChurnResult {
@@ -58,8 +64,12 @@ enum Ours {
 
     // MARK: Subject fan-out
 
-    static func subject(subscribers: Int, elements: Int) async -> FanOutTally {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .unbounded)
+    /// `defaultPolicy`: `AsyncPassthroughSubject()` as an app writes it (the cost cell);
+    /// otherwise `.unbounded` named explicitly (the subject scenario). Both are `.unbounded` today.
+    static func subject(subscribers: Int, elements: Int, defaultPolicy: Bool = false) async -> FanOutTally {
+        let subject =
+            defaultPolicy
+            ? AsyncPassthroughSubject<Int, Never>() : AsyncPassthroughSubject<Int, Never>(buffering: .unbounded)
         return await subjectFanOut(
             subject,
             subscribers: subscribers,

@@ -4,7 +4,9 @@ public enum Scenarios {
     // MARK: 1. Fan-out throughput
 
     /// One upstream of `elements` Ints, `subscribers` subscribers each in its own task.
-    /// `.base` ignores `policy` and runs one consumer on the upstream directly.
+    /// `.base` ignores `policy` and runs one consumer on the upstream directly;
+    /// `.openCombine` ignores it too (synchronous delivery loses nothing): `0..<elements`
+    /// sent into a `PassthroughSubject` with `subscribers` sinks.
     public static func fanOut(
         _ implementation: Implementation,
         policy: BenchPolicy,
@@ -16,6 +18,7 @@ public enum Scenarios {
         case .saa: await SAA.fanOut(policy: policy, subscribers: subscribers, elements: elements)
         case .handRolled: await fanOutHandRolled(policy: policy, subscribers: subscribers, elements: elements)
         case .base: await fanOutBase(elements: elements)
+        case .openCombine: OpenCombineSide.fanOut(subscribers: subscribers, elements: elements)
         }
     }
 
@@ -28,7 +31,7 @@ public enum Scenarios {
         switch implementation {
         case .ours: await Ours.fanOutOverOpaque(policy: policy, elements: elements)
         case .base: await fanOutBase(elements: elements, opaque: true)
-        case .saa, .handRolled: nil
+        case .saa, .handRolled, .openCombine: nil
         }
     }
 
@@ -37,7 +40,7 @@ public enum Scenarios {
     /// `send` from one task to N subscribers; nil for `.base`.
     /// AsyncMulticast: `AsyncPassthroughSubject(buffering: .unbounded)`.
     /// SAA (no subject type): an AsyncStream continuation shared with `share(bufferingPolicy: .unbounded)`.
-    /// Hand-rolled: the broadcaster's `send`.
+    /// Hand-rolled: the broadcaster's `send`. OpenCombine: `PassthroughSubject` with N sinks.
     public static func subject(_ implementation: Implementation, subscribers: Int, elements: Int) async -> FanOutTally?
     {
         switch implementation {
@@ -45,6 +48,7 @@ public enum Scenarios {
         case .saa: await SAA.subject(subscribers: subscribers, elements: elements)
         case .handRolled: await subjectFanOutHandRolled(subscribers: subscribers, elements: elements)
         case .base: nil
+        case .openCombine: OpenCombineSide.fanOut(subscribers: subscribers, elements: elements)
         }
     }
 
@@ -70,7 +74,7 @@ public enum Scenarios {
                 concurrency: concurrency,
                 upstreamLimit: handRolledChurnUpstreamLimit
             )
-        case .base: nil
+        case .base, .openCombine: nil
         }
     }
 
@@ -91,13 +95,14 @@ public enum Scenarios {
         case .ours: Ours.idle(count: subscribers, whileAlive: whileAlive)
         case .saa: SAA.idle(count: subscribers, whileAlive: whileAlive)
         case .handRolled: idleSubscribersHandRolled(count: subscribers, whileAlive: whileAlive)
-        case .base: nil
+        case .base, .openCombine: nil
         }
     }
 
     // MARK: 5. Cancellation latency
 
     /// `terminationTimeout`: how long to wait, per sample, for the upstream to end.
+    /// `.openCombine` has no subscriber waiting in `next()`: its result is one failure.
     public static func cancellation(
         _ implementation: Implementation,
         samples: Int,
@@ -120,6 +125,67 @@ public enum Scenarios {
                 terminationTimeout: terminationTimeout,
                 start: cancellationSubjectBase
             )
+        case .openCombine:
+            {
+                var result = CancellationResult()
+                result.failures.append("OpenCombine has no async subscriber to cancel")
+                return result
+            }()
+        }
+    }
+
+    // MARK: 6. Cost per delivery
+
+    /// One cell of the cost-per-delivery comparison (issue 13), run by `compare --only cost`
+    /// and, one per process under valgrind, by `delivery-cell` (`compare --instructions`).
+    public enum DeliveryCell: String, Sendable, CaseIterable, CustomStringConvertible {
+        /// `OpaqueCountingSequence(M).share(buffering: .bounded(64))`: `0..<M` whose `next()` is
+        /// an out-of-line call (as another module's sequence is), N subscribers each in its own
+        /// task, all registered before the upstream starts.
+        case share
+        /// `AsyncPassthroughSubject<Int, Never>()` (its default policy, `.unbounded`): one task
+        /// sends `0..<M` and finishes, N subscribers each in its own task, registered first.
+        case subject
+        /// OpenCombine `PassthroughSubject<Int, Never>` with N `sink`s; `0..<M` sent
+        /// synchronously by the caller, then `.finished`.
+        case openCombine = "opencombine"
+        /// The floor under `share` at N = 1: one task iterating `OpaqueCountingSequence(M)`
+        /// directly, no sharing (N must be 1).
+        case base
+
+        public var description: String {
+            switch self {
+            case .share: "share() .bounded(64)"
+            case .subject: "AsyncPassthroughSubject"
+            case .openCombine: "OpenCombine subject"
+            case .base: "base (opaque upstream, no sharing)"
+            }
+        }
+
+        /// The implementation `--impls` selects it with.
+        public var implementation: Implementation {
+            switch self {
+            case .share, .subject: .ours
+            case .openCombine: .openCombine
+            case .base: .base
+            }
+        }
+    }
+
+    /// Runs one cell; every subscriber must have received exactly `0..<elements` in order.
+    public static func deliveryCell(_ cell: DeliveryCell, subscribers: Int, elements: Int) async -> FanOutTally {
+        switch cell {
+        case .share: await Ours.fanOutOverOpaque(policy: .bounded64, subscribers: subscribers, elements: elements)
+        case .subject: await Ours.subject(subscribers: subscribers, elements: elements, defaultPolicy: true)
+        case .openCombine: OpenCombineSide.fanOut(subscribers: subscribers, elements: elements)
+        case .base:
+            subscribers == 1
+                ? await fanOutBase(elements: elements, opaque: true)
+                : {
+                    var tally = FanOutTally()
+                    tally.failures.append("the base cell has one consumer (N = 1), not \(subscribers)")
+                    return tally
+                }()
         }
     }
 }

@@ -38,6 +38,10 @@ public enum Implementation: String, Sendable, CaseIterable, CustomStringConverti
     case handRolled
     /// The upstream iterated directly by one consumer (N = 1 only): the floor.
     case base
+    /// OpenCombine 0.14.0 `PassthroughSubject` with N `sink`s, sent to synchronously:
+    /// the synchronous anchor of the cost-per-delivery scenarios (fan-out and subject
+    /// only; there is no async subscriber to churn, keep idle or cancel).
+    case openCombine
 
     public var description: String {
         switch self {
@@ -45,6 +49,7 @@ public enum Implementation: String, Sendable, CaseIterable, CustomStringConverti
         case .saa: "swift-async-algorithms"
         case .handRolled: "hand-rolled"
         case .base: "base (no sharing)"
+        case .openCombine: "OpenCombine"
         }
     }
 }

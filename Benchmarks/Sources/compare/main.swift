@@ -28,7 +28,7 @@ struct CompareArguments: ParsableCommand {
         help: """
             --smoke: tiny sizes, one repetition: checks every scenario runs (seconds). \
             --quick: N = 1, 16, 256, fewer elements, one repetition (well under a minute). \
-            --full: N = 1, 4, 16, 64, 256, 1024, three repetitions (about 2.5 minutes on 2 cores).
+            --full: N = 1, 4, 16, 64, 256, 1024, three repetitions (about 3 minutes on 2 cores, the cost scenario included).
             """)
     var mode: Options.Mode = .full
 
@@ -40,9 +40,35 @@ struct CompareArguments: ParsableCommand {
 
     @Option(
         name: .customLong("impls"),
-        help: "Comma-separated subset of implementations: ours, saa, hand, base (default: all).",
+        help: """
+            Comma-separated subset of implementations: ours, saa, hand, base, opencombine (alias: combine) \
+            (default: all). OpenCombine runs in the cost scenarios only.
+            """,
         transform: CompareArguments.implementations)
     var implementations: Set<Implementation> = Set(Implementation.allCases)
+
+    @Flag(
+        help: """
+            Instead of the scenarios: instructions per delivery, counted by valgrind's callgrind \
+            in the delivery-cell executable (build it first: swift build -c release --product \
+            delivery-cell). --smoke and --quick use fewer cells and elements.
+            """)
+    var instructions = false
+
+    @Option(help: "With --instructions: the valgrind executable (default: valgrind on PATH).")
+    var valgrind: String?
+
+    @Option(
+        name: .customLong("delivery-cell"),
+        help: "With --instructions: the delivery-cell executable (default: next to compare).")
+    var deliveryCell: String?
+
+    @Option(
+        help: """
+            With --instructions: keep callgrind's output files in this folder (one per run, \
+            for callgrind_annotate) instead of deleting them.
+            """)
+    var profiles: String?
 
     static func scenarios(_ list: String) throws -> Set<String> {
         let names = Set(list.split(separator: ",").map { $0.trimmingCharacters() })
@@ -61,6 +87,7 @@ struct CompareArguments: ParsableCommand {
             case "saa": selected.insert(.saa)
             case "hand", "handRolled", "hand-rolled": selected.insert(.handRolled)
             case "base": selected.insert(.base)
+            case "opencombine", "openCombine", "combine": selected.insert(.openCombine)
             default: throw ValidationError("unknown implementation '\(name)'")
             }
         }
@@ -71,16 +98,24 @@ struct CompareArguments: ParsableCommand {
 struct Options {
     enum Mode: String, EnumerableFlag { case smoke, quick, full }
 
-    static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel"]
+    static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel", "cost"]
 
     var mode = Mode.full
     var scenarios: Set<String> = Set(Options.allScenarios)
     var implementations: Set<Implementation> = Set(Implementation.allCases)
+    var instructions = false
+    var valgrind: String?
+    var deliveryCell: String?
+    var profiles: String?
 
     init(_ arguments: CompareArguments) {
         self.mode = arguments.mode
         self.scenarios = arguments.scenarios
         self.implementations = arguments.implementations
+        self.instructions = arguments.instructions
+        self.valgrind = arguments.valgrind
+        self.deliveryCell = arguments.deliveryCell
+        self.profiles = arguments.profiles
     }
 
     // Sizes per mode.
@@ -127,6 +162,34 @@ struct Options {
     var churnJoins: Int { mode == .smoke ? 200 : mode == .quick ? 2_000 : 10_000 }
     var idleSubscribers: Int { mode == .smoke ? 2_000 : 100_000 }
     var cancellationSamples: Int { mode == .smoke ? 10 : mode == .quick ? 100 : 300 }
+
+    // Cost per delivery (scenario 6).
+    var costSubscriberCounts: [Int] {
+        switch mode {
+        case .smoke: [1, 16]
+        case .quick: [1, 64, 1024]
+        case .full: [1, 4, 16, 64, 256, 1024]
+        }
+    }
+
+    /// Deliveries (M·N) per cost cell; M is at least `minElements`.
+    var costDeliveriesPerCell: Int {
+        switch mode {
+        case .smoke: 20_000
+        case .quick: 1_000_000
+        case .full: 2_000_000
+        }
+    }
+
+    var costRepetitions: Int {
+        switch mode {
+        case .smoke: 1
+        case .quick: 3
+        case .full: 7
+        }
+    }
+
+    func costElements(forSubscribers n: Int) -> Int { max(minElements, costDeliveriesPerCell / n) }
 
     func elements(forSubscribers n: Int) -> Int {
         min(maxElements, max(minElements, deliveriesPerCell / n))
@@ -563,14 +626,23 @@ let options = Options(CompareArguments.parseOrExit())
 #if DEBUG
     stamp("warning: compare was built in debug mode; use `swift run -c release compare` for numbers.")
 #endif
-stamp("compare: mode \(options.mode.rawValue), scenarios \(options.scenarios.sorted().joined(separator: ", "))")
-stamp("Ratios read \"AsyncMulticast vs X\": above 1.00x means AsyncMulticast is better.")
+if options.instructions {
+    stamp("compare: mode \(options.mode.rawValue), instructions per delivery (callgrind)")
+} else {
+    stamp("compare: mode \(options.mode.rawValue), scenarios \(options.scenarios.sorted().joined(separator: ", "))")
+    stamp("Ratios read \"AsyncMulticast vs X\": above 1.00x means AsyncMulticast is better.")
+}
 let (_, totalSeconds) = await measureSeconds {
+    if options.instructions {
+        runInstructions(options)
+        return
+    }
     if options.scenarios.contains("fanout") { await runFanOut(options) }
     if options.scenarios.contains("subject") { await runSubject(options) }
     if options.scenarios.contains("churn") { await runChurn(options) }
     if options.scenarios.contains("memory") { await runMemory(options) }
     if options.scenarios.contains("cancel") { await runCancellation(options) }
+    if options.scenarios.contains("cost") { await runCost(options) }
 }
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
 if failures.isEmpty {

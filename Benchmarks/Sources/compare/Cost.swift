@@ -1,0 +1,444 @@
+// Scenario 6 (cost per delivery, `--only cost`) and the instructions-per-delivery mode
+// (`--instructions`): share() and AsyncPassthroughSubject against OpenCombine's
+// synchronous PassthroughSubject with N sinks (issue 13).
+
+import MulticastScenarios
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+typealias DeliveryCell = Scenarios.DeliveryCell
+
+extension Options {
+    /// The cells `--impls` selects for `subscribers`: `ours` selects share() and the subject,
+    /// `opencombine` OpenCombine, `base` the floor (N = 1 only).
+    func deliveryCells(subscribers: Int) -> [DeliveryCell] {
+        DeliveryCell.allCases.filter {
+            implementations.contains($0.implementation) && ($0 != .base || subscribers == 1)
+        }
+    }
+}
+
+/// The line under a table that gives the floor (`base`) at N = 1 and what share() adds to it.
+func baseLine(_ value: Double?, share: Double?, unit: String, decimals: Int, sizes: String) -> String {
+    var line = """
+        base, the floor under share() at N = 1 (one task iterating the same opaque upstream directly, no sharing;
+        \(sizes)): \(fmt(value, decimals)) \(unit) per element
+        """
+    if let value, let share { line += "; share() at N = 1 adds \(fmt(share - value, decimals)) \(unit)" }
+    return line
+}
+
+// MARK: - Scenario 6: CPU per delivery
+
+@MainActor
+func runCost(_ options: Options) async {
+    let cells = options.deliveryCells(subscribers: 2)
+    stamp(
+        """
+
+        == 6. Cost per delivery (CPU) ==
+        CPU time of the whole process (user + sys from getrusage(RUSAGE_SELF), every thread,
+        setup included) / (M·N deliveries), in microseconds; median of \(options.costRepetitions), the
+        implementations interleaved. Every subscriber must receive 0..<M in order.
+        share(): OpaqueCountingSequence(M).share(buffering: .bounded(64)): 0..<M whose next() is
+          an out-of-line call, as another module's sequence is; N subscribers, each in its own task.
+        subject: AsyncPassthroughSubject<Int, Never>() (default policy, .unbounded); one task sends
+          0..<M and finishes; N subscribers, each in its own task.
+        OpenCombine: PassthroughSubject<Int, Never> with N sinks; 0..<M sent synchronously.
+        "vs OC" = OpenCombine's CPU / ours: above 1.00x means AsyncMulticast is cheaper.
+        """)
+    guard !options.deliveryCells(subscribers: 1).isEmpty else {
+        stamp("(skipped: --impls selects none of ours, opencombine, base)")
+        return
+    }
+    // Warm-up: first-use costs (metadata, thread pool) out of the measured runs.
+    for cell in options.deliveryCells(subscribers: 1) {
+        _ = await Scenarios.deliveryCell(cell, subscribers: 1, elements: 256)
+    }
+
+    var cpuTable = Table([
+        "N", "M", "share us/del", "subject us/del", "OpenCombine us/del", "share vs OC", "subject vs OC",
+    ])
+    var wallTable = Table(["N", "M", "share us/del", "subject us/del", "OpenCombine us/del"])
+    var base: (value: Double?, elements: Int, share: Double?)?
+    for subscribers in options.costSubscriberCounts {
+        let elements = options.costElements(forSubscribers: subscribers)
+        let deliveries = Double(elements) * Double(subscribers)
+        var cpu: [DeliveryCell: [Double]] = [:]
+        var wall: [DeliveryCell: [Double]] = [:]
+        let cells = options.deliveryCells(subscribers: subscribers)
+        for repetition in 0..<options.costRepetitions {
+            // Rotate the order so no implementation always runs first.
+            let rotation = repetition % cells.count
+            for cell in cells[rotation...] + cells[..<rotation] {
+                let run = await measureCPUSeconds {
+                    await Scenarios.deliveryCell(cell, subscribers: subscribers, elements: elements)
+                }
+                record("cost \(cell.rawValue) N=\(subscribers) M=\(elements)", run.result.failures)
+                if run.result.subscribers != subscribers {
+                    record(
+                        "cost \(cell.rawValue) N=\(subscribers)", ["\(run.result.subscribers) subscribers finished"])
+                }
+                cpu[cell, default: []].append(run.cpu / deliveries * 1e6)
+                wall[cell, default: []].append(run.wall / deliveries * 1e6)
+            }
+        }
+        func value(_ samples: [DeliveryCell: [Double]], _ cell: DeliveryCell) -> Double? {
+            samples[cell].flatMap(median)
+        }
+        let openCombine = value(cpu, .openCombine)
+        cpuTable.add([
+            "\(subscribers)", "\(elements)",
+            fmt(value(cpu, .share), 3), fmt(value(cpu, .subject), 3), fmt(openCombine, 3),
+            ratio(openCombine, value(cpu, .share)), ratio(openCombine, value(cpu, .subject)),
+        ])
+        wallTable.add([
+            "\(subscribers)", "\(elements)",
+            fmt(value(wall, .share), 3), fmt(value(wall, .subject), 3), fmt(value(wall, .openCombine), 3),
+        ])
+        if cpu[.base] != nil {
+            base = (value(cpu, .base), elements, value(cpu, .share))
+        }
+        stamp("  done N=\(subscribers)")
+    }
+    stamp(cpuTable.render())
+    if let base {
+        stamp(baseLine(base.value, share: base.share, unit: "us CPU", decimals: 3, sizes: "M = \(base.elements)"))
+    }
+    stamp("Wall time per delivery in the same runs (medians; 2 cores: async sides can use both):")
+    stamp(wallTable.render())
+}
+
+// MARK: - Instructions per delivery (callgrind)
+
+/// One row of the instructions table: N subscribers, run with M1 and then M2 elements.
+struct InstructionSizes {
+    var subscribers: Int
+    var smaller: Int
+    var larger: Int
+}
+
+extension Options {
+    /// (M2 − M1)·N is the number of deliveries the difference counts (about 200,000 in --full).
+    var instructionSizes: [InstructionSizes] {
+        switch mode {
+        case .smoke:
+            [
+                InstructionSizes(subscribers: 1, smaller: 200, larger: 1_200),
+                InstructionSizes(subscribers: 64, smaller: 20, larger: 40),
+            ]
+        case .quick:
+            [
+                InstructionSizes(subscribers: 1, smaller: 10_000, larger: 110_000),
+                InstructionSizes(subscribers: 64, smaller: 500, larger: 2_000),
+            ]
+        case .full:
+            [
+                InstructionSizes(subscribers: 1, smaller: 20_000, larger: 220_000),
+                InstructionSizes(subscribers: 64, smaller: 1_000, larger: 4_000),
+                InstructionSizes(subscribers: 1024, smaller: 100, larger: 300),
+            ]
+        }
+    }
+
+    /// Measurements (pairs of runs) per cell: share()'s count moves from run to run (its
+    /// threads' interleaving decides how often the producer parks and subscribers suspend).
+    var instructionRepetitions: Int {
+        switch mode {
+        case .smoke: 1
+        case .quick: 2
+        case .full: 3
+        }
+    }
+}
+
+/// Issue 13's targets: ours / OpenCombine at most this many times OpenCombine's instructions.
+func instructionTarget(_ cell: DeliveryCell, subscribers: Int) -> Double? {
+    switch (cell, subscribers) {
+    case (.share, 1): 0.45
+    case (.share, 64): 0.10
+    case (.subject, 1): 0.25
+    case (.subject, 64): 0.07
+    default: nil
+    }
+}
+
+@MainActor
+func runInstructions(_ options: Options) {
+    #if os(Linux)
+        guard !options.deliveryCells(subscribers: 1).isEmpty else {
+            stamp("compare: --impls selects none of ours, opencombine, base: nothing to count")
+            return
+        }
+        guard let valgrind = options.valgrind ?? findOnPath("valgrind") else {
+            fail(
+                """
+                compare: --instructions needs valgrind (its callgrind tool), and there is no valgrind on PATH.
+                Install it (Debian/Ubuntu: apt-get install valgrind) or pass --valgrind PATH.
+                """)
+        }
+        guard access(valgrind, X_OK) == 0 else { fail("compare: \(valgrind) is not an executable (--valgrind)") }
+        let builtCell = options.deliveryCell ?? siblingExecutable("delivery-cell")
+        guard access(builtCell, X_OK) == 0 else {
+            fail(
+                """
+                compare: no delivery-cell executable at \(builtCell).
+                Build it next to compare: swift build -c release --product delivery-cell (or pass --delivery-cell PATH).
+                """)
+        }
+        let folder: String
+        if let profiles = options.profiles {
+            mkdir(profiles, 0o755)
+            folder = profiles
+        } else {
+            guard let temporary = makeTemporaryFolder() else { fail("compare: cannot create a temporary folder") }
+            folder = temporary
+        }
+        // valgrind 3.19 gives up on the DWARF 5 debug info clang writes for the C/C++ parts
+        // ("unhandled dwarf2 abbrev form code 0x25"): run a copy without debug info (the
+        // symbol table stays, so profiles still name the functions).
+        var cellBinary = builtCell
+        let stripped = "\(folder)/delivery-cell"
+        if let strip = findOnPath("strip") ?? findOnPath("llvm-strip"),
+            spawnAndWait([strip, "--strip-debug", "-o", stripped, builtCell], output: "/dev/null") == 0
+        {
+            cellBinary = stripped
+        }
+        let sizes = options.instructionSizes
+        let repetitions = options.instructionRepetitions
+        stamp(
+            """
+
+            == Instructions per delivery (callgrind) ==
+            Each run is one process: valgrind --tool=callgrind delivery-cell CELL N M
+            (\(cellBinary == builtCell ? builtCell : "a copy of \(builtCell) without debug info"); the cells of
+            scenario 6, run in a detached task while the synchronous main waits). Ir = instructions executed
+            by the whole process, every thread. Instructions per delivery = (Ir(M2) - Ir(M1)) / ((M2 - M1)·N),
+            so start-up and tear-down cancel out; median of \(repetitions) such pairs (range in brackets).
+            Under valgrind the process's threads take turns on one core, so share()'s count varies from run
+            to run: how often its producer parks and its subscribers suspend depends on that interleaving.
+            valgrind: \(valgrind)
+            """)
+        var perDelivery: [Int: [DeliveryCell: [Double]]] = [:]
+        for size in sizes {
+            for repetition in 0..<repetitions {
+                for cell in options.deliveryCells(subscribers: size.subscribers) {
+                    var counts: [Int] = []
+                    var seconds = 0.0
+                    for elements in [size.smaller, size.larger] {
+                        let name = "callgrind.\(cell.rawValue).N\(size.subscribers).M\(elements).\(repetition + 1)"
+                        let output = "\(folder)/\(name).out"
+                        let log = "\(folder)/\(name).log"
+                        let started = monotonicNanos()
+                        let status = spawnAndWait(
+                            [
+                                valgrind, "--tool=callgrind", "--callgrind-out-file=\(output)",
+                                cellBinary, cell.rawValue, "\(size.subscribers)", "\(elements)",
+                            ],
+                            output: log)
+                        seconds += Double(monotonicNanos() - started) / 1e9
+                        let total = readCallgrindTotal(output)
+                        if status != 0 || total == nil {
+                            record(
+                                "instructions \(cell.rawValue) N=\(size.subscribers) M=\(elements)",
+                                [
+                                    "valgrind exited with status \(status.map(String.init) ?? "n/a") (log: \(log))\n"
+                                        + logExcerpt(log)
+                                ]
+                            )
+                        }
+                        guard let total, status == 0 else { break }
+                        if options.profiles == nil {
+                            unlink(output)
+                            unlink(log)
+                        }
+                        counts.append(total)
+                    }
+                    guard counts.count == 2 else { continue }
+                    let value =
+                        Double(counts[1] - counts[0]) / Double((size.larger - size.smaller) * size.subscribers)
+                    perDelivery[size.subscribers, default: [:]][cell, default: []].append(value)
+                    stamp(
+                        "  \(cell.rawValue) N=\(size.subscribers): M=\(size.smaller) \(grouped(counts[0])) Ir, "
+                            + "M=\(size.larger) \(grouped(counts[1])) Ir: \(fmt(value, 0)) Ir/delivery (\(fmt(seconds, 1)) s)"
+                    )
+                }
+            }
+        }
+        if options.profiles == nil {
+            if cellBinary == stripped { unlink(stripped) }
+            rmdir(folder)  // fails, keeping the logs, if a run failed
+        }
+
+        var table = Table([
+            "N", "M1", "M2", "share Ir/del", "subject Ir/del", "OpenCombine Ir/del",
+            "share / OC", "target", "subject / OC", "target",
+        ])
+        for size in sizes {
+            let row = perDelivery[size.subscribers] ?? [:]
+            func cellText(_ cell: DeliveryCell) -> String {
+                guard let values = row[cell], let middle = median(values) else { return "n/a" }
+                guard values.count > 1, let low = values.min(), let high = values.max() else { return fmt(middle, 0) }
+                return "\(fmt(middle, 0)) [\(fmt(low, 0))-\(fmt(high, 0))]"
+            }
+            func versusOpenCombine(_ cell: DeliveryCell) -> (ratio: String, target: String) {
+                let limit = instructionTarget(cell, subscribers: size.subscribers)
+                guard let value = row[cell].flatMap(median), let openCombine = row[.openCombine].flatMap(median),
+                    openCombine > 0
+                else {
+                    return ("n/a", limit.map { "<= \(fmt($0))x" } ?? "")
+                }
+                let share = value / openCombine
+                guard let limit else { return (fmt(share, 3) + "x", "") }
+                return (fmt(share, 3) + "x", "<= \(fmt(limit))x " + (share <= limit ? "met" : "NOT met"))
+            }
+            let share = versusOpenCombine(.share)
+            let subject = versusOpenCombine(.subject)
+            table.add([
+                "\(size.subscribers)", "\(size.smaller)", "\(size.larger)",
+                cellText(.share), cellText(.subject), cellText(.openCombine),
+                share.ratio, share.target, subject.ratio, subject.target,
+            ])
+        }
+        stamp(
+            """
+            "X / OC" = our instructions per delivery / OpenCombine's (medians; below 1.00x: ours executes
+            fewer); "target": issue 13's limit for that ratio.
+            """)
+        stamp(table.render())
+        if let row = perDelivery[1], let values = row[.base], let size = sizes.first(where: { $0.subscribers == 1 }) {
+            let share = row[.share].flatMap(median)
+            stamp(
+                baseLine(
+                    median(values), share: share, unit: "Ir", decimals: 0,
+                    sizes: "M1 = \(size.smaller), M2 = \(size.larger)"))
+        }
+        if options.mode == .smoke {
+            stamp("(--smoke: checks that the mode runs; with so few deliveries the numbers mean little.)")
+        }
+        if let profiles = options.profiles {
+            stamp(
+                """
+                callgrind outputs kept in \(profiles); for example:
+                  callgrind_annotate --inclusive=yes \(profiles)/callgrind.share.N1.M\(sizes[0].larger).1.out | swift demangle --simplified
+                """)
+        }
+    #else
+        fail("compare: --instructions runs valgrind, which this tool supports on Linux only")
+    #endif
+}
+
+// MARK: - Process helpers (Linux)
+
+func fail(_ message: String) -> Never {
+    let line = message + "\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }  // stderr (the C global is not concurrency-safe)
+    exit(2)
+}
+
+/// `1234567` as `1,234,567`.
+func grouped(_ value: Int) -> String {
+    let digits = String(value.magnitude)
+    var out = ""
+    for (index, digit) in digits.enumerated() {
+        if index > 0, (digits.count - index) % 3 == 0 { out += "," }
+        out.append(digit)
+    }
+    return value < 0 ? "-" + out : out
+}
+
+#if os(Linux)
+    /// The first executable `name` in `$PATH`.
+    func findOnPath(_ name: String) -> String? {
+        guard let path = getenv("PATH").map({ String(cString: $0) }) else { return nil }
+        for folder in path.split(separator: ":") where !folder.isEmpty {
+            let candidate = "\(folder)/\(name)"
+            if access(candidate, X_OK) == 0 { return candidate }
+        }
+        return nil
+    }
+
+    /// `name` in the folder of this executable (/proc/self/exe).
+    func siblingExecutable(_ name: String) -> String {
+        var buffer = [CChar](repeating: 0, count: 4096)
+        let length = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+        let me =
+            length > 0
+            ? String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+            : CommandLine.arguments[0]
+        guard let slash = me.lastIndex(of: "/") else { return name }
+        return String(me[..<slash]) + "/" + name
+    }
+
+    func makeTemporaryFolder() -> String? {
+        let base = getenv("TMPDIR").map { String(cString: $0) } ?? "/tmp"
+        var template = Array("\(base)/compare-instructions.XXXXXX".utf8CString)
+        return template.withUnsafeMutableBufferPointer { buffer in
+            mkdtemp(buffer.baseAddress!).map { String(cString: $0) }
+        }
+    }
+
+    /// Runs `arguments` (an absolute path first) with stdout and stderr into the file `output`;
+    /// its exit status, or nil if it could not be started or was killed by a signal.
+    func spawnAndWait(_ arguments: [String], output: String) -> Int32? {
+        var actions = posix_spawn_file_actions_t()
+        posix_spawn_file_actions_init(&actions)
+        defer { posix_spawn_file_actions_destroy(&actions) }
+        posix_spawn_file_actions_addopen(&actions, 1, output, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
+        posix_spawn_file_actions_adddup2(&actions, 1, 2)
+        let argv: [UnsafeMutablePointer<CChar>?] = arguments.map { strdup($0) } + [nil]
+        defer { for argument in argv { free(argument) } }
+        var pid = pid_t()
+        guard posix_spawn(&pid, arguments[0], &actions, nil, argv, environ) == 0 else { return nil }
+        var status: Int32 = 0
+        while waitpid(pid, &status, 0) < 0 {
+            guard errno == EINTR else { return nil }
+        }
+        // WIFEXITED / WEXITSTATUS (macros Swift does not import).
+        guard status & 0x7f == 0 else { return nil }
+        return (status >> 8) & 0xff
+    }
+
+    func readFile(_ path: String) -> String? {
+        guard let file = fopen(path, "r") else { return nil }
+        defer { fclose(file) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = fread(&chunk, 1, chunk.count, file)
+            if count <= 0 { break }
+            bytes += chunk[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// What the program itself printed (lines not starting with valgrind's `==PID==`), or
+    /// the end of the log if that is nothing.
+    func logExcerpt(_ path: String) -> String {
+        guard let text = readFile(path) else { return "(no log)" }
+        let own = text.split(separator: "\n").filter { !$0.hasPrefix("==") && !$0.hasPrefix("--") }
+        let excerpt = own.isEmpty ? text.suffix(1_500).split(separator: "\n") : own.suffix(10)
+        return excerpt.map { "    " + $0 }.joined(separator: "\n")
+    }
+
+    /// The total instruction count (the first event, Ir) from a callgrind output file:
+    /// its `totals:` line, or `summary:` in older formats.
+    func readCallgrindTotal(_ path: String) -> Int? {
+        guard let text = readFile(path) else { return nil }
+        var summary: Int?
+        for line in text.split(separator: "\n", omittingEmptySubsequences: true) {
+            for prefix in ["totals:", "summary:"] where line.hasPrefix(prefix) {
+                let value = line.dropFirst(prefix.count).split(separator: " ").first.flatMap { Int($0) }
+                if prefix == "totals:", let value { return value }
+                summary = summary ?? value
+            }
+        }
+        return summary
+    }
+#endif

@@ -1,0 +1,67 @@
+// delivery-cell: runs exactly one cost-per-delivery cell and exits, for counting its
+// instructions under valgrind (`compare --instructions` runs it twice per cell, with
+// two element counts, so that start-up and tear-down cancel out).
+//
+//     .build/release/delivery-cell share|subject|opencombine|base N M
+//     strip --strip-debug -o /tmp/cell .build/release/delivery-cell   # valgrind 3.19 cannot read DWARF 5
+//     valgrind --tool=callgrind /tmp/cell share 64 2000
+//
+// `main` is synchronous on purpose: the async work runs in a detached task while the
+// main thread blocks on a semaphore. (valgrind 3.19 dies of an internal SIGSEGV on a
+// program with an async top-level `main`, whose main thread the concurrency runtime parks
+// in its drain loop.) Prints one line; exits 1 if a subscriber saw a wrong sequence, 2 on
+// bad arguments.
+
+import Dispatch
+import MulticastScenarios
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
+/// Writes a line to stderr (the C global `stderr` is not concurrency-safe in Swift 6).
+func printError(_ message: String) {
+    let line = message + "\n"
+    _ = line.withCString { write(2, $0, strlen($0)) }
+}
+
+func usage() -> Never {
+    let cells = Scenarios.DeliveryCell.allCases.map(\.rawValue).joined(separator: "|")
+    printError("usage: delivery-cell \(cells) SUBSCRIBERS ELEMENTS")
+    exit(2)
+}
+
+let arguments = CommandLine.arguments
+guard arguments.count == 4,
+    let cell = Scenarios.DeliveryCell(rawValue: arguments[1]),
+    let subscribers = Int(arguments[2]), subscribers > 0,
+    let elements = Int(arguments[3]), elements >= 0
+else { usage() }
+
+let outcome = Mutex<FanOutTally?>(nil)
+let done = DispatchSemaphore(value: 0)
+// Detached: a task created here would otherwise inherit the main actor, whose thread is
+// about to block.
+Task.detached {
+    let tally = await Scenarios.deliveryCell(cell, subscribers: subscribers, elements: elements)
+    outcome.withLock { $0 = tally }
+    done.signal()
+}
+done.wait()
+
+let tally = outcome.withLock { $0 } ?? FanOutTally()
+print(
+    "\(cell.rawValue) N=\(subscribers) M=\(elements): \(tally.deliveries) deliveries to \(tally.subscribers) subscribers"
+)
+guard tally.ok, tally.subscribers == subscribers else {
+    for failure in tally.failures { printError("delivery-cell: \(failure)") }
+    if tally.subscribers != subscribers {
+        printError("delivery-cell: \(tally.subscribers) of \(subscribers) subscribers finished")
+    }
+    exit(1)
+}
