@@ -71,7 +71,7 @@ struct CompareArguments: ParsableCommand {
 struct Options {
     enum Mode: String, EnumerableFlag { case smoke, quick, full }
 
-    static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel"]
+    static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel"] + latencyScenarios
 
     var mode = Mode.full
     var scenarios: Set<String> = Set(Options.allScenarios)
@@ -571,6 +571,7 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("churn") { await runChurn(options) }
     if options.scenarios.contains("memory") { await runMemory(options) }
     if options.scenarios.contains("cancel") { await runCancellation(options) }
+    if options.scenarios.contains("latency") { await runLatency(options) }
 }
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
 if failures.isEmpty {
