@@ -1,5 +1,6 @@
-// compare's scenario 6 (wake-up latency, `--only latency`). The measuring code is in
-// MulticastScenarios (Latency.swift); this file runs it interleaved and prints the tables.
+// compare's scenarios 6 (wake-up latency, `--only latency`) and 7 (slow-producer CPU,
+// `--only slowproducer`). The measuring code is in MulticastScenarios (Latency.swift,
+// SlowProducer.swift); this file runs it interleaved and prints the tables.
 
 import MulticastScenarios
 
@@ -12,13 +13,16 @@ import MulticastScenarios
 #endif
 
 extension Options {
-    static let latencyScenarios = ["latency"]
+    static let latencyScenarios = ["latency", "slowproducer"]
 
     /// Elements measured per latency cell (each implementation, each N).
     var latencySamples: Int { mode == .smoke ? 40 : mode == .quick ? 2_000 : 10_000 }
     /// The samples are taken in this many blocks per cell, the cells' blocks interleaved.
     var latencyRounds: Int { mode == .smoke ? 1 : mode == .quick ? 4 : 10 }
     var latencySubscriberCounts: [Int] { [1, 64] }
+    /// Elements per slow-producer run (one every 100 µs).
+    var slowProducerElements: Int { mode == .smoke ? 200 : mode == .quick ? 3_000 : 10_000 }
+    var slowProducerRepetitions: Int { mode == .smoke ? 1 : mode == .quick ? 3 : 5 }
 }
 
 // MARK: - Scheduling class
@@ -208,4 +212,70 @@ func runLatency(_ options: Options) async {
         stamp("\np99 at N = 64 over p99 at N = 1, same implementation (the issue's target: within 2x):")
         stamp(scaling.render())
     }
+}
+
+// MARK: - Scenario 7: slow-producer CPU
+
+@MainActor
+func runSlowProducer(_ options: Options) async {
+    let elements = options.slowProducerElements
+    let repetitions = options.slowProducerRepetitions
+    stamp(
+        """
+
+        == 7. Slow-producer CPU ==
+        A producer thread offers \(elements) Ints, one every 100 µs (absolute deadlines), to one
+        subscriber (a task iterating with for-await), which is suspended between elements.
+        CPU = getrusage(RUSAGE_SELF) user+sys of the whole process over the run; "producer" is
+        the producer thread alone (same loop in every variant; only yield vs send differs);
+        "rest" = CPU - producer, the consuming side. Median of \(repetitions) runs, interleaved.
+        cs = voluntary context switches (thread sleeps) of the process per element.
+        """)
+    let variants = SlowProducerVariant.allCases.filter {
+        options.implementations.contains($0 == .stream ? .base : .ours)
+    }
+    var runs: [SlowProducerVariant: [SlowProducerResult]] = [:]
+    let switched = enterRealtime()
+    for variant in variants {  // warm-up
+        _ = await Scenarios.slowProducer(variant, elements: min(200, elements))
+    }
+    for repetition in 0..<repetitions {
+        let shift = repetition % max(1, variants.count)
+        for variant in Array(variants[shift...] + variants[..<shift]) {
+            let result = await Scenarios.slowProducer(variant, elements: elements)
+            record("slow producer \(variant)", result.failures)
+            runs[variant, default: []].append(result)
+        }
+    }
+    leaveRealtime(switched)
+    func med(_ variant: SlowProducerVariant, _ value: (SlowProducerResult) -> Double) -> Double? {
+        guard let results = runs[variant] else { return nil }
+        var values: [Double] = []
+        for result in results { values.append(value(result)) }
+        return median(values)
+    }
+    let streamCPU = med(.stream) { $0.cpuNanosPerElement }
+    var table = Table([
+        "variant", "wall s", "CPU us/elem", "producer us/elem", "rest us/elem", "cs/elem", "CPU / (a)",
+        "ours vs (a)",
+    ])
+    for variant in variants {
+        let cpu = med(variant) { $0.cpuNanosPerElement }
+        table.add([
+            variant.description,
+            fmt(med(variant) { $0.wallSeconds }, 3),
+            fmt(cpu.map { $0 / 1e3 }, 2),
+            fmt(med(variant) { Double($0.producerCPUNanos) / Double($0.elements) / 1e3 }, 2),
+            fmt(med(variant) { $0.consumerNanosPerElement / 1e3 }, 2),
+            fmt(med(variant) { Double($0.usage.voluntarySwitches) / Double($0.elements) }, 2),
+            variant == .stream ? "" : ratio(cpu, streamCPU),
+            variant == .stream ? "" : ratio(streamCPU, cpu),
+        ])
+    }
+    stamp(table.render())
+    stamp(
+        """
+        (CPU / (a): process CPU relative to the plain AsyncStream; the issue's target for share() is at most
+         1.10x. "ours vs (a)" is the same the other way round, the tool's convention: above 1.00x = less CPU.)
+        """)
 }

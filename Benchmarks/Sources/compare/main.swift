@@ -572,6 +572,7 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("memory") { await runMemory(options) }
     if options.scenarios.contains("cancel") { await runCancellation(options) }
     if options.scenarios.contains("latency") { await runLatency(options) }
+    if options.scenarios.contains("slowproducer") { await runSlowProducer(options) }
 }
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
 if failures.isEmpty {
