@@ -17,12 +17,25 @@ public enum SlowProducerVariant: String, Sendable, CaseIterable, CustomStringCon
     case oursShare
     /// (c) The producer calls `AsyncPassthroughSubject.send` (default buffering); one subscriber.
     case oursSubject
+    /// (d) For context: the same AsyncStream forwarded by the hand-rolled broadcaster
+    /// (`forward(_:)`, a task iterating it and calling `send`), one subscriber. Like (b),
+    /// every element passes through a second task.
+    case handShare
 
     public var description: String {
         switch self {
         case .stream: "(a) AsyncStream, iterated directly"
         case .oursShare: "(b) AsyncStream.share(), 1 subscriber"
         case .oursSubject: "(c) AsyncPassthroughSubject, 1 subscriber"
+        case .handShare: "(d) hand-rolled forward(), 1 subscriber"
+        }
+    }
+
+    public var implementation: Implementation {
+        switch self {
+        case .stream: .base
+        case .oursShare, .oursSubject: .ours
+        case .handShare: .handRolled
         }
     }
 }
@@ -125,6 +138,14 @@ extension Scenarios {
             return await slowProducerRun(
                 subject, elements: elements, period: period,
                 offer: { subject.send($0) }, finish: { subject.finish() })
+        case .handShare:
+            let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
+            let broadcaster = HandRolledBroadcaster<Int>()
+            let subscriber = broadcaster.subscribe()
+            broadcaster.forward(stream)
+            return await slowProducerRun(
+                subscriber, elements: elements, period: period,
+                offer: { continuation.yield($0) }, finish: { continuation.finish() })
         }
     }
 }
