@@ -82,4 +82,5 @@ perf script --ns -i "$data" -F tid,time,event,trace 2>/dev/null | awk '
     }
     END { flush() }'
 echo "(catch-ups: a caught-up sole subscriber found nothing and may wait; waits: it did (no backoff, token"
-echo " taken); fruitless: the producer offered nothing meanwhile. \"waited\" includes the probes' own overhead.)"
+echo " taken); fruitless: the producer offered nothing meanwhile. \"waited\" includes the probes' own overhead."
+echo " \"stream\" rows are (a) and (d): both consume an AsyncStream<Int>, and neither has a catch-up spin.)"
