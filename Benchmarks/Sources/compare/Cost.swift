@@ -38,7 +38,6 @@ func baseLine(_ value: Double?, share: Double?, unit: String, decimals: Int, siz
 
 @MainActor
 func runCost(_ options: Options) async {
-    let cells = options.deliveryCells(subscribers: 2)
     stamp(
         """
 

@@ -98,7 +98,7 @@ struct CompareArguments: ParsableCommand {
 struct Options {
     enum Mode: String, EnumerableFlag { case smoke, quick, full }
 
-    static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel", "cost"]
+    static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel", "cost"] + latencyScenarios
 
     var mode = Mode.full
     var scenarios: Set<String> = Set(Options.allScenarios)
@@ -643,6 +643,8 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("memory") { await runMemory(options) }
     if options.scenarios.contains("cancel") { await runCancellation(options) }
     if options.scenarios.contains("cost") { await runCost(options) }
+    if options.scenarios.contains("latency") { await runLatency(options) }
+    if options.scenarios.contains("slowproducer") { await runSlowProducer(options) }
 }
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
 if failures.isEmpty {
