@@ -102,9 +102,9 @@ public struct AsyncSharedEvents<Element: Sendable, Failure: Error>: AsyncSequenc
 public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncIteratorProtocol {
     @usableFromInline
     let subscription: SharedIterator<Element, Failure>.Subscription
-    /// Ready elements taken at once, last first (lossless policies only; see ``SharedIterator``).
+    /// Ready elements taken at once (lossless policies only; see `ElementBatch`).
     @usableFromInline
-    var batch: [Element] = []
+    var batch = ElementBatch<Element>()
     /// The event that follows a `.missed` just returned.
     @usableFromInline
     var pending: SharedEvent<Element>?
@@ -132,15 +132,15 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
             self.pendingFailure = nil
             throw failure
         }
-        if !self.batch.isEmpty {
-            return .element(self.batch.removeLast())
+        if let element = self.batch.popFirst() {
+            return .element(element)
         }
-        self.batch.removeAll(keepingCapacity: true)
+        self.batch.removeAll()
         var report = ReadReport()
         let event: SharedEvent<Element>?
         do {
             let element = try await self.subscription.storage.next(
-                self.subscription.id, batch: &self.batch, report: &report,
+                self.subscription.id, batch: &self.batch.elements, report: &report,
                 connectsOnDemand: self.subscription.connectsOnDemand, isolation: actor)
             event = element.map { .element($0) } ?? (report.evicted ? .evicted : nil)
         } catch {

@@ -16,12 +16,10 @@
 /// ```
 public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorProtocol {
     @usableFromInline let subscription: Subscription
-    /// Ready elements taken in one lock acquisition and not returned yet, **last first**
-    /// (so taking one is a `popLast()` and the iterator needs no index: idle subscribers
-    /// are kept small). They were handed over when taken: the shared buffer no longer
-    /// holds or counts them for this subscriber.
+    /// Ready elements taken in one lock acquisition and not returned yet (see
+    /// `ElementBatch`).
     @usableFromInline
-    var batch: [Element] = []
+    var batch = ElementBatch<Element>()
 
     @inlinable
     init(
@@ -45,14 +43,14 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         // Cancellation is observed when the batch is refilled (`MulticastStorage.next`) and
         // while waiting, not for every element taken: `Task.isCancelled` costs far more
         // than popping an element.
-        if !self.batch.isEmpty {
-            return self.batch.removeLast()
+        if let element = self.batch.popFirst() {
+            return element
         }
         // The batch is used up.
-        self.batch.removeAll(keepingCapacity: true)
+        self.batch.removeAll()
         var report = ReadReport()
         let element = try await self.subscription.storage.next(
-            self.subscription.id, batch: &self.batch, report: &report,
+            self.subscription.id, batch: &self.batch.elements, report: &report,
             connectsOnDemand: self.subscription.connectsOnDemand, isolation: actor)
         if element == nil, report.evicted, let error = SubscriberEvictedError() as? Failure {
             throw error

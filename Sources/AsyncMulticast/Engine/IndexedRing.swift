@@ -59,6 +59,21 @@ struct IndexedRing<Element> {
     }
 
     /// Stores `element` at `endIndex`.
+    /// Appends the elements at `positions` to `array`, in order: one uniqueness and
+    /// capacity check for all of them instead of one per element.
+    @inlinable
+    func copy(_ positions: Range<Int>, appendingTo array: inout [Element]) {
+        precondition(
+            positions.lowerBound >= self.startIndex && positions.upperBound <= self.endIndex,
+            "IndexedRing: positions \(positions) outside \(self.startIndex)..<\(self.endIndex)")
+        let head = self.head
+        let start = self.startIndex
+        let mask = self.mask
+        self.slots.withUnsafeBufferPointer { slots in
+            array.append(contentsOf: positions.lazy.map { slots[(head &+ ($0 &- start)) & mask].unsafelyUnwrapped })
+        }
+    }
+
     @inlinable
     mutating func append(_ element: Element) {
         if self.count == self.capacity { self.grow() }

@@ -28,7 +28,7 @@ extension MulticastStateMachine {
     /// Takes the subscriber's next element if one is ready. Never suspends.
     ///
     /// Batching (lossless lanes only): besides the returned element, up to `batchLimit`
-    /// further ready elements are copied into `batch` (last first), and the cursor moves
+    /// further ready elements are copied into `batch` (in order), and the cursor moves
     /// past all of them: from here on they are the subscriber's, like the returned one, and
     /// no longer count against its bound. So a subscriber never waits for room that its
     /// own unread batch takes up (it may be the producer that would have to make it),
@@ -83,11 +83,7 @@ extension MulticastStateMachine {
                 let extra = Swift.min(limit, self.tail - position - 1)
                 if extra > 0 {
                     batch!.reserveCapacity(limit)
-                    var p = position + extra
-                    while p > position {
-                        batch!.append(self.elements[p])
-                        p -= 1
-                    }
+                    self.elements.copy(position + 1..<position + 1 + extra, appendingTo: &batch!)
                     taken += extra
                 }
             }

@@ -364,7 +364,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ///
     /// `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:connectsOnDemand:)`.
     ///
-    /// `batch`: receives extra ready elements, last first; see
+    /// `batch`: receives extra ready elements, in order; see
     /// `MulticastStateMachine.read(_:batch:report:)`. It must arrive empty.
     ///
     /// `report`: what the subscriber missed just before the element (or end) returned, and

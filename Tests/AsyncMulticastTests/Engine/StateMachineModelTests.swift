@@ -401,7 +401,7 @@ struct ModelRun {
             if !self.subscribers[k].batch.isEmpty {
                 // From the iterator's own batch (checked when it was taken): the machine is
                 // not involved, and nothing it counts changes.
-                self.subscribers[k].batch.removeLast()
+                self.subscribers[k].batch.removeFirst()
                 return
             }
             var lending: [Int]? = []
@@ -423,8 +423,8 @@ struct ModelRun {
                 }
                 try self.check(element == expected, "read \(element), expected \(expected)")
                 try self.check(
-                    Array(self.subscribers[k].batch.reversed()) == batch,
-                    "batch \(Array(self.subscribers[k].batch.reversed())), expected \(batch)")
+                    self.subscribers[k].batch == batch,
+                    "batch \(self.subscribers[k].batch), expected \(batch)")
                 try self.checkReport(report, of: k, missed: missed, evicted: false)
                 var effects = Machine.Effects()
                 effects.producers = producers

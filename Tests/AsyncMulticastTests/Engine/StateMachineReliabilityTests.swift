@@ -15,7 +15,7 @@ struct StateMachineReliabilityTests {
         var batch: [Int] = []
 
         mutating func next(_ machine: inout Machine) -> Int? {
-            if let element = self.batch.popLast() { return element }
+            if !self.batch.isEmpty { return self.batch.removeFirst() }
             var lending: [Int]? = []
             defer { self.batch = lending ?? [] }
             var report = ReadReport()

@@ -1,0 +1,39 @@
+/// Elements a subscriber took in one read of the shared buffer and has not returned yet,
+/// in order.
+///
+/// They were handed over when taken: the shared buffer no longer holds or counts them for
+/// this subscriber. Taking one only reads the array and moves an index (no uniqueness
+/// check, no write to the array), which matters because it happens once per element.
+/// The cost: the elements already returned stay referenced until the batch is refilled
+/// (at most one batch: `min(n / 2, 64)` under `.bounded(n)` or `.evicting(n)`, 64 under
+/// `.unbounded`).
+@usableFromInline
+struct ElementBatch<Element> {
+    /// The elements; the machine appends to it when the batch is refilled.
+    @usableFromInline
+    var elements: [Element] = []
+    /// The next element to return.
+    @usableFromInline
+    var nextIndex = 0
+
+    @inlinable
+    init() {}
+
+    /// The next element, or `nil` once every element was returned.
+    @inlinable
+    mutating func popFirst() -> Element? {
+        guard self.nextIndex < self.elements.count else { return nil }
+        let element = self.elements[self.nextIndex]
+        self.nextIndex &+= 1
+        return element
+    }
+
+    /// Empties the batch before it is refilled, keeping its capacity.
+    @inlinable
+    mutating func removeAll() {
+        self.elements.removeAll(keepingCapacity: true)
+        self.nextIndex = 0
+    }
+}
+
+extension ElementBatch: Sendable where Element: Sendable {}
