@@ -66,11 +66,39 @@ struct IndexedRing<Element> {
         precondition(
             positions.lowerBound >= self.startIndex && positions.upperBound <= self.endIndex,
             "IndexedRing: positions \(positions) outside \(self.startIndex)..<\(self.endIndex)")
-        let head = self.head
-        let start = self.startIndex
+        let first = self.head &+ (positions.lowerBound &- self.startIndex)
         let mask = self.mask
         self.slots.withUnsafeBufferPointer { slots in
-            array.append(contentsOf: positions.lazy.map { slots[(head &+ ($0 &- start)) & mask].unsafelyUnwrapped })
+            array.append(contentsOf: Run(slots: slots, position: first, end: first &+ positions.count, mask: mask))
+        }
+    }
+
+    /// Consecutive elements of the ring, wrapping around its end: what `copy` appends. A
+    /// concrete iterator (rather than a closure over the positions) so the append's copy
+    /// loop inlines it.
+    @usableFromInline
+    struct Run: Sequence, IteratorProtocol {
+        @usableFromInline let slots: UnsafeBufferPointer<Element?>
+        @usableFromInline var position: Int
+        @usableFromInline let end: Int
+        @usableFromInline let mask: Int
+
+        @inlinable
+        init(slots: UnsafeBufferPointer<Element?>, position: Int, end: Int, mask: Int) {
+            self.slots = slots
+            self.position = position
+            self.end = end
+            self.mask = mask
+        }
+
+        @inlinable
+        var underestimatedCount: Int { self.end &- self.position }
+
+        @inlinable
+        mutating func next() -> Element? {
+            guard self.position < self.end else { return nil }
+            defer { self.position &+= 1 }
+            return self.slots[self.position & self.mask].unsafelyUnwrapped
         }
     }
 
@@ -104,6 +132,35 @@ struct IndexedRing<Element> {
     }
 
     /// Moves an empty window so that it starts (and ends) at `position`.
+    /// Removes the first `k` elements: one uniqueness check for all of them.
+    @inlinable
+    mutating func removeFirst(_ k: Int) {
+        precondition(k >= 0 && k <= self.count, "IndexedRing: removeFirst(\(k)) on \(self.count) elements")
+        let head = self.head
+        let mask = self.mask
+        self.slots.withUnsafeMutableBufferPointer { slots in
+            for offset in 0..<k {
+                slots[(head &+ offset) & mask] = nil
+            }
+        }
+        self.head = (head &+ k) & mask
+        self.startIndex &+= k
+        self.count &-= k
+    }
+
+    /// How many elements from the first one on satisfy `predicate`.
+    @inlinable
+    func leadingCount(where predicate: (Element) -> Bool) -> Int {
+        let head = self.head
+        let mask = self.mask
+        let count = self.count
+        return self.slots.withUnsafeBufferPointer { slots in
+            var k = 0
+            while k < count, predicate(slots[(head &+ k) & mask].unsafelyUnwrapped) { k &+= 1 }
+            return k
+        }
+    }
+
     @inlinable
     mutating func rebase(to position: Int) {
         precondition(self.count == 0, "IndexedRing: rebase of a non-empty ring")

@@ -188,9 +188,8 @@ extension MulticastStateMachine {
 
         @inlinable
         mutating func dropLeadingZeros() {
-            while let first = self.counts.first, first == 0 {
-                self.counts.removeFirst()
-            }
+            let zeros = self.counts.leadingCount { $0 == 0 }
+            if zeros > 0 { self.counts.removeFirst(zeros) }
         }
 
         /// Records that `count` members now have the element at `position` (== old tail) pending.
@@ -322,8 +321,8 @@ extension MulticastStateMachine {
     /// Drops the stored elements before `position` (`append` computes it on its own pass).
     @inlinable
     mutating func trimElements(before position: Int) {
-        while self.elements.startIndex < position {
-            self.elements.removeFirst()
+        if self.elements.startIndex < position {
+            self.elements.removeFirst(Swift.min(position - self.elements.startIndex, self.elements.count))
         }
     }
 

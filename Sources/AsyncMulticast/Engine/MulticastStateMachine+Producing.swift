@@ -44,43 +44,50 @@ extension MulticastStateMachine {
         var keepFrom = Swift.max(newTail - self.replayCount, self.replayFloor)
         var hasRoom = true
 
-        for laneIndex in self.lanes.indices {
-            guard self.lanes[laneIndex].members > 0 else {
-                // Nobody to count: the (empty) histogram just follows the tail.
-                if self.lanes[laneIndex].counts.isEmpty { self.lanes[laneIndex].counts.rebase(to: newTail) }
-                keepFrom = Swift.min(keepFrom, self.lanes[laneIndex].minCursor)
-                continue
-            }
+        // `.bufferingOldest(n)` lanes first: freezing a full cell and feeding the private
+        // queues reach beyond the lane (the shared elements, the queues).
+        for laneIndex in self.lanes.indices where self.lanes[laneIndex].freezeLimit > 0 {
+            guard self.lanes[laneIndex].members > 0 else { continue }
             let freezeLimit = self.lanes[laneIndex].freezeLimit
-            if freezeLimit > 0 {
-                self.freezeFullCell(lane: laneIndex, limit: freezeLimit, appending: position)
-                self.deliverToRoomList(element, lane: laneIndex, limit: freezeLimit)
-            }
-            let nonWaiting = self.lanes[laneIndex].atTail - self.lanes[laneIndex].waiting
-            self.lanes[laneIndex].appendCount(nonWaiting, at: position)
-            // Waiting members take the element right away (below): they stay caught up.
-            self.lanes[laneIndex].atTail = self.lanes[laneIndex].waiting
-            self.lanes[laneIndex].waiting = 0
-            // Members now holding `dropLimit + 1` drop their oldest: the whole cell moves on.
-            let dropLimit = self.lanes[laneIndex].dropLimit
-            if dropLimit >= 0 {
-                let floor = newTail - dropLimit
-                while !self.lanes[laneIndex].counts.isEmpty && self.lanes[laneIndex].minCursor < floor {
-                    self.lanes[laneIndex].advanceOldestCell(tail: newTail)
+            self.freezeFullCell(lane: laneIndex, limit: freezeLimit, appending: position)
+            self.deliverToRoomList(element, lane: laneIndex, limit: freezeLimit)
+        }
+        // Then every lane's own bookkeeping, through one mutable access to the lanes (the
+        // hot path: one uniqueness check instead of one per field written).
+        self.lanes.withUnsafeMutableBufferPointer { lanes in
+            for laneIndex in lanes.indices {
+                guard lanes[laneIndex].members > 0 else {
+                    // Nobody to count: the (empty) histogram just follows the tail.
+                    if lanes[laneIndex].counts.isEmpty { lanes[laneIndex].counts.rebase(to: newTail) }
+                    keepFrom = Swift.min(keepFrom, lanes[laneIndex].minCursor)
+                    continue
                 }
-            }
-            // Members that would now hold `evictLimit + 1` are evicted: the cell goes.
-            let evictLimit = self.lanes[laneIndex].evictLimit
-            if evictLimit > 0 {
-                let floor = newTail - evictLimit
-                while !self.lanes[laneIndex].counts.isEmpty && self.lanes[laneIndex].minCursor < floor {
-                    self.lanes[laneIndex].evictOldestCell()
+                let nonWaiting = lanes[laneIndex].atTail - lanes[laneIndex].waiting
+                lanes[laneIndex].appendCount(nonWaiting, at: position)
+                // Waiting members take the element right away (below): they stay caught up.
+                lanes[laneIndex].atTail = lanes[laneIndex].waiting
+                lanes[laneIndex].waiting = 0
+                // Members now holding `dropLimit + 1` drop their oldest: the whole cell moves on.
+                let dropLimit = lanes[laneIndex].dropLimit
+                if dropLimit >= 0 {
+                    let floor = newTail - dropLimit
+                    while !lanes[laneIndex].counts.isEmpty && lanes[laneIndex].minCursor < floor {
+                        lanes[laneIndex].advanceOldestCell(tail: newTail)
+                    }
                 }
+                // Members that would now hold `evictLimit + 1` are evicted: the cell goes.
+                let evictLimit = lanes[laneIndex].evictLimit
+                if evictLimit > 0 {
+                    let floor = newTail - evictLimit
+                    while !lanes[laneIndex].counts.isEmpty && lanes[laneIndex].minCursor < floor {
+                        lanes[laneIndex].evictOldestCell()
+                    }
+                }
+                let minCursor = lanes[laneIndex].minCursor
+                if !lanes[laneIndex].counts.isEmpty { needed = true }
+                keepFrom = Swift.min(keepFrom, minCursor)
+                if newTail - minCursor > lanes[laneIndex].roomLevel { hasRoom = false }
             }
-            let minCursor = self.lanes[laneIndex].minCursor
-            if !self.lanes[laneIndex].counts.isEmpty { needed = true }
-            keepFrom = Swift.min(keepFrom, minCursor)
-            if newTail - minCursor > self.lanes[laneIndex].roomLevel { hasRoom = false }
         }
 
         if needed || !self.elements.isEmpty {
