@@ -38,7 +38,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", exact: "1.1.4"),
         // The command line of `compare`.
         .package(url: "https://github.com/apple/swift-argument-parser", exact: "1.8.2"),
-        // The synchronous anchor of the cost-per-delivery comparison (issue 13): Combine's
+        // The synchronous anchor of the cost-per-delivery comparison: Combine's
         // open-source re-implementation, PassthroughSubject with N sinks.
         .package(url: "https://github.com/OpenCombine/OpenCombine", exact: "0.14.0"),
     ],

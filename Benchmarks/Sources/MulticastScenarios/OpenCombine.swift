@@ -1,5 +1,5 @@
 // OpenCombine's side: the synchronous anchor of the cost-per-delivery comparison
-// (issue 13). A `PassthroughSubject<Int, Never>` with N `sink`s; `send` delivers
+// (the synchronous anchor). A `PassthroughSubject<Int, Never>` with N `sink`s; `send` delivers
 // each element to every sink by plain function calls on the sending thread.
 // This file imports only OpenCombine (MemberImportVisibility is on for this target).
 

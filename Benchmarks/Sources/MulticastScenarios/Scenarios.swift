@@ -136,7 +136,7 @@ public enum Scenarios {
 
     // MARK: 6. Cost per delivery
 
-    /// One cell of the cost-per-delivery comparison (issue 13), run by `compare --only cost`
+    /// One cell of the cost-per-delivery comparison, run by `compare --only cost`
     /// and, one per process under valgrind, by `delivery-cell` (`compare --instructions`).
     public enum DeliveryCell: String, Sendable, CaseIterable, CustomStringConvertible {
         /// `OpaqueCountingSequence(M).share(buffering: .bounded(64))`: `0..<M` whose `next()` is

@@ -1,6 +1,6 @@
 // Scenario 6 (cost per delivery, `--only cost`) and the instructions-per-delivery mode
 // (`--instructions`): share() and AsyncPassthroughSubject against OpenCombine's
-// synchronous PassthroughSubject with N sinks (issue 13).
+// synchronous PassthroughSubject with N sinks.
 
 import MulticastScenarios
 
@@ -157,7 +157,7 @@ extension Options {
     }
 }
 
-/// Issue 13's targets: ours / OpenCombine at most this many times OpenCombine's instructions.
+/// The performance targets: ours / OpenCombine at most this many times OpenCombine's instructions.
 func instructionTarget(_ cell: DeliveryCell, subscribers: Int) -> Double? {
     switch (cell, subscribers) {
     case (.share, 1): 0.45
@@ -308,7 +308,7 @@ func runInstructions(_ options: Options) {
         stamp(
             """
             "X / OC" = our instructions per delivery / OpenCombine's (medians; below 1.00x: ours executes
-            fewer); "target": issue 13's limit for that ratio.
+            fewer); "target": the performance target for that ratio.
             """)
         stamp(table.render())
         if let row = perDelivery[1], let values = row[.base], let size = sizes.first(where: { $0.subscribers == 1 }) {

@@ -67,7 +67,7 @@ func runLatency(_ options: Options) async {
     stamp(
         """
 
-        == 6. Wake-up latency ==
+        == 8. Wake-up latency ==
         Time from send() (subject) or yield (AsyncStream) / from the upstream's next() returning
         the element (share) to a subscriber that is suspended in next() receiving it. A driver
         thread sends one element at a time: it waits until every subscriber is back in next(),
@@ -186,7 +186,7 @@ func runLatency(_ options: Options) async {
         stamp(ratios.render())
     }
 
-    // The issue's second target: p99 at N = 64 within 2x of N = 1 (a quotient of latencies:
+    // The second latency target: p99 at N = 64 within 2x of N = 1 (a quotient of latencies:
     // here below 2.00x is within the target).
     var scaling = Table([
         "implementation", "measured from", "N=1 p99 us", "N", "all p99 us", "all / N=1", "last p99 us", "last / N=1",
@@ -209,7 +209,7 @@ func runLatency(_ options: Options) async {
         }
     }
     if !scaling.rows.isEmpty {
-        stamp("\np99 at N = 64 over p99 at N = 1, same implementation (the issue's target: within 2x):")
+        stamp("\np99 at N = 64 over p99 at N = 1, same implementation (the target: within 2x):")
         stamp(scaling.render())
     }
 }
@@ -223,7 +223,7 @@ func runSlowProducer(_ options: Options) async {
     stamp(
         """
 
-        == 7. Slow-producer CPU ==
+        == 9. Slow-producer CPU ==
         A producer thread offers \(elements) Ints, one every 100 µs (absolute deadlines), to one
         subscriber (a task iterating with for-await), which is suspended between elements.
         CPU = getrusage(RUSAGE_SELF) user+sys of the whole process over the run; "producer" is
@@ -275,7 +275,7 @@ func runSlowProducer(_ options: Options) async {
     stamp(table.render())
     stamp(
         """
-        (CPU / (a): process CPU relative to the plain AsyncStream; the issue's target for share() is at most
+        (CPU / (a): process CPU relative to the plain AsyncStream; the target for share() is at most
          1.10x. "ours vs (a)" is the same the other way round, the tool's convention: above 1.00x = less CPU.)
         """)
     if let share = med(.oursShare, { $0.cpuNanosPerElement }),

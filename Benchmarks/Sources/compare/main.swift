@@ -432,7 +432,7 @@ func runOpaqueOverhead(_ options: Options) async {
         N = 1 over an upstream whose next() is an out-of-line call (@inline(never)), as a
         sequence from another module or an AsyncStream is: base iterates it directly, ours shares
         it with one subscriber. M = \(elements), median of 5. "base / ours" is how many times
-        faster not sharing is (the issue's target: within 4x).
+        faster not sharing is (the target: within 4x).
         """)
     stamp(table.render())
 }
