@@ -58,7 +58,6 @@ struct IndexedRing<Element> {
         }
     }
 
-    /// Stores `element` at `endIndex`.
     /// Appends the elements at `positions` to `array`, in order: one uniqueness and
     /// capacity check for all of them instead of one per element.
     @inlinable
@@ -102,6 +101,7 @@ struct IndexedRing<Element> {
         }
     }
 
+    /// Stores `element` at `endIndex`.
     @inlinable
     mutating func append(_ element: Element) {
         if self.count == self.capacity { self.grow() }
@@ -131,7 +131,6 @@ struct IndexedRing<Element> {
         return element
     }
 
-    /// Moves an empty window so that it starts (and ends) at `position`.
     /// Removes the first `k` elements: one uniqueness check for all of them.
     @inlinable
     mutating func removeFirst(_ k: Int) {
@@ -161,6 +160,7 @@ struct IndexedRing<Element> {
         }
     }
 
+    /// Moves an empty window so that it starts (and ends) at `position`.
     @inlinable
     mutating func rebase(to position: Int) {
         precondition(self.count == 0, "IndexedRing: rebase of a non-empty ring")
