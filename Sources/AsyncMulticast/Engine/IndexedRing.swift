@@ -35,12 +35,6 @@ struct IndexedRing<Element> {
     @inlinable
     var mask: Int { self.slots.count &- 1 }
 
-    /// The first stored element, if any.
-    @inlinable
-    var first: Element? {
-        self.count == 0 ? nil : self.slots[self.head]
-    }
-
     /// The element at absolute position `position`, which must be stored.
     @inlinable
     subscript(position: Int) -> Element {
@@ -109,28 +103,6 @@ struct IndexedRing<Element> {
         self.count &+= 1
     }
 
-    /// Stores `element` at `startIndex - 1`.
-    @inlinable
-    mutating func prepend(_ element: Element) {
-        if self.count == self.capacity { self.grow() }
-        self.head = (self.head &- 1) & self.mask
-        self.slots[self.head] = element
-        self.startIndex &-= 1
-        self.count &+= 1
-    }
-
-    /// Removes and returns the element at `startIndex`; the window then starts one later.
-    @discardableResult
-    @inlinable
-    mutating func removeFirst() -> Element {
-        precondition(self.count > 0, "IndexedRing: removeFirst on an empty ring")
-        let element = self.slots[self.head].take()!
-        self.head = (self.head &+ 1) & self.mask
-        self.startIndex &+= 1
-        self.count &-= 1
-        return element
-    }
-
     /// Removes the first `k` elements: one uniqueness check for all of them.
     @inlinable
     mutating func removeFirst(_ k: Int) {
@@ -145,19 +117,6 @@ struct IndexedRing<Element> {
         self.head = (head &+ k) & mask
         self.startIndex &+= k
         self.count &-= k
-    }
-
-    /// How many elements from the first one on satisfy `predicate`.
-    @inlinable
-    func leadingCount(where predicate: (Element) -> Bool) -> Int {
-        let head = self.head
-        let mask = self.mask
-        let count = self.count
-        return self.slots.withUnsafeBufferPointer { slots in
-            var k = 0
-            while k < count, predicate(slots[(head &+ k) & mask].unsafelyUnwrapped) { k &+= 1 }
-            return k
-        }
     }
 
     /// Moves an empty window so that it starts (and ends) at `position`.

@@ -97,10 +97,10 @@ extension MulticastStateMachine {
             guard lane.counts.endIndex == self.tail else {
                 return "lane \(laneIndex)'s histogram ends at \(lane.counts.endIndex)"
             }
-            if let first = lane.counts.first {
-                guard first > 0 else { return "lane \(laneIndex)'s histogram starts with 0" }
+            if let violation = lane.counts.invariantViolation() {
+                return "lane \(laneIndex)'s histogram: \(violation)"
             }
-            let histogram = (lane.counts.startIndex..<lane.counts.endIndex).reduce(0) { $0 + lane.counts[$1] }
+            let histogram = lane.counts.total
             let frozen = lane.frozen.values.reduce(0) { $0 + $1.members }
             guard lane.members == lane.atTail + histogram + frozen + detachedByLane[laneIndex] + lane.evicted else {
                 return

@@ -101,10 +101,10 @@ extension MulticastStateMachine {
         let policy: SharedBufferingPolicy
         @usableFromInline
         var members = 0
-        /// `counts[p]`: members whose cursor is `p`, for `p` in `minCursor..<tail`.
-        /// Invariants: `counts.endIndex == tail`; `counts.first` is nil or positive.
+        /// `counts[p]`: members whose cursor is `p`, for `p` in `minCursor..<tail`, stored
+        /// only where positive (see `CursorHistogram`). Invariant: `counts.endIndex == tail`.
         @usableFromInline
-        var counts: IndexedRing<Int>
+        var counts: CursorHistogram
         /// Attached members whose cursor is `tail`, waiting ones included.
         @usableFromInline
         var atTail = 0
@@ -121,7 +121,7 @@ extension MulticastStateMachine {
         @inlinable
         init(policy: SharedBufferingPolicy, tail: Int) {
             self.policy = policy
-            self.counts = IndexedRing(startIndex: tail)
+            self.counts = CursorHistogram(startIndex: tail)
             // The policy's numbers, unpacked once: `append` reads them for every element.
             switch policy {
             case .bounded(let limit):
@@ -186,20 +186,29 @@ extension MulticastStateMachine {
         @inlinable
         var minCursor: Int { self.counts.startIndex }
 
-        @inlinable
-        mutating func dropLeadingZeros() {
-            let zeros = self.counts.leadingCount { $0 == 0 }
-            if zeros > 0 { self.counts.removeFirst(zeros) }
-        }
-
         /// Records that `count` members now have the element at `position` (== old tail) pending.
         @inlinable
         mutating func appendCount(_ count: Int, at position: Int) {
             assert(self.counts.endIndex == position, "lane histogram must end at the tail")
-            if self.counts.isEmpty && count == 0 {
-                self.counts.rebase(to: position + 1)
-            } else {
-                self.counts.append(count)
+            self.counts.append(count)
+        }
+
+        /// The element at the tail was appended: the members caught up but not waiting now
+        /// have it pending, the waiting ones take it at once (they stay at the tail).
+        /// Returns `minCursor` afterwards.
+        @inlinable
+        mutating func elementAppended() -> Int {
+            self.counts.append(self.atTail &- self.waiting)
+            self.atTail = self.waiting
+            self.waiting = 0
+            return self.counts.startIndex
+        }
+
+        /// Evicts every cell before `position`: `.evicting` members that would hold too much.
+        @inlinable
+        mutating func evictCells(before position: Int) {
+            while !self.counts.isEmpty && self.minCursor < position {
+                self.evictOldestCell()
             }
         }
 
@@ -207,20 +216,18 @@ extension MulticastStateMachine {
         /// holding the shared buffer) and learn it when they next read.
         @inlinable
         mutating func evictOldestCell() {
-            self.evicted += self.counts.removeFirst()
-            self.dropLeadingZeros()
+            self.evicted += self.counts.removeFirst().count
         }
 
         /// Moves the oldest histogram cell one position forward (its members drop one element).
         @inlinable
         mutating func advanceOldestCell(tail: Int) {
             let moved = self.counts.removeFirst()
-            if self.counts.startIndex == tail {
-                self.atTail += moved
+            if moved.position + 1 == tail {
+                self.atTail += moved.count
             } else {
-                self.counts[self.counts.startIndex] += moved
+                self.counts.add(moved.count, at: moved.position + 1)
             }
-            self.dropLeadingZeros()
         }
     }
 
@@ -285,14 +292,14 @@ extension MulticastStateMachine {
         let next = position + count
         precondition(next <= self.tail, "committed past the tail")
         self.slots[slotIndex].cursor = next
-        self.lanes[laneIndex].counts[position] -= 1
+        let wasOldest = position == self.lanes[laneIndex].minCursor
+        self.lanes[laneIndex].counts.subtract(1, at: position)
         if next == self.tail {
             self.lanes[laneIndex].atTail += 1
         } else {
-            self.lanes[laneIndex].counts[next] += 1
+            self.lanes[laneIndex].counts.add(1, at: next)
         }
-        if position == self.lanes[laneIndex].minCursor {
-            self.lanes[laneIndex].dropLeadingZeros()
+        if wasOldest {
             self.trimElements()
         }
     }
@@ -408,9 +415,9 @@ extension MulticastStateMachine {
         if position == self.tail {
             self.lanes[laneIndex].atTail -= 1
         } else {
-            self.lanes[laneIndex].counts[position] -= 1
-            if position == self.lanes[laneIndex].minCursor {
-                self.lanes[laneIndex].dropLeadingZeros()
+            let wasOldest = position == self.lanes[laneIndex].minCursor
+            self.lanes[laneIndex].counts.subtract(1, at: position)
+            if wasOldest {
                 self.trimElements()
             }
         }
@@ -423,15 +430,14 @@ extension MulticastStateMachine {
     mutating func freezeFullCell(lane laneIndex: Int, limit: Int, appending position: Int) {
         let full = position - limit
         guard !self.lanes[laneIndex].counts.isEmpty, self.lanes[laneIndex].minCursor == full else { return }
-        let members = self.lanes[laneIndex].counts[full]
+        let members = self.lanes[laneIndex].counts.first!
         assert(members > 0, "histogram cells at the window start are positive")
         assert(self.lanes[laneIndex].frozen[full] == nil, "a cell freezes once")
         var copy: [Element] = []
         copy.reserveCapacity(limit)
         for p in full..<position { copy.append(self.elements[p]) }
         self.lanes[laneIndex].frozen[full] = FrozenGroup(elements: copy, members: members)
-        self.lanes[laneIndex].counts[full] = 0
-        self.lanes[laneIndex].dropLeadingZeros()
+        self.lanes[laneIndex].counts.removeFirst()
     }
 
     @inlinable

@@ -38,6 +38,9 @@ extension MulticastStateMachine {
     @inlinable
     @discardableResult
     mutating func append(_ element: Element, resuming: inout [SubscriberContinuation]) -> Bool {
+        if self.lanes.count == 1 && self.lanes[0].dropLimit < 0 && self.lanes[0].freezeLimit == 0 {
+            return self.appendToSoleLosslessLane(element, resuming: &resuming)
+        }
         let position = self.tail
         let newTail = position + 1
         var needed = self.replayCount > 0
@@ -96,19 +99,51 @@ extension MulticastStateMachine {
             self.elements.rebase(to: newTail)
         }
 
-        if !self.waiters.isEmpty {
-            resuming.reserveCapacity(self.waiters.count)
-            for waiter in self.waiters {
-                self.slots[Int(waiter.slot)].cursor = newTail
-                self.slots[Int(waiter.slot)].waiterIndex = -1
-                resuming.append(waiter.continuation)
-            }
-            self.waiters.removeAll(keepingCapacity: true)
-        }
+        if !self.waiters.isEmpty { self.handOver(resuming: &resuming) }
         // What `trimElements()` would do, with the minimum computed above.
         self.trimElements(before: keepFrom)
         assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
         return hasRoom
+    }
+
+    /// `append` when there is exactly one lane and it drops nothing (`.bounded`,
+    /// `.unbounded`, `.evicting`): what the general pass does for such a lane, without the
+    /// pass. The common case (every subscriber uses the sequence's policy), so the
+    /// producer's cost per element is this.
+    @inlinable
+    mutating func appendToSoleLosslessLane(_ element: Element, resuming: inout [SubscriberContinuation]) -> Bool {
+        let newTail = self.tail + 1
+        let minCursor = self.lanes[0].elementAppended()
+        // Evicting: members that would now hold `evictLimit + 1` are evicted (the whole cell).
+        let evictLimit = self.lanes[0].evictLimit
+        if evictLimit > 0 && minCursor < newTail - evictLimit {
+            self.lanes[0].evictCells(before: newTail - evictLimit)
+        }
+        let laneStart = self.lanes[0].minCursor
+        if laneStart < newTail || self.replayCount > 0 || !self.elements.isEmpty {
+            self.elements.append(element)
+        } else {
+            self.elements.rebase(to: newTail)
+        }
+        if !self.waiters.isEmpty { self.handOver(resuming: &resuming) }
+        self.trimElements(before: Swift.min(Swift.max(newTail - self.replayCount, self.replayFloor), laneStart))
+        let hasRoom = newTail - laneStart <= self.lanes[0].roomLevel
+        assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
+        return hasRoom
+    }
+
+    /// Hands the element just appended to every waiting subscriber: their continuations go
+    /// to `resuming`, and they stay caught up.
+    @inlinable
+    mutating func handOver(resuming: inout [SubscriberContinuation]) {
+        let tail = self.tail
+        resuming.reserveCapacity(self.waiters.count)
+        for waiter in self.waiters {
+            self.slots[Int(waiter.slot)].cursor = tail
+            self.slots[Int(waiter.slot)].waiterIndex = -1
+            resuming.append(waiter.continuation)
+        }
+        self.waiters.removeAll(keepingCapacity: true)
     }
 
     /// A subject's `send(waitingForRoom:)` offered `element`: it is produced only if every

@@ -88,10 +88,7 @@ extension MulticastStateMachine {
         if cursor == self.tail {
             self.lanes[laneIndex].atTail += 1
         } else {
-            while self.lanes[laneIndex].counts.startIndex > cursor {
-                self.lanes[laneIndex].counts.prepend(0)
-            }
-            self.lanes[laneIndex].counts[cursor] += 1
+            self.lanes[laneIndex].counts.add(1, at: cursor)
         }
         self.subscriberCount += 1
 

@@ -10,6 +10,7 @@
 //        |                          |                     |                            |
 //        v                          v                     v                            v
 //        [ kept for a slower lane ][ counts[p]: members whose cursor is p, for p < tail ]
+//                                     (stored only where positive: CursorHistogram)
 //                                                              + atTail: members at tail
 //                                                              + waiting: those suspended
 //   - A `.bufferingNewest(n)` cell that would hold n + 1 moves forward (drops its oldest).
@@ -25,7 +26,7 @@
 //   lane's minCursor)): everything someone may read is stored, and nothing else.
 // - A lane exists exactly while it has members, and no two lanes share a policy.
 // - lane.members == atTail + sum(counts) + frozen members + members reading a private queue.
-// - counts.endIndex == tail, and counts.first is nil or positive.
+// - counts.endIndex == tail; its cells are positive and ascending, all before the tail.
 // - lane.waiting == its members suspended in `next()`, all of them at the tail (in atTail).
 // - A dropping member holds at most its limit. (A bounded one holds at most its bound, except
 //   past a subject's synchronous `send`, which cannot wait.)
@@ -82,10 +83,13 @@ enum UpstreamMode: Sendable, Hashable {
 /// ## Why taking an element is O(1)
 /// Subscribers are grouped in *lanes*, one per buffering policy in use (normally just one).
 /// A lane keeps a histogram `counts[p]` = number of its subscribers whose cursor is `p`, for
-/// `p` in `minCursor..<tail`, plus `atTail` for the caught-up ones. Reading moves one unit of
-/// the histogram one step; the window's start moves past positions whose count reached zero.
-/// Nobody is scanned when the slowest subscriber advances (unlike a min-over-all-cursors
-/// rescan), and every trimmed position was appended once, so trimming is amortized O(1).
+/// `p` in `minCursor..<tail`, plus `atTail` for the caught-up ones. It is sparse: only the
+/// positions some subscriber is at have a cell, so appending an element costs a cell only
+/// when caught-up subscribers stop at it (once per batch they take, not once per element).
+/// Reading moves one unit from one cell to a later one; the window's start is the oldest
+/// cell. Nobody is scanned when the slowest subscriber advances (unlike a
+/// min-over-all-cursors rescan); finding a cell is a binary search over the distinct
+/// positions the subscribers are at, and usually the oldest or the newest cell.
 ///
 /// The dropping policies act on whole histogram cells too:
 /// - `.bufferingNewest(n)`: when an append gives the cell at `tail - n - 1` an `n + 1`-th

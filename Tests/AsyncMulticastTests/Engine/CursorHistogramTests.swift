@@ -1,0 +1,120 @@
+// The sparse histogram of a lane's cursors, on its own: the cases a lane meets (appending at
+// the tail, a reader moving on, a cell moving forward, a joiner placed before or between
+// cells), then random operations against a dense reference.
+
+import Testing
+
+@testable import AsyncMulticast
+
+@Suite("CursorHistogram: a lane's cursors, stored sparsely")
+struct CursorHistogramTests {
+    @Test func emptyFollowsTheTail() {
+        var histogram = CursorHistogram(startIndex: 5)
+        #expect(histogram.isEmpty && histogram.startIndex == 5 && histogram.endIndex == 5)
+        histogram.append(0)
+        histogram.append(0)
+        // Nobody stopped at those positions: no cells, the start follows the end.
+        #expect(histogram.isEmpty && histogram.startIndex == 7 && histogram.cellCount == 0)
+        #expect(histogram.first == nil)
+    }
+
+    @Test func appendingCaughtUpMembersMakesOneCell() {
+        var histogram = CursorHistogram(startIndex: 0)
+        histogram.append(3)
+        histogram.append(0)
+        histogram.append(0)
+        #expect(histogram.startIndex == 0 && histogram.endIndex == 3)
+        #expect(histogram.cellCount == 1 && histogram.first == 3)
+        #expect(histogram[0] == 3 && histogram[1] == 0 && histogram[2] == 0)
+    }
+
+    @Test func readersMovingOnRemoveAndInsertCells() {
+        var histogram = CursorHistogram(startIndex: 0)
+        histogram.append(2)
+        for _ in 0..<9 { histogram.append(0) }
+        // One reader takes 4: it moves from 0 to 4, a position nobody was at.
+        histogram.subtract(1, at: 0)
+        histogram.add(1, at: 4)
+        #expect(Array(histogram.nonEmptyCells) == [.init(position: 0, count: 1), .init(position: 4, count: 1)])
+        // The other one follows it: the oldest cell goes, and the start moves to 4.
+        histogram.subtract(1, at: 0)
+        histogram.add(1, at: 4)
+        #expect(histogram.startIndex == 4 && histogram[4] == 2 && histogram.cellCount == 1)
+        #expect(histogram.invariantViolation() == nil)
+    }
+
+    @Test func aJoinerBeforeOrBetweenCellsIsPlacedInOrder() {
+        var histogram = CursorHistogram(startIndex: 10)
+        for _ in 0..<10 { histogram.append(0) }
+        histogram.add(1, at: 15)
+        histogram.add(2, at: 12)  // before the oldest
+        histogram.add(1, at: 13)  // between two cells
+        histogram.add(1, at: 19)  // after the newest
+        #expect(histogram.nonEmptyCells.map(\.position) == [12, 13, 15, 19])
+        #expect(histogram.total == 5 && histogram.startIndex == 12)
+        #expect(histogram.invariantViolation() == nil)
+    }
+
+    @Test func removingTheFirstCellReturnsIt() {
+        var histogram = CursorHistogram(startIndex: 0)
+        histogram.append(2)
+        histogram.append(1)
+        #expect(histogram.removeFirst() == .init(position: 0, count: 2))
+        #expect(histogram.startIndex == 1 && histogram.first == 1)
+        #expect(histogram.removeFirst() == .init(position: 1, count: 1))
+        #expect(histogram.isEmpty && histogram.startIndex == 2)
+    }
+
+    @Test func frontSpaceIsReclaimed() {
+        var histogram = CursorHistogram(startIndex: 0)
+        for _ in 0..<100 { histogram.append(1) }
+        for _ in 0..<90 { histogram.removeFirst() }
+        #expect(histogram.cellCount == 10 && histogram.startIndex == 90)
+        // The removed cells do not stay in the array forever.
+        #expect(histogram.cells.count < 100)
+        #expect(histogram.invariantViolation() == nil)
+    }
+
+    /// Random operations a lane performs, checked against a dense array of counts.
+    @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8])
+    func agreesWithADenseHistogram(seed: UInt64) {
+        var random = LCG(seed: seed)
+        var histogram = CursorHistogram(startIndex: 0)
+        var dense: [Int] = []  // dense[p]: members at p, for p < endIndex
+        for _ in 0..<3_000 {
+            let occupied = dense.indices.filter { dense[$0] > 0 }
+            switch random.next() % 5 {
+            case 0, 1:
+                let count = random.next() % 3 == 0 ? Int(random.next() % 3) : 0
+                histogram.append(count)
+                dense.append(count)
+            case 2 where !dense.isEmpty:
+                let position = Int(random.next() % UInt64(dense.count))
+                let count = 1 + Int(random.next() % 2)
+                histogram.add(count, at: position)
+                dense[position] += count
+            case 3 where !occupied.isEmpty:
+                // A member moves forward (to a position before the end), as a reader does.
+                let from = occupied[Int(random.next() % UInt64(occupied.count))]
+                let to = from + Int(random.next() % UInt64(dense.count - from))
+                histogram.subtract(1, at: from)
+                dense[from] -= 1
+                histogram.add(1, at: to)
+                dense[to] += 1
+            case 4 where !occupied.isEmpty:
+                let cell = histogram.removeFirst()
+                #expect(cell.position == occupied[0] && cell.count == dense[occupied[0]])
+                dense[occupied[0]] = 0
+            default:
+                break
+            }
+            #expect(histogram.invariantViolation() == nil)
+            #expect(histogram.endIndex == dense.count)
+            #expect(histogram.startIndex == (dense.firstIndex { $0 > 0 } ?? dense.count))
+        }
+        for position in dense.indices {
+            #expect(histogram[position] == dense[position], "position \(position)")
+        }
+        #expect(histogram.total == dense.reduce(0, +))
+    }
+}
