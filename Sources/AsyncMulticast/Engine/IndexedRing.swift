@@ -5,118 +5,140 @@
 /// `startIndex..<endIndex` of those positions, grows by doubling, and never moves the
 /// absolute numbering, so cursors stay valid while the window slides.
 ///
+/// The elements live in a buffer of their own (not an `Array` of optionals), initialized
+/// only where the window is: a stored element needs no optional tag, and a run of them
+/// is one or two contiguous pieces of memory, so copying a batch out is a block copy for
+/// trivial elements. It is a value: a shared buffer is copied before it is written.
+///
 /// Invariants: `capacity` is zero or a power of two; `count <= capacity`; the element at
-/// absolute position `startIndex + k` lives in physical slot `(head + k) & (capacity - 1)`.
+/// absolute position `startIndex + k` is initialized in physical slot
+/// `(head + k) & (capacity - 1)`, and no other slot is.
 @usableFromInline
 struct IndexedRing<Element> {
+    /// The slots, and which of them hold elements; `nil` until the first element.
     @usableFromInline
-    var slots: [Element?] = []
-    @usableFromInline
-    var head = 0
+    var storage: Storage?
     /// Absolute position of the first stored element.
     @usableFromInline
     var startIndex: Int
-    /// Number of stored elements.
-    @usableFromInline
-    var count = 0
 
     @inlinable
     init(startIndex: Int = 0) {
         self.startIndex = startIndex
     }
 
+    /// Where the window is in the slots. Kept with the slots so that releasing them
+    /// deinitializes exactly the stored elements.
+    @usableFromInline
+    struct Header {
+        @usableFromInline var capacity: Int
+        @usableFromInline var head: Int
+        @usableFromInline var count: Int
+
+        @inlinable
+        init(capacity: Int, head: Int, count: Int) {
+            self.capacity = capacity
+            self.head = head
+            self.count = count
+        }
+    }
+
+    /// The slots and their header, both out of line, so that reaching them costs no
+    /// exclusivity check.
+    @usableFromInline
+    final class Storage: @unchecked Sendable {  // @unchecked: reached only through the lock-protected machine, and copied before a write while shared.
+        @usableFromInline let header: UnsafeMutablePointer<Header>
+        @usableFromInline let slots: UnsafeMutablePointer<Element>
+
+        @inlinable
+        init(capacity: Int) {
+            self.header = UnsafeMutablePointer<Header>.allocate(capacity: 1)
+            self.header.initialize(to: Header(capacity: capacity, head: 0, count: 0))
+            self.slots = UnsafeMutablePointer<Element>.allocate(capacity: capacity)
+        }
+
+        @inlinable
+        deinit {
+            let head = self.header.pointee.head
+            let count = self.header.pointee.count
+            let firstPiece = Swift.min(count, self.header.pointee.capacity &- head)
+            (self.slots + head).deinitialize(count: firstPiece)
+            self.slots.deinitialize(count: count &- firstPiece)
+            self.slots.deallocate()
+            self.header.deinitialize(count: 1)
+            self.header.deallocate()
+        }
+    }
+
+    /// Number of stored elements.
+    @inlinable
+    var count: Int { self.storage?.header.pointee.count ?? 0 }
+
     /// One past the absolute position of the last stored element.
     @inlinable
-    var endIndex: Int { self.startIndex + self.count }
+    var endIndex: Int { self.startIndex &+ self.count }
     @inlinable
     var isEmpty: Bool { self.count == 0 }
     @inlinable
-    var capacity: Int { self.slots.count }
-    @inlinable
-    var mask: Int { self.slots.count &- 1 }
+    var capacity: Int { self.storage?.header.pointee.capacity ?? 0 }
 
     /// The element at absolute position `position`, which must be stored.
     @inlinable
     subscript(position: Int) -> Element {
-        get {
-            precondition(
-                position >= self.startIndex && position < self.endIndex,
-                "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
-            return self.slots[(self.head &+ (position &- self.startIndex)) & self.mask]!
-        }
-        set {
-            precondition(
-                position >= self.startIndex && position < self.endIndex,
-                "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
-            self.slots[(self.head &+ (position &- self.startIndex)) & self.mask] = newValue
-        }
+        precondition(
+            position >= self.startIndex && position < self.endIndex,
+            "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
+        let storage = self.storage.unsafelyUnwrapped
+        let header = storage.header.pointee
+        return storage.slots[(header.head &+ (position &- self.startIndex)) & (header.capacity &- 1)]
     }
 
-    /// Appends the elements at `positions` to `array`, in order: one uniqueness and
-    /// capacity check for all of them instead of one per element.
+    /// Appends the elements at `positions` to `array`, in order: at most two block copies.
     @inlinable
     func copy(_ positions: Range<Int>, appendingTo array: inout [Element]) {
         precondition(
             positions.lowerBound >= self.startIndex && positions.upperBound <= self.endIndex,
             "IndexedRing: positions \(positions) outside \(self.startIndex)..<\(self.endIndex)")
-        let first = self.head &+ (positions.lowerBound &- self.startIndex)
-        let mask = self.mask
-        self.slots.withUnsafeBufferPointer { slots in
-            array.append(contentsOf: Run(slots: slots, position: first, end: first &+ positions.count, mask: mask))
-        }
-    }
-
-    /// Consecutive elements of the ring, wrapping around its end: what `copy` appends. A
-    /// concrete iterator (rather than a closure over the positions) so the append's copy
-    /// loop inlines it.
-    @usableFromInline
-    struct Run: Sequence, IteratorProtocol {
-        @usableFromInline let slots: UnsafeBufferPointer<Element?>
-        @usableFromInline var position: Int
-        @usableFromInline let end: Int
-        @usableFromInline let mask: Int
-
-        @inlinable
-        init(slots: UnsafeBufferPointer<Element?>, position: Int, end: Int, mask: Int) {
-            self.slots = slots
-            self.position = position
-            self.end = end
-            self.mask = mask
-        }
-
-        @inlinable
-        var underestimatedCount: Int { self.end &- self.position }
-
-        @inlinable
-        mutating func next() -> Element? {
-            guard self.position < self.end else { return nil }
-            defer { self.position &+= 1 }
-            return self.slots[self.position & self.mask].unsafelyUnwrapped
+        guard !positions.isEmpty else { return }
+        let storage = self.storage.unsafelyUnwrapped
+        let capacity = storage.header.pointee.capacity
+        let first = (storage.header.pointee.head &+ (positions.lowerBound &- self.startIndex)) & (capacity &- 1)
+        let firstPiece = Swift.min(positions.count, capacity &- first)
+        array.append(contentsOf: UnsafeBufferPointer(start: storage.slots + first, count: firstPiece))
+        if firstPiece < positions.count {
+            array.append(contentsOf: UnsafeBufferPointer(start: storage.slots, count: positions.count &- firstPiece))
         }
     }
 
     /// Stores `element` at `endIndex`.
     @inlinable
     mutating func append(_ element: Element) {
-        if self.count == self.capacity { self.grow() }
-        self.slots[(self.head &+ self.count) & self.mask] = element
-        self.count &+= 1
+        if !isKnownUniquelyReferenced(&self.storage) || self.count == self.capacity {
+            self.reallocate(capacity: self.count == self.capacity ? Swift.max(8, self.capacity &* 2) : self.capacity)
+        }
+        let storage = self.storage.unsafelyUnwrapped
+        let header = storage.header
+        (storage.slots + ((header.pointee.head &+ header.pointee.count) & (header.pointee.capacity &- 1)))
+            .initialize(to: element)
+        header.pointee.count &+= 1
     }
 
-    /// Removes the first `k` elements: one uniqueness check for all of them.
+    /// Removes the first `k` elements.
     @inlinable
     mutating func removeFirst(_ k: Int) {
         precondition(k >= 0 && k <= self.count, "IndexedRing: removeFirst(\(k)) on \(self.count) elements")
-        let head = self.head
-        let mask = self.mask
-        self.slots.withUnsafeMutableBufferPointer { slots in
-            for offset in 0..<k {
-                slots[(head &+ offset) & mask] = nil
-            }
-        }
-        self.head = (head &+ k) & mask
+        guard k > 0 else { return }
+        if !isKnownUniquelyReferenced(&self.storage) { self.reallocate(capacity: self.capacity) }
+        let storage = self.storage.unsafelyUnwrapped
+        let header = storage.header
+        let capacity = header.pointee.capacity
+        let head = header.pointee.head
+        let firstPiece = Swift.min(k, capacity &- head)
+        (storage.slots + head).deinitialize(count: firstPiece)
+        storage.slots.deinitialize(count: k &- firstPiece)
+        header.pointee.head = (head &+ k) & (capacity &- 1)
+        header.pointee.count &-= k
         self.startIndex &+= k
-        self.count &-= k
     }
 
     /// Moves an empty window so that it starts (and ends) at `position`.
@@ -126,15 +148,27 @@ struct IndexedRing<Element> {
         self.startIndex = position
     }
 
+    /// Replaces the storage by one of `capacity` (at least `count`) holding copies of the
+    /// elements, starting at slot 0: growing, or copying a shared storage before a write.
     @inlinable
-    mutating func grow() {
-        let newCapacity = Swift.max(8, self.capacity &* 2)
-        var newSlots = [Element?](repeating: nil, count: newCapacity)
-        for k in 0..<self.count {
-            newSlots[k] = self.slots[(self.head &+ k) & self.mask].take()
+    mutating func reallocate(capacity: Int) {
+        let new = Storage(capacity: capacity)
+        if let old = self.storage {
+            let count = old.header.pointee.count
+            let head = old.header.pointee.head
+            let firstPiece = Swift.min(count, old.header.pointee.capacity &- head)
+            if isKnownUniquelyReferenced(&self.storage) {
+                // Growing: move the elements (the old slots end up holding none).
+                new.slots.moveInitialize(from: old.slots + head, count: firstPiece)
+                (new.slots + firstPiece).moveInitialize(from: old.slots, count: count &- firstPiece)
+                old.header.pointee.count = 0
+            } else {
+                new.slots.initialize(from: old.slots + head, count: firstPiece)
+                (new.slots + firstPiece).initialize(from: old.slots, count: count &- firstPiece)
+            }
+            new.header.pointee.count = count
         }
-        self.slots = newSlots
-        self.head = 0
+        self.storage = new
     }
 }
 

@@ -197,6 +197,7 @@ extension MulticastStateMachine {
         /// have it pending, the waiting ones take it at once (they stay at the tail).
         /// Returns `minCursor` afterwards.
         @inlinable
+        @inline(__always)
         mutating func elementAppended() -> Int {
             self.counts.append(self.atTail &- self.waiting)
             self.atTail = self.waiting

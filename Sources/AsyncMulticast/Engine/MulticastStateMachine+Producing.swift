@@ -111,6 +111,7 @@ extension MulticastStateMachine {
     /// pass. The common case (every subscriber uses the sequence's policy), so the
     /// producer's cost per element is this.
     @inlinable
+    @inline(__always)
     mutating func appendToSoleLosslessLane(_ element: Element, resuming: inout [SubscriberContinuation]) -> Bool {
         let newTail = self.tail + 1
         let minCursor = self.lanes[0].elementAppended()
