@@ -16,8 +16,8 @@
 ///     cells:       [ (12, 2) ][ (15, 1) ][ (40, 5) ]                         v
 ///                  ascending positions, every count positive, every position < endIndex
 ///
-/// Invariants (`checkInvariants`): positions strictly ascending and below `endIndex`;
-/// every count positive.
+/// Invariants (checked by `invariantViolation()`, in MulticastStateMachine+Invariants.swift):
+/// positions strictly ascending and below `endIndex`; every count positive.
 @usableFromInline
 struct CursorHistogram: Sendable {
     @usableFromInline
@@ -156,23 +156,5 @@ struct CursorHistogram: Sendable {
             self.head = 0
         }
         return cell
-    }
-
-    /// The sum of the counts (for invariant checks).
-    @inlinable
-    var total: Int { self.nonEmptyCells.reduce(0) { $0 + $1.count } }
-
-    /// What is wrong with the histogram's structure, or `nil`.
-    @inlinable
-    func invariantViolation() -> String? {
-        guard self.head >= 0 && self.head <= self.cells.count else { return "head \(self.head) outside the cells" }
-        var previous = Int.min
-        for cell in self.nonEmptyCells {
-            guard cell.count > 0 else { return "a cell at \(cell.position) counts \(cell.count)" }
-            guard cell.position > previous else { return "cell positions not ascending at \(cell.position)" }
-            guard cell.position < self.endIndex else { return "a cell at \(cell.position), not before \(self.endIndex)" }
-            previous = cell.position
-        }
-        return nil
     }
 }

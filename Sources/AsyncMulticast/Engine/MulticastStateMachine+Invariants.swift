@@ -158,3 +158,23 @@ extension MulticastStateMachine {
         return self.pendingElements(of: slotIndex)
     }
 }
+
+extension CursorHistogram {
+    /// The sum of the counts (for invariant checks).
+    @inlinable
+    var total: Int { self.nonEmptyCells.reduce(0) { $0 + $1.count } }
+
+    /// What is wrong with the histogram's structure, or `nil`.
+    @inlinable
+    func invariantViolation() -> String? {
+        guard self.head >= 0 && self.head <= self.cells.count else { return "head \(self.head) outside the cells" }
+        var previous = Int.min
+        for cell in self.nonEmptyCells {
+            guard cell.count > 0 else { return "a cell at \(cell.position) counts \(cell.count)" }
+            guard cell.position > previous else { return "cell positions not ascending at \(cell.position)" }
+            guard cell.position < self.endIndex else { return "a cell at \(cell.position), not before \(self.endIndex)" }
+            previous = cell.position
+        }
+        return nil
+    }
+}
