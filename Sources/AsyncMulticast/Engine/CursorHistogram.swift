@@ -140,6 +140,27 @@ struct CursorHistogram: Sendable {
         }
     }
 
+    /// One subscriber moved from `position` to the later `next` (before `endIndex`): what a
+    /// reader's commit does. When it was alone at `position` and no cell lies in between,
+    /// its cell just takes the new position, so that a reader in the middle of the cells
+    /// does not shift the later ones twice.
+    @inlinable
+    mutating func moveOne(from position: Int, to next: Int) {
+        precondition(next > position && next < self.endIndex, "CursorHistogram: move \(position) -> \(next)")
+        let index = self.index(of: position)
+        precondition(
+            index < self.cells.count && self.cells[index].position == position,
+            "CursorHistogram: nobody at \(position)")
+        if self.cells[index].count == 1
+            && (index &+ 1 == self.cells.count || self.cells[index &+ 1].position > next)
+        {
+            self.cells[index].position = next
+            return
+        }
+        self.subtract(1, at: position)
+        self.add(1, at: next)
+    }
+
     /// Removes the oldest cell and returns it.
     @inlinable
     @discardableResult
@@ -148,7 +169,8 @@ struct CursorHistogram: Sendable {
         let cell = self.cells[self.head]
         self.head &+= 1
         if self.head == self.cells.count {
-            self.cells.removeAll(keepingCapacity: true)
+            // Keep a small array for the next cells, not the peak of a burst.
+            self.cells.removeAll(keepingCapacity: self.cells.capacity <= 64)
             self.head = 0
         } else if self.head >= 16 && self.head &* 2 >= self.cells.count {
             // Reclaim the front once it is most of the array (amortized O(1) per cell).

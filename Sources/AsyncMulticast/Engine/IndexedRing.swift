@@ -113,8 +113,11 @@ struct IndexedRing<Element> {
     /// Stores `element` at `endIndex`.
     @inlinable
     mutating func append(_ element: Element) {
-        if !isKnownUniquelyReferenced(&self.storage) || self.count == self.capacity {
-            self.reallocate(capacity: self.count == self.capacity ? Swift.max(8, self.capacity &* 2) : self.capacity)
+        let isUnique = isKnownUniquelyReferenced(&self.storage)
+        if !isUnique || self.count == self.capacity {
+            self.reallocate(
+                capacity: self.count == self.capacity ? Swift.max(8, self.capacity &* 2) : self.capacity,
+                moving: isUnique)
         }
         let storage = self.storage.unsafelyUnwrapped
         let header = storage.header
@@ -128,7 +131,7 @@ struct IndexedRing<Element> {
     mutating func removeFirst(_ k: Int) {
         precondition(k >= 0 && k <= self.count, "IndexedRing: removeFirst(\(k)) on \(self.count) elements")
         guard k > 0 else { return }
-        if !isKnownUniquelyReferenced(&self.storage) { self.reallocate(capacity: self.capacity) }
+        if !isKnownUniquelyReferenced(&self.storage) { self.reallocate(capacity: self.capacity, moving: false) }
         let storage = self.storage.unsafelyUnwrapped
         let header = storage.header
         let capacity = header.pointee.capacity
@@ -148,16 +151,18 @@ struct IndexedRing<Element> {
         self.startIndex = position
     }
 
-    /// Replaces the storage by one of `capacity` (at least `count`) holding copies of the
-    /// elements, starting at slot 0: growing, or copying a shared storage before a write.
+    /// Replaces the storage by one of `capacity` (at least `count`) holding the elements,
+    /// starting at slot 0: growing, or copying a shared storage before a write. `moving`:
+    /// the storage is not shared (checked by the caller, before this function holds a
+    /// second reference to it), so the elements are moved rather than copied.
     @inlinable
-    mutating func reallocate(capacity: Int) {
+    mutating func reallocate(capacity: Int, moving: Bool) {
         let new = Storage(capacity: capacity)
         if let old = self.storage {
             let count = old.header.pointee.count
             let head = old.header.pointee.head
             let firstPiece = Swift.min(count, old.header.pointee.capacity &- head)
-            if isKnownUniquelyReferenced(&self.storage) {
+            if moving {
                 // Growing: move the elements (the old slots end up holding none).
                 new.slots.moveInitialize(from: old.slots + head, count: firstPiece)
                 (new.slots + firstPiece).moveInitialize(from: old.slots, count: count &- firstPiece)

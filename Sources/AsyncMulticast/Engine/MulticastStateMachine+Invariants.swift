@@ -168,6 +168,7 @@ extension CursorHistogram {
     @inlinable
     func invariantViolation() -> String? {
         guard self.head >= 0 && self.head <= self.cells.count else { return "head \(self.head) outside the cells" }
+        guard !self.isEmpty || self.head == 0 else { return "empty, with head \(self.head)" }
         var previous = Int.min
         for cell in self.nonEmptyCells {
             guard cell.count > 0 else { return "a cell at \(cell.position) counts \(cell.count)" }

@@ -294,11 +294,11 @@ extension MulticastStateMachine {
         precondition(next <= self.tail, "committed past the tail")
         self.slots[slotIndex].cursor = next
         let wasOldest = position == self.lanes[laneIndex].minCursor
-        self.lanes[laneIndex].counts.subtract(1, at: position)
         if next == self.tail {
+            self.lanes[laneIndex].counts.subtract(1, at: position)
             self.lanes[laneIndex].atTail += 1
         } else {
-            self.lanes[laneIndex].counts.add(1, at: next)
+            self.lanes[laneIndex].counts.moveOne(from: position, to: next)
         }
         if wasOldest {
             self.trimElements()

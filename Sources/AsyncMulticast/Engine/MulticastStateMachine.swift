@@ -80,7 +80,7 @@ enum UpstreamMode: Sendable, Hashable {
 /// subscriber still has to read (or the replay window, if that starts earlier) to `tail`.
 /// A subscriber is a cursor: the position it reads next.
 ///
-/// ## Why taking an element is O(1)
+/// ## Why taking an element scans no subscriber
 /// Subscribers are grouped in *lanes*, one per buffering policy in use (normally just one).
 /// A lane keeps a histogram `counts[p]` = number of its subscribers whose cursor is `p`, for
 /// `p` in `minCursor..<tail`, plus `atTail` for the caught-up ones. It is sparse: only the
@@ -89,7 +89,10 @@ enum UpstreamMode: Sendable, Hashable {
 /// Reading moves one unit from one cell to a later one; the window's start is the oldest
 /// cell. Nobody is scanned when the slowest subscriber advances (unlike a
 /// min-over-all-cursors rescan); finding a cell is a binary search over the distinct
-/// positions the subscribers are at, and usually the oldest or the newest cell.
+/// positions the subscribers are at, and usually the oldest or the newest cell. A reader
+/// alone at its position moves its cell in place unless it lands on or past another one;
+/// splitting or merging a cell in the middle shifts the later cells, which are as many as
+/// the distinct positions the subscribers behind the tail are at.
 ///
 /// The dropping policies act on whole histogram cells too:
 /// - `.bufferingNewest(n)`: when an append gives the cell at `tail - n - 1` an `n + 1`-th

@@ -55,6 +55,29 @@ struct CursorHistogramTests {
         #expect(histogram.invariantViolation() == nil)
     }
 
+    @Test func aReaderAloneMovesItsCellInPlaceAndMergesOrSplitsOtherwise() {
+        var histogram = CursorHistogram(startIndex: 0)
+        histogram.append(1)  // 0: one reader
+        histogram.append(0)
+        histogram.append(2)  // 2: two readers
+        for _ in 0..<7 { histogram.append(0) }
+        // Alone, nobody in between: the cell moves.
+        histogram.moveOne(from: 0, to: 1)
+        #expect(Array(histogram.nonEmptyCells) == [.init(position: 1, count: 1), .init(position: 2, count: 2)])
+        // Alone, onto another cell: they merge.
+        histogram.moveOne(from: 1, to: 2)
+        #expect(Array(histogram.nonEmptyCells) == [.init(position: 2, count: 3)])
+        // Not alone: the cell splits.
+        histogram.moveOne(from: 2, to: 5)
+        #expect(Array(histogram.nonEmptyCells) == [.init(position: 2, count: 2), .init(position: 5, count: 1)])
+        // Alone, past another cell: it goes after it.
+        histogram.moveOne(from: 5, to: 6)
+        histogram.add(1, at: 7)
+        histogram.moveOne(from: 6, to: 9)
+        #expect(histogram.nonEmptyCells.map(\.position) == [2, 7, 9])
+        #expect(histogram.invariantViolation() == nil)
+    }
+
     @Test func removingTheFirstCellReturnsIt() {
         var histogram = CursorHistogram(startIndex: 0)
         histogram.append(2)
@@ -97,9 +120,13 @@ struct CursorHistogramTests {
                 // A member moves forward (to a position before the end), as a reader does.
                 let from = occupied[Int(random.next() % UInt64(occupied.count))]
                 let to = from + Int(random.next() % UInt64(dense.count - from))
-                histogram.subtract(1, at: from)
+                if to > from {
+                    histogram.moveOne(from: from, to: to)
+                } else {
+                    histogram.subtract(1, at: from)
+                    histogram.add(1, at: to)
+                }
                 dense[from] -= 1
-                histogram.add(1, at: to)
                 dense[to] += 1
             case 4 where !occupied.isEmpty:
                 let cell = histogram.removeFirst()
