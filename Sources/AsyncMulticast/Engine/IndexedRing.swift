@@ -46,7 +46,7 @@ struct IndexedRing<Element> {
     /// The slots and their header, both out of line, so that reaching them costs no
     /// exclusivity check.
     @usableFromInline
-    final class Storage: @unchecked Sendable {  // @unchecked: reached only through the lock-protected machine, and copied before a write while shared.
+    final class Storage: @unchecked Sendable {  // @unchecked: used under the storage's lock; copy-on-write.
         @usableFromInline let header: UnsafeMutablePointer<Header>
         @usableFromInline let slots: UnsafeMutablePointer<Element>
 

@@ -173,7 +173,9 @@ extension CursorHistogram {
         for cell in self.nonEmptyCells {
             guard cell.count > 0 else { return "a cell at \(cell.position) counts \(cell.count)" }
             guard cell.position > previous else { return "cell positions not ascending at \(cell.position)" }
-            guard cell.position < self.endIndex else { return "a cell at \(cell.position), not before \(self.endIndex)" }
+            guard cell.position < self.endIndex else {
+                return "a cell at \(cell.position), not before \(self.endIndex)"
+            }
             previous = cell.position
         }
         return nil
