@@ -115,12 +115,49 @@ struct CursorHistogram: Sendable {
         let index = self.index(of: position)
         if index < self.cells.count && self.cells[index].position == position {
             self.cells[index].count &+= count
-        } else if index == self.head && self.head > 0 {
-            // Before the oldest cell: reuse the room left by cells removed from the front.
-            self.head &-= 1
-            self.cells[self.head] = Cell(position: position, count: count)
         } else {
-            self.cells.insert(Cell(position: position, count: count), at: index)
+            self.insertCell(Cell(position: position, count: count), at: index)
+        }
+    }
+
+    /// Inserts `cell` before the cell at `index`, shifting the older cells one step into
+    /// the room left by cells removed from the front when there is some and they are the
+    /// fewer, the newer cells otherwise.
+    @inlinable
+    mutating func insertCell(_ cell: Cell, at index: Int) {
+        if self.head > 0 && index &- self.head < self.cells.count &- index {
+            let head = self.head
+            self.cells.withUnsafeMutableBufferPointer { cells in
+                var k = head &- 1
+                while k < index &- 1 {
+                    cells[k] = cells[k &+ 1]
+                    k &+= 1
+                }
+                cells[index &- 1] = cell
+            }
+            self.head = head &- 1
+        } else {
+            self.cells.insert(cell, at: index)
+        }
+    }
+
+    /// Removes the cell at `index`, shifting whichever side of it is shorter.
+    @inlinable
+    mutating func removeCell(at index: Int) {
+        if index == self.head {
+            self.removeFirst()
+        } else if index &- self.head < self.cells.count &- 1 &- index {
+            let head = self.head
+            self.cells.withUnsafeMutableBufferPointer { cells in
+                var k = index
+                while k > head {
+                    cells[k] = cells[k &- 1]
+                    k &-= 1
+                }
+            }
+            self.removeFirst()
+        } else {
+            self.cells.remove(at: index)
         }
     }
 
@@ -133,17 +170,16 @@ struct CursorHistogram: Sendable {
             "CursorHistogram: fewer than \(count) subscribers at \(position)")
         if self.cells[index].count != count {
             self.cells[index].count &-= count
-        } else if index == self.head {
-            self.removeFirst()
         } else {
-            self.cells.remove(at: index)
+            self.removeCell(at: index)
         }
     }
 
     /// One subscriber moved from `position` to the later `next` (before `endIndex`): what a
-    /// reader's commit does. When it was alone at `position` and no cell lies in between,
-    /// its cell just takes the new position, so that a reader in the middle of the cells
-    /// does not shift the later ones twice.
+    /// reader's commit does. When it was alone at `position`, its cell moves: it takes the
+    /// new position in place if no cell lies in between, else the cells in between shift
+    /// one step back over it (or it merges into the cell at `next`), so that a reader in
+    /// the middle of the cells moves only the cells it passes.
     @inlinable
     mutating func moveOne(from position: Int, to next: Int) {
         precondition(next > position && next < self.endIndex, "CursorHistogram: move \(position) -> \(next)")
@@ -151,14 +187,26 @@ struct CursorHistogram: Sendable {
         precondition(
             index < self.cells.count && self.cells[index].position == position,
             "CursorHistogram: nobody at \(position)")
-        if self.cells[index].count == 1
-            && (index &+ 1 == self.cells.count || self.cells[index &+ 1].position > next)
-        {
-            self.cells[index].position = next
+        guard self.cells[index].count == 1 else {
+            self.cells[index].count &-= 1
+            self.add(1, at: next)
             return
         }
-        self.subtract(1, at: position)
-        self.add(1, at: next)
+        let target = self.index(of: next)
+        if target < self.cells.count && self.cells[target].position == next {
+            self.cells[target].count &+= 1
+            self.removeCell(at: index)
+            return
+        }
+        // The cells between the two positions move one step back; the moved one follows them.
+        self.cells.withUnsafeMutableBufferPointer { cells in
+            var k = index
+            while k < target &- 1 {
+                cells[k] = cells[k &+ 1]
+                k &+= 1
+            }
+            cells[target &- 1] = Cell(position: next, count: 1)
+        }
     }
 
     /// Removes the oldest cell and returns it.
