@@ -186,23 +186,16 @@ extension MulticastStateMachine {
         @inlinable
         var minCursor: Int { self.counts.startIndex }
 
-        /// Records that `count` members now have the element at `position` (== old tail) pending.
-        @inlinable
-        mutating func appendCount(_ count: Int, at position: Int) {
-            assert(self.counts.endIndex == position, "lane histogram must end at the tail")
-            self.counts.append(count)
-        }
-
-        /// The element at the tail was appended: the members caught up but not waiting now
-        /// have it pending, the waiting ones take it at once (they stay at the tail).
-        /// Returns `minCursor` afterwards.
+        /// The element at `position` (the old tail) was appended: the members caught up but
+        /// not waiting now have it pending, the waiting ones take it at once (they stay at
+        /// the tail).
         @inlinable
         @inline(__always)
-        mutating func elementAppended() -> Int {
+        mutating func elementAppended(at position: Int) {
+            assert(self.counts.endIndex == position, "lane histogram must end at the tail")
             self.counts.append(self.atTail &- self.waiting)
             self.atTail = self.waiting
             self.waiting = 0
-            return self.counts.startIndex
         }
 
         /// Evicts every cell before `position`: `.evicting` members that would hold too much.

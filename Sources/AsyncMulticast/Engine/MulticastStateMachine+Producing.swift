@@ -65,11 +65,8 @@ extension MulticastStateMachine {
                     keepFrom = Swift.min(keepFrom, lanes[laneIndex].minCursor)
                     continue
                 }
-                let nonWaiting = lanes[laneIndex].atTail - lanes[laneIndex].waiting
-                lanes[laneIndex].appendCount(nonWaiting, at: position)
                 // Waiting members take the element right away (below): they stay caught up.
-                lanes[laneIndex].atTail = lanes[laneIndex].waiting
-                lanes[laneIndex].waiting = 0
+                lanes[laneIndex].elementAppended(at: position)
                 // Members now holding `dropLimit + 1` drop their oldest: the whole cell moves on.
                 let dropLimit = lanes[laneIndex].dropLimit
                 if dropLimit >= 0 {
@@ -80,12 +77,7 @@ extension MulticastStateMachine {
                 }
                 // Members that would now hold `evictLimit + 1` are evicted: the cell goes.
                 let evictLimit = lanes[laneIndex].evictLimit
-                if evictLimit > 0 {
-                    let floor = newTail - evictLimit
-                    while !lanes[laneIndex].counts.isEmpty && lanes[laneIndex].minCursor < floor {
-                        lanes[laneIndex].evictOldestCell()
-                    }
-                }
+                if evictLimit > 0 { lanes[laneIndex].evictCells(before: newTail - evictLimit) }
                 let minCursor = lanes[laneIndex].minCursor
                 if !lanes[laneIndex].counts.isEmpty { needed = true }
                 keepFrom = Swift.min(keepFrom, minCursor)
@@ -114,12 +106,10 @@ extension MulticastStateMachine {
     @inline(__always)
     mutating func appendToSoleLosslessLane(_ element: Element, resuming: inout [SubscriberContinuation]) -> Bool {
         let newTail = self.tail + 1
-        let minCursor = self.lanes[0].elementAppended()
+        self.lanes[0].elementAppended(at: self.tail)
         // Evicting: members that would now hold `evictLimit + 1` are evicted (the whole cell).
         let evictLimit = self.lanes[0].evictLimit
-        if evictLimit > 0 && minCursor < newTail - evictLimit {
-            self.lanes[0].evictCells(before: newTail - evictLimit)
-        }
+        if evictLimit > 0 { self.lanes[0].evictCells(before: newTail - evictLimit) }
         let laneStart = self.lanes[0].minCursor
         if laneStart < newTail || self.replayCount > 0 || !self.elements.isEmpty {
             self.elements.append(element)
