@@ -126,16 +126,8 @@ struct CursorHistogram: Sendable {
     @inlinable
     mutating func insertCell(_ cell: Cell, at index: Int) {
         if self.head > 0 && index &- self.head < self.cells.count &- index {
-            let head = self.head
-            self.cells.withUnsafeMutableBufferPointer { cells in
-                var k = head &- 1
-                while k < index &- 1 {
-                    cells[k] = cells[k &+ 1]
-                    k &+= 1
-                }
-                cells[index &- 1] = cell
-            }
-            self.head = head &- 1
+            self.head &-= 1
+            self.slideDown(into: self.head, before: index, placing: cell)
         } else {
             self.cells.insert(cell, at: index)
         }
@@ -199,13 +191,20 @@ struct CursorHistogram: Sendable {
             return
         }
         // The cells between the two positions move one step back; the moved one follows them.
+        self.slideDown(into: index, before: target, placing: Cell(position: next, count: 1))
+    }
+
+    /// Moves the cells at `start + 1 ..< end` one step toward the front (onto
+    /// `start ..< end - 1`) and puts `cell` at `end - 1`; what was at `start` is overwritten.
+    @inlinable
+    mutating func slideDown(into start: Int, before end: Int, placing cell: Cell) {
         self.cells.withUnsafeMutableBufferPointer { cells in
-            var k = index
-            while k < target &- 1 {
+            var k = start
+            while k < end &- 1 {
                 cells[k] = cells[k &+ 1]
                 k &+= 1
             }
-            cells[target &- 1] = Cell(position: next, count: 1)
+            cells[end &- 1] = cell
         }
     }
 
