@@ -59,14 +59,25 @@ struct IndexedRing<Element> {
 
         @inlinable
         deinit {
-            let head = self.header.pointee.head
-            let count = self.header.pointee.count
-            let firstPiece = Swift.min(count, self.header.pointee.capacity &- head)
-            (self.slots + head).deinitialize(count: firstPiece)
-            self.slots.deinitialize(count: count &- firstPiece)
+            let (first, second) = self.pieces(from: self.header.pointee.head, count: self.header.pointee.count)
+            first.deinitialize()
+            second.deinitialize()
             self.slots.deallocate()
             self.header.deinitialize(count: 1)
             self.header.deallocate()
+        }
+
+        /// The `count` slots from physical slot `start` on, wrapping around the end: the
+        /// part before the end, then the part from slot 0 (often empty).
+        @inlinable
+        func pieces(
+            from start: Int, count: Int
+        ) -> (UnsafeMutableBufferPointer<Element>, UnsafeMutableBufferPointer<Element>) {
+            let firstCount = Swift.min(count, self.header.pointee.capacity &- start)
+            return (
+                UnsafeMutableBufferPointer(start: self.slots + start, count: firstCount),
+                UnsafeMutableBufferPointer(start: self.slots, count: count &- firstCount)
+            )
         }
     }
 
@@ -101,13 +112,12 @@ struct IndexedRing<Element> {
             "IndexedRing: positions \(positions) outside \(self.startIndex)..<\(self.endIndex)")
         guard !positions.isEmpty else { return }
         let storage = self.storage.unsafelyUnwrapped
-        let capacity = storage.header.pointee.capacity
-        let first = (storage.header.pointee.head &+ (positions.lowerBound &- self.startIndex)) & (capacity &- 1)
-        let firstPiece = Swift.min(positions.count, capacity &- first)
-        array.append(contentsOf: UnsafeBufferPointer(start: storage.slots + first, count: firstPiece))
-        if firstPiece < positions.count {
-            array.append(contentsOf: UnsafeBufferPointer(start: storage.slots, count: positions.count &- firstPiece))
-        }
+        let header = storage.header.pointee
+        let (first, second) = storage.pieces(
+            from: (header.head &+ (positions.lowerBound &- self.startIndex)) & (header.capacity &- 1),
+            count: positions.count)
+        array.append(contentsOf: UnsafeBufferPointer(first))
+        if !second.isEmpty { array.append(contentsOf: UnsafeBufferPointer(second)) }
     }
 
     /// Stores `element` at `endIndex`.
@@ -134,12 +144,10 @@ struct IndexedRing<Element> {
         if !isKnownUniquelyReferenced(&self.storage) { self.reallocate(capacity: self.capacity, moving: false) }
         let storage = self.storage.unsafelyUnwrapped
         let header = storage.header
-        let capacity = header.pointee.capacity
-        let head = header.pointee.head
-        let firstPiece = Swift.min(k, capacity &- head)
-        (storage.slots + head).deinitialize(count: firstPiece)
-        storage.slots.deinitialize(count: k &- firstPiece)
-        header.pointee.head = (head &+ k) & (capacity &- 1)
+        let (first, second) = storage.pieces(from: header.pointee.head, count: k)
+        first.deinitialize()
+        second.deinitialize()
+        header.pointee.head = (header.pointee.head &+ k) & (header.pointee.capacity &- 1)
         header.pointee.count &-= k
         self.startIndex &+= k
     }
@@ -160,16 +168,15 @@ struct IndexedRing<Element> {
         let new = Storage(capacity: capacity)
         if let old = self.storage {
             let count = old.header.pointee.count
-            let head = old.header.pointee.head
-            let firstPiece = Swift.min(count, old.header.pointee.capacity &- head)
+            let (first, second) = old.pieces(from: old.header.pointee.head, count: count)
             if moving {
                 // Growing: move the elements (the old slots end up holding none).
-                new.slots.moveInitialize(from: old.slots + head, count: firstPiece)
-                (new.slots + firstPiece).moveInitialize(from: old.slots, count: count &- firstPiece)
+                new.slots.moveInitialize(from: first.baseAddress!, count: first.count)
+                (new.slots + first.count).moveInitialize(from: second.baseAddress!, count: second.count)
                 old.header.pointee.count = 0
             } else {
-                new.slots.initialize(from: old.slots + head, count: firstPiece)
-                (new.slots + firstPiece).initialize(from: old.slots, count: count &- firstPiece)
+                new.slots.initialize(from: first.baseAddress!, count: first.count)
+                (new.slots + first.count).initialize(from: second.baseAddress!, count: second.count)
             }
             new.header.pointee.count = count
         }
