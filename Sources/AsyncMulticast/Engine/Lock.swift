@@ -78,7 +78,7 @@
     /// `inout sending State`, and region-based isolation rejects passing it to a caller's
     /// non-`sending` closure unless the state is `Sendable`. Every state we lock is.
     @usableFromInline
-    final class Lock<State: Sendable>: @unchecked Sendable {  // @unchecked: `State` is only reachable through `mutex`.
+    final class Lock<State: Sendable>: Sendable {
         @usableFromInline let mutex: Mutex<State>
 
         @usableFromInline
