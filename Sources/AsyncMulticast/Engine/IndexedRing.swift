@@ -27,6 +27,10 @@ struct IndexedRing<Element> {
         self.startIndex = startIndex
     }
 
+    /// A run of slots: the part before the end of the slots, then the part from slot 0.
+    @usableFromInline
+    typealias Pieces = (UnsafeMutableBufferPointer<Element>, UnsafeMutableBufferPointer<Element>)
+
     /// Where the window is in the slots. Kept with the slots so that releasing them
     /// deinitializes exactly the stored elements.
     @usableFromInline
@@ -70,9 +74,7 @@ struct IndexedRing<Element> {
         /// The `count` slots from physical slot `start` on, wrapping around the end: the
         /// part before the end, then the part from slot 0 (often empty).
         @inlinable
-        func pieces(
-            from start: Int, count: Int
-        ) -> (UnsafeMutableBufferPointer<Element>, UnsafeMutableBufferPointer<Element>) {
+        func pieces(from start: Int, count: Int) -> Pieces {
             let firstCount = Swift.min(count, self.header.pointee.capacity &- start)
             return (
                 UnsafeMutableBufferPointer(start: self.slots + start, count: firstCount),
@@ -95,6 +97,7 @@ struct IndexedRing<Element> {
 
     /// The element at absolute position `position`, which must be stored.
     @inlinable
+    @inline(__always)
     subscript(position: Int) -> Element {
         precondition(
             position >= self.startIndex && position < self.endIndex,
@@ -111,13 +114,32 @@ struct IndexedRing<Element> {
             positions.lowerBound >= self.startIndex && positions.upperBound <= self.endIndex,
             "IndexedRing: positions \(positions) outside \(self.startIndex)..<\(self.endIndex)")
         guard !positions.isEmpty else { return }
-        let storage = self.storage.unsafelyUnwrapped
-        let header = storage.header.pointee
-        let (first, second) = storage.pieces(
-            from: (header.head &+ (positions.lowerBound &- self.startIndex)) & (header.capacity &- 1),
-            count: positions.count)
+        // The pieces are taken before `array` grows, so that the storage (kept alive by
+        // `self`) is not retained around the appends: under contention that retain is an
+        // atomic write to a line every reader and the producer touch.
+        let (first, second) = self.slots(at: positions)
         array.append(contentsOf: UnsafeBufferPointer(first))
         if !second.isEmpty { array.append(contentsOf: UnsafeBufferPointer(second)) }
+    }
+
+    /// The slots holding the elements at `positions` (stored, not empty), in order.
+    @inlinable
+    @inline(__always)
+    func slots(at positions: Range<Int>) -> Pieces {
+        let storage = self.storage.unsafelyUnwrapped
+        let header = storage.header.pointee
+        return storage.pieces(
+            from: (header.head &+ (positions.lowerBound &- self.startIndex)) & (header.capacity &- 1),
+            count: positions.count)
+    }
+
+    /// The `count` slots after the stored elements (there is room for them), in order.
+    @inlinable
+    @inline(__always)
+    func freeSlots(count: Int) -> Pieces {
+        let storage = self.storage.unsafelyUnwrapped
+        let header = storage.header.pointee
+        return storage.pieces(from: (header.head &+ header.count) & (header.capacity &- 1), count: count)
     }
 
     /// Stores `element` at `endIndex`.
@@ -185,3 +207,46 @@ struct IndexedRing<Element> {
 }
 
 extension IndexedRing: Sendable where Element: Sendable {}
+
+// What a dense histogram of counts needs (`CursorHistogram`): changing a count in place,
+// padding with zeros, and finding the first non-zero count.
+extension IndexedRing where Element == Int {
+    /// Adds `delta` to the count at `position`, which must be stored.
+    @inlinable
+    @inline(__always)
+    mutating func add(_ delta: Int, at position: Int) {
+        precondition(
+            position >= self.startIndex && position < self.endIndex,
+            "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
+        if !isKnownUniquelyReferenced(&self.storage) { self.reallocate(capacity: self.capacity, moving: false) }
+        let (slot, _) = self.slots(at: position..<position &+ 1)
+        slot[0] &+= delta
+    }
+
+    /// Appends `count` zeros.
+    @inlinable
+    mutating func appendZeros(_ count: Int) {
+        guard count > 0 else { return }
+        let needed = self.count &+ count
+        let isUnique = isKnownUniquelyReferenced(&self.storage)
+        if !isUnique || needed > self.capacity {
+            var capacity = Swift.max(8, self.capacity)
+            while capacity < needed { capacity &*= 2 }
+            self.reallocate(capacity: capacity, moving: isUnique)
+        }
+        let (first, second) = self.freeSlots(count: count)
+        first.initialize(repeating: 0)
+        second.initialize(repeating: 0)
+        self.storage.unsafelyUnwrapped.header.pointee.count = needed
+    }
+
+    /// How many counts from `startIndex` on are zero (all of them if none is positive).
+    @inlinable
+    func leadingZeroCount() -> Int {
+        guard !self.isEmpty else { return 0 }
+        let (first, second) = self.slots(at: self.startIndex..<self.endIndex)
+        if let index = first.firstIndex(where: { $0 != 0 }) { return index }
+        if let index = second.firstIndex(where: { $0 != 0 }) { return first.count &+ index }
+        return first.count &+ second.count
+    }
+}

@@ -167,16 +167,18 @@ extension CursorHistogram {
     /// What is wrong with the histogram's structure, or `nil`.
     @inlinable
     func invariantViolation() -> String? {
-        guard self.head >= 0 && self.head <= self.cells.count else { return "head \(self.head) outside the cells" }
-        guard !self.isEmpty || self.head == 0 else { return "empty, with head \(self.head)" }
-        var previous = Int.min
-        for cell in self.nonEmptyCells {
-            guard cell.count > 0 else { return "a cell at \(cell.position) counts \(cell.count)" }
-            guard cell.position > previous else { return "cell positions not ascending at \(cell.position)" }
-            guard cell.position < self.endIndex else {
-                return "a cell at \(cell.position), not before \(self.endIndex)"
-            }
-            previous = cell.position
+        var sum = 0
+        for position in self.counts.startIndex..<self.counts.endIndex {
+            guard self.counts[position] >= 0 else { return "position \(position) counts \(self.counts[position])" }
+            sum += self.counts[position]
+        }
+        guard sum == self.members else { return "the counts sum to \(sum), not to members \(self.members)" }
+        guard self.members > 0 else {
+            return self.counts.isEmpty ? nil : "\(self.counts.count) counts stored with no members"
+        }
+        guard self.counts[self.counts.startIndex] > 0 else { return "the first stored count is zero" }
+        guard self.counts.endIndex <= self.endIndex else {
+            return "counts stored up to \(self.counts.endIndex), past the end \(self.endIndex)"
         }
         return nil
     }

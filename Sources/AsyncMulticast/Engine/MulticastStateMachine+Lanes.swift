@@ -101,8 +101,8 @@ extension MulticastStateMachine {
         let policy: SharedBufferingPolicy
         @usableFromInline
         var members = 0
-        /// `counts[p]`: members whose cursor is `p`, for `p` in `minCursor..<tail`, stored
-        /// only where positive (see `CursorHistogram`). Invariant: `counts.endIndex == tail`.
+        /// `counts[p]`: members whose cursor is `p`, for `p` in `minCursor..<tail` (see
+        /// `CursorHistogram`). Invariant: `counts.endIndex == tail`.
         @usableFromInline
         var counts: CursorHistogram
         /// Attached members whose cursor is `tail`, waiting ones included.

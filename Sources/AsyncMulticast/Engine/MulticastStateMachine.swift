@@ -10,7 +10,7 @@
 //        |                          |                     |                            |
 //        v                          v                     v                            v
 //        [ kept for a slower lane ][ counts[p]: members whose cursor is p, for p < tail ]
-//                                     (stored only where positive: CursorHistogram)
+//                               (stored up to the newest occupied position: CursorHistogram)
 //                                                              + atTail: members at tail
 //                                                              + waiting: those suspended
 //   - A `.bufferingNewest(n)` cell that would hold n + 1 moves forward (drops its oldest).
@@ -26,7 +26,7 @@
 //   lane's minCursor)): everything someone may read is stored, and nothing else.
 // - A lane exists exactly while it has members, and no two lanes share a policy.
 // - lane.members == atTail + sum(counts) + frozen members + members reading a private queue.
-// - counts.endIndex == tail; its cells are positive and ascending, all before the tail.
+// - counts.endIndex == tail; its first stored count is positive, none is negative.
 // - lane.waiting == its members suspended in `next()`, all of them at the tail (in atTail).
 // - A dropping member holds at most its limit. (A bounded one holds at most its bound, except
 //   past a subject's synchronous `send`, which cannot wait.)
@@ -83,16 +83,13 @@ enum UpstreamMode: Sendable, Hashable {
 /// ## Why taking an element scans no subscriber
 /// Subscribers are grouped in *lanes*, one per buffering policy in use (normally just one).
 /// A lane keeps a histogram `counts[p]` = number of its subscribers whose cursor is `p`, for
-/// `p` in `minCursor..<tail`, plus `atTail` for the caught-up ones. It is sparse: only the
-/// positions some subscriber is at have a cell, so appending an element costs a cell only
-/// when caught-up subscribers stop at it (once per batch they take, not once per element).
-/// Reading moves one unit from one cell to a later one; the window's start is the oldest
-/// cell. Nobody is scanned when the slowest subscriber advances (unlike a
-/// min-over-all-cursors rescan); finding a cell is a binary search over the distinct
-/// positions the subscribers are at, and usually the oldest or the newest cell. A reader
-/// alone at its position moves its cell in place unless it lands on or past another one;
-/// splitting or merging a cell in the middle shifts the later cells, which are as many as
-/// the distinct positions the subscribers behind the tail are at.
+/// `p` in `minCursor..<tail`, plus `atTail` for the caught-up ones. Its counts are stored
+/// only up to the newest position a subscriber was put at, so appending an element costs a
+/// count only when caught-up subscribers stop at it (once per batch they take, not once per
+/// element). Reading moves one unit from one count to a later one: two writes, whatever
+/// the number of subscribers. The window's start is the first positive count. Nobody is
+/// scanned when the slowest subscriber advances (unlike a min-over-all-cursors rescan);
+/// the zeros it leaves behind are skipped once, so that is amortized O(1) per element.
 ///
 /// The dropping policies act on whole histogram cells too:
 /// - `.bufferingNewest(n)`: when an append gives the cell at `tail - n - 1` an `n + 1`-th

@@ -1,34 +1,35 @@
-// The sparse histogram of a lane's cursors, on its own: the cases a lane meets (appending at
-// the tail, a reader moving on, a cell moving forward, a joiner placed before or between
-// cells), then random operations against a dense reference.
+// The histogram of a lane's cursors, on its own: the cases a lane meets (appending at the
+// tail, a reader moving on, a cell moving forward, a joiner placed before or between the
+// others), then random operations against a plain array of counts.
 
 import Testing
 
 @testable import AsyncMulticast
 
-@Suite("CursorHistogram: a lane's cursors, stored sparsely")
+@Suite("CursorHistogram: a lane's cursors")
 struct CursorHistogramTests {
     @Test func emptyFollowsTheTail() {
         var histogram = CursorHistogram(startIndex: 5)
         #expect(histogram.isEmpty && histogram.startIndex == 5 && histogram.endIndex == 5)
         histogram.append(0)
         histogram.append(0)
-        // Nobody stopped at those positions: no cells, the start follows the end.
-        #expect(histogram.isEmpty && histogram.startIndex == 7 && histogram.cellCount == 0)
+        // Nobody stopped at those positions: nothing stored, the start follows the end.
+        #expect(histogram.isEmpty && histogram.startIndex == 7 && histogram.counts.isEmpty)
         #expect(histogram.first == nil)
     }
 
-    @Test func appendingCaughtUpMembersMakesOneCell() {
+    @Test func appendingCaughtUpMembersStoresOneCount() {
         var histogram = CursorHistogram(startIndex: 0)
         histogram.append(3)
         histogram.append(0)
         histogram.append(0)
         #expect(histogram.startIndex == 0 && histogram.endIndex == 3)
-        #expect(histogram.cellCount == 1 && histogram.first == 3)
+        // Nobody is after 0: the zeros after it are not stored.
+        #expect(histogram.counts.count == 1 && histogram.first == 3)
         #expect(histogram[0] == 3 && histogram[1] == 0 && histogram[2] == 0)
     }
 
-    @Test func readersMovingOnRemoveAndInsertCells() {
+    @Test func readersMovingOn() {
         var histogram = CursorHistogram(startIndex: 0)
         histogram.append(2)
         for _ in 0..<9 { histogram.append(0) }
@@ -36,10 +37,10 @@ struct CursorHistogramTests {
         histogram.subtract(1, at: 0)
         histogram.add(1, at: 4)
         #expect(Array(histogram.nonEmptyCells) == [.init(position: 0, count: 1), .init(position: 4, count: 1)])
-        // The other one follows it: the oldest cell goes, and the start moves to 4.
+        // The other one follows it: the zeros before 4 go, and the start moves to 4.
         histogram.subtract(1, at: 0)
         histogram.add(1, at: 4)
-        #expect(histogram.startIndex == 4 && histogram[4] == 2 && histogram.cellCount == 1)
+        #expect(histogram.startIndex == 4 && histogram[4] == 2 && histogram.counts.count == 1)
         #expect(histogram.invariantViolation() == nil)
     }
 
@@ -55,22 +56,22 @@ struct CursorHistogramTests {
         #expect(histogram.invariantViolation() == nil)
     }
 
-    @Test func aReaderAloneMovesItsCellInPlaceAndMergesOrSplitsOtherwise() {
+    @Test func aReaderMovesOneUnitOfCount() {
         var histogram = CursorHistogram(startIndex: 0)
         histogram.append(1)  // 0: one reader
         histogram.append(0)
         histogram.append(2)  // 2: two readers
         for _ in 0..<7 { histogram.append(0) }
-        // Alone, nobody in between: the cell moves.
+        // Alone at its position, nobody in between.
         histogram.moveOne(from: 0, to: 1)
         #expect(Array(histogram.nonEmptyCells) == [.init(position: 1, count: 1), .init(position: 2, count: 2)])
-        // Alone, onto another cell: they merge.
+        // Alone, onto another reader's position.
         histogram.moveOne(from: 1, to: 2)
         #expect(Array(histogram.nonEmptyCells) == [.init(position: 2, count: 3)])
-        // Not alone: the cell splits.
+        // Not alone: its position keeps the others.
         histogram.moveOne(from: 2, to: 5)
         #expect(Array(histogram.nonEmptyCells) == [.init(position: 2, count: 2), .init(position: 5, count: 1)])
-        // Alone, past another cell: it goes after it.
+        // Alone, past another reader.
         histogram.moveOne(from: 5, to: 6)
         histogram.add(1, at: 7)
         histogram.moveOne(from: 6, to: 9)
@@ -88,13 +89,23 @@ struct CursorHistogramTests {
         #expect(histogram.isEmpty && histogram.startIndex == 2)
     }
 
-    @Test func frontSpaceIsReclaimed() {
+    @Test func theOnlyReaderMovesWithoutZerosInBetween() {
+        var histogram = CursorHistogram(startIndex: 0)
+        histogram.append(1)
+        for _ in 0..<99 { histogram.append(0) }
+        histogram.moveOne(from: 0, to: 90)
+        #expect(histogram.counts.count == 1 && histogram.startIndex == 90 && histogram.first == 1)
+        #expect(histogram.invariantViolation() == nil)
+    }
+
+    @Test func theFrontIsReclaimed() {
         var histogram = CursorHistogram(startIndex: 0)
         for _ in 0..<100 { histogram.append(1) }
         for _ in 0..<90 { histogram.removeFirst() }
-        #expect(histogram.cellCount == 10 && histogram.startIndex == 90)
-        // The removed cells do not stay in the array forever.
-        #expect(histogram.cells.count < 100)
+        #expect(histogram.counts.count == 10 && histogram.startIndex == 90)
+        // Everyone leaves: nothing stays stored.
+        for position in 90..<100 { histogram.subtract(1, at: position) }
+        #expect(histogram.isEmpty && histogram.counts.isEmpty && histogram.startIndex == 100)
         #expect(histogram.invariantViolation() == nil)
     }
 
