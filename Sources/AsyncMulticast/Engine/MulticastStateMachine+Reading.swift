@@ -189,23 +189,53 @@ extension MulticastStateMachine {
     mutating func subscriberSuspended(
         _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool
     ) -> Effects {
-        var effects = Effects()
+        switch self.subscriberWaiting(id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand) {
+        case .stored(let startUpstream):
+            var effects = Effects()
+            effects.startUpstream = startUpstream
+            return effects
+        case .resumed(let effects):
+            return effects
+        }
+    }
+
+    /// What `subscriberWaiting` did with the continuation.
+    @usableFromInline
+    enum WaitOutcome {
+        /// Stored until an element or the end arrives; start the upstream of this epoch if
+        /// non-nil (the subscriber's demand connects it). Nothing else is to be done: the
+        /// usual case, which builds no `Effects`.
+        case stored(startUpstream: UInt64?)
+        /// Not stored: these effects resume it (an element arrived, it was cancelled, or
+        /// the sequence ended in the meantime).
+        case resumed(Effects)
+    }
+
+    /// The subscriber suspended with `continuation`: `subscriberSuspended`, with the usual
+    /// outcome (the continuation is stored) told apart from the rest. The storage's path.
+    @inlinable
+    mutating func subscriberWaiting(
+        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool
+    ) -> WaitOutcome {
         var noBatch: [Element]? = nil
         switch self.read(id, batch: &noBatch, report: &report) {
         case .element(let element):
+            var effects = Effects()
             effects.subscribers = [continuation]
             effects.subscriberResult = .success(element)
             effects.producers = self.takeProducersIfRoom()
+            return .resumed(effects)
         case .terminal(let result):
+            var effects = Effects()
             effects.subscribers = [continuation]
             effects.subscriberResult = result
+            return .resumed(effects)
         case .empty(let slotIndex):
             self.slots[slotIndex].waiterIndex = Int32(self.waiters.count)
             self.waiters.append(Waiter(slot: UInt32(slotIndex), continuation: continuation))
             self.lanes[Int(self.slots[slotIndex].lane)].waiting += 1
-            effects.startUpstream = self.startUpstreamOnDemand(connectsOnDemand)
+            return .stored(startUpstream: self.startUpstreamOnDemand(connectsOnDemand))
         }
-        return effects
     }
 
     /// How many elements subscriber `id`, having caught up, may wait for instead of

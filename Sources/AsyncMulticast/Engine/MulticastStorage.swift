@@ -406,16 +406,65 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var suspendedReport = report
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in
-                self.transition {
-                    $0.subscriberSuspended(
-                        id, continuation: continuation, report: &suspendedReport, connectsOnDemand: connectsOnDemand)
-                }
+                self.subscriberWaiting(
+                    id, continuation: continuation, report: &suspendedReport, connectsOnDemand: connectsOnDemand)
             }
         } onCancel: {
             self.unsubscribe(id)
         }
         report = suspendedReport
         return try result.get()
+    }
+
+    /// The subscriber suspended with `continuation`: stores it, or resumes it at once
+    /// (`MulticastStateMachine.subscriberWaiting`). `transition` with a path of its own for
+    /// the usual outcome, which has no effects to move out of the lock and perform.
+    @inlinable
+    func subscriberWaiting(
+        _ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport,
+        connectsOnDemand: Bool
+    ) {
+        let resumed = self.state.withLock { state -> Resumed? in
+            switch state.machine.subscriberWaiting(
+                id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
+            {
+            case .stored(let epoch):
+                if let epoch { self.startUpstream(epoch: epoch, in: &state) }
+                // Storing a continuation changes no count; checked all the same, as every
+                // transition does.
+                guard let change = Self.countChange(&state) else { return nil }
+                return Resumed(effects: Machine.Effects(), upstreamTask: nil, timerTask: nil, change: change)
+            case .resumed(let effects):
+                return Resumed(
+                    effects: effects, upstreamTask: self.startAndTakeTasks(&state, for: effects),
+                    timerTask: self.armKeepAlive(&state, for: effects), change: Self.countChange(&state))
+            }
+        }
+        if let resumed {
+            self.perform(resumed.effects, cancelling: resumed.upstreamTask, resumed.timerTask)
+            Self.announce(resumed.change)
+        }
+    }
+
+    /// What `subscriberWaiting` performs outside the lock when the subscriber is resumed
+    /// at once.
+    @usableFromInline
+    struct Resumed {
+        @usableFromInline var effects: Machine.Effects
+        @usableFromInline var upstreamTask: Task<Void, Never>?
+        @usableFromInline var timerTask: Task<Void, Never>?
+        @usableFromInline var change: CountChange?
+
+        @inlinable
+        init(
+            effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
+            change: CountChange?
+        ) {
+            self.effects = effects
+            self.upstreamTask = upstreamTask
+            self.timerTask = timerTask
+            self.change = change
+        }
     }
 
     /// One read of `next()` under the lock; starts the upstream if this demand asks for it.
