@@ -189,7 +189,9 @@ extension MulticastStateMachine {
     mutating func subscriberSuspended(
         _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool
     ) -> Effects {
-        switch self.subscriberWaiting(id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand) {
+        let outcome = self.subscriberWaiting(
+            id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
+        switch outcome {
         case .stored(let startUpstream):
             var effects = Effects()
             effects.startUpstream = startUpstream
