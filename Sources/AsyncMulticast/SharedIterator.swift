@@ -40,22 +40,57 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     /// under a dropping policy), as an `AsyncStream` returns what it buffered.
     @inlinable
     public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(Failure) -> Element? {
-        // Cancellation is observed when the batch is refilled (`MulticastStorage.next`) and
+        // Cancellation is observed when the batch is refilled (`MulticastStorage.refill`) and
         // while waiting, not for every element taken: `Task.isCancelled` costs far more
         // than popping an element.
         if let element = self.batch.popFirst() {
             return element
         }
-        // The batch is used up.
+        // The batch is used up: refilled synchronously when something is ready (no async
+        // call for that), else wait. Kept out of line so that `next` stays small enough to
+        // be inlined into the caller's loop.
+        switch self.refillBatch(mayWaitForOffers: actor == nil) {
+        case .element(let element):
+            return element
+        case .ended(let result):
+            return try result.get()
+        case .mustWait:
+            return try await self.waitForElement(isolation: actor)
+        }
+    }
+
+    /// `next()` once the batch is used up: `MulticastStorage.refill`, with an eviction
+    /// turned into ``SubscriberEvictedError`` when `Failure` can carry it.
+    @inlinable
+    mutating func refillBatch(mayWaitForOffers: Bool) -> MulticastStorage<Element, Failure>.Refill {
         self.batch.removeAll()
         var report = ReadReport()
-        let element = try await self.subscription.storage.next(
+        let refill = self.subscription.storage.refill(
             self.subscription.id, batch: &self.batch.elements, report: &report,
-            connectsOnDemand: self.subscription.connectsOnDemand, isolation: actor)
-        if element == nil, report.evicted, let error = SubscriberEvictedError() as? Failure {
-            throw error
+            connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: mayWaitForOffers)
+        if case .ended(.success(nil)) = refill, let error = Self.evictionError(report) {
+            return .ended(.failure(error))
         }
+        return refill
+    }
+
+    /// `next()` once `refillBatch` found nothing ready.
+    @inlinable
+    mutating func waitForElement(isolation actor: isolated (any Actor)?) async throws(Failure) -> Element? {
+        var report = ReadReport()
+        let element = try await self.subscription.storage.wait(
+            self.subscription.id, report: &report, connectsOnDemand: self.subscription.connectsOnDemand,
+            isolation: actor)
+        if element == nil, let error = Self.evictionError(report) { throw error }
         return element
+    }
+
+    /// The error an evicted subscriber throws, if `report` says it was evicted and
+    /// `Failure` can carry ``SubscriberEvictedError``.
+    @inlinable
+    static func evictionError(_ report: ReadReport) -> Failure? {
+        guard report.evicted else { return nil }
+        return SubscriberEvictedError() as? Failure
     }
 
     /// The next element; see ``next(isolation:)``.

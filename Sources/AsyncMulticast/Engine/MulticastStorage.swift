@@ -359,8 +359,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         self.transition { $0.subscriberLeft(id) }
     }
 
-    /// One subscriber's `next()`. Takes a ready element without suspending; otherwise
-    /// suspends until an element or terminal event arrives or the task is cancelled.
+    /// One subscriber's `next()`. Takes a ready element without suspending (`refill`);
+    /// otherwise suspends until an element or terminal event arrives or the task is
+    /// cancelled (`wait`).
     ///
     /// `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:connectsOnDemand:)`.
     ///
@@ -377,9 +378,41 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         connectsOnDemand: Bool = false,
         isolation actor: isolated (any Actor)?
     ) async throws(Failure) -> Element? {
+        switch self.refill(
+            id, batch: &batch, report: &report, connectsOnDemand: connectsOnDemand, mayWaitForOffers: actor == nil)
+        {
+        case .element(let element):
+            return element
+        case .ended(let result):
+            return try result.get()
+        case .mustWait:
+            return try await self.wait(id, report: &report, connectsOnDemand: connectsOnDemand, isolation: actor)
+        }
+    }
+
+    /// What `refill` found.
+    @usableFromInline
+    enum Refill {
+        /// The next element (and `batch` holds the ones after it that were ready).
+        case element(Element)
+        /// The subscriber has left: the end, its error, or `nil` after a cancellation.
+        case ended(Result<Element?, Failure>)
+        /// Nothing ready: call `wait`.
+        case mustWait
+    }
+
+    /// The synchronous part of `next()`: the subscriber's task was cancelled (it leaves),
+    /// or it takes what is ready, or there is nothing (after a brief catch-up wait if
+    /// `mayWaitForOffers`, see `CatchUpSpin`; the caller passes `false` on an actor).
+    /// Synchronous so that an iterator refilling its batch pays for no async call.
+    @inlinable
+    func refill(
+        _ id: SubscriberID, batch: inout [Element], report: inout ReadReport, connectsOnDemand: Bool,
+        mayWaitForOffers: Bool
+    ) -> Refill {
         if Task.isCancelled {
             self.unsubscribe(id)
-            return nil
+            return .ended(.success(nil))
         }
         // Moved through an Optional so the machine can tell "no batching" (nil) apart;
         // `take()` keeps the array uniquely referenced, so refilling it does not copy.
@@ -388,7 +421,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var (action, catchUpBatch) = self.takeNext(
             id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand)
         // Never on an actor's executor: an actor (the main actor) must not busy-wait.
-        if let catchUpBatch, actor == nil, self.catchUp.waitForOffers(upTo: catchUpBatch) {
+        if let catchUpBatch, mayWaitForOffers, self.catchUp.waitForOffers(upTo: catchUpBatch) {
             // The producer offered elements while this subscriber waited for them: take
             // them without suspending (see `CatchUpSpin` for why and for the bounds).
             (action, _) = self.takeNext(id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand)
@@ -397,12 +430,21 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         switch action {
         case .element(let element, let producers):
             for producer in producers { producer.resume(returning: true) }
-            return element
+            return .element(element)
         case .terminal(let result):
-            return try result.get()
+            return .ended(result)
         case .suspend:
-            break  // the upstream, if this demand started it, is already running
+            return .mustWait  // the upstream, if this demand started it, is already running
         }
+    }
+
+    /// The asynchronous part of `next()`, after `refill` found nothing: suspends until an
+    /// element or terminal event arrives, or the task is cancelled (it then leaves, and
+    /// this returns `nil` at once).
+    @inlinable
+    func wait(
+        _ id: SubscriberID, report: inout ReadReport, connectsOnDemand: Bool, isolation actor: isolated (any Actor)?
+    ) async throws(Failure) -> Element? {
         var suspendedReport = report
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in
