@@ -129,6 +129,38 @@ struct CancellationTests {
         }
     }
 
+    /// The first subscriber was alone when the upstream started waiting inside the base's
+    /// `next()`; a second one joins; then the first one's task is cancelled. That
+    /// cancellation must not reach the base (an `AsyncStream` ends for good when its
+    /// consumer's task is cancelled): the second subscriber goes on receiving. This is why
+    /// a sole subscriber does not pull the base in its own task, which would save a task
+    /// hop per element (Benchmarks/README.md, "What bounds N = 1").
+    @Test func cancellingTheFirstSubscriberAfterASecondJoinedDoesNotReachTheBase() async throws {
+        try await withTimeout {
+            let source = FedSource()
+            let shared = source.share()
+            let first = SubscriberBox(shared.makeAsyncIterator())
+            let firstNext = first.startNext()
+            await source.control.waitForStart(of: 0)
+            try await waitUntil("the upstream waiting inside the base's next()") { source.control.nextCalls == 1 }
+            let second = SubscriberBox(shared.makeAsyncIterator())
+            let secondNext = second.startNext()
+            try await shared.waitForWaiting(2)
+
+            firstNext.cancel()
+            #expect(await firstNext.value == nil)
+            #expect(shared.subscriberCount == 1)
+            #expect(source.control.end(of: 0) == nil, "the base's iteration is untouched")
+
+            source.control.yield(1, 2)
+            #expect(await secondNext.value == 1)
+            #expect(await second.next() == 2)
+            source.control.finish()
+            #expect(await second.next() == nil)
+            #expect(source.control.iteratorCount == 1, "one iteration of the base throughout")
+        }
+    }
+
     @Test func releasedIteratorLeaves() async throws {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
