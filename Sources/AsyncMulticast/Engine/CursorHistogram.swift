@@ -1,6 +1,6 @@
 /// How many subscribers of a lane have their cursor at each position before the tail.
 ///
-/// It is a dense array of counts over the positions from the oldest subscriber's to the
+/// Mostly a dense array of counts over the positions from the oldest subscriber's to the
 /// newest position some subscriber was put at, and it stops there: the positions after it,
 /// up to `endIndex` (the shared buffer's tail), count zero without being stored.
 ///
@@ -13,17 +13,26 @@
 /// positions, tried before this, made a reader search and shift it under the lock, and
 /// lost 10% of fan-out throughput at 64 subscribers and more). Zeros are written when a
 /// reader moves past the stored counts, and skipped when the oldest subscribers leave
-/// their position: each position is written and skipped at most once.
+/// their position: each position is written and skipped at most once while the
+/// subscribers move forward.
 ///
-///     positions:  startIndex                          counts.endIndex       endIndex (tail)
-///                     |                                      |                     |
-///     counts:     [ 2 ][ 0 ][ 0 ][ 1 ][ 0 ][ 5 ][ 0 ]         (zeros, not stored)  v
-///                 first positive   (zeros at the end may stay)
+/// Subscribers that join *behind* the stored counts (a replay subscriber starts at the
+/// replay window's start, possibly far behind everyone) are kept apart, in `behind`: a
+/// short sorted list of cells, so that neither their joining nor their leaving nor their
+/// reading costs anything proportional to the distance to the others. A reader in
+/// `behind` that catches up with the stored counts joins them.
+///
+///     positions:  startIndex              counts.startIndex    counts.endIndex  endIndex
+///                     |                          |                    |             |
+///     behind:     [(3, 1)]  [(40, 2)]            v                    v             v
+///     counts:                                [ 2 ][ 0 ][ 1 ][ 0 ][ 5 ] (zeros, not stored)
+///                                            first positive (zeros at the end may stay)
 ///
 /// Invariants (checked by `invariantViolation()`, in MulticastStateMachine+Invariants.swift):
-/// `members` is the sum of the counts and none is negative; nothing is stored when
-/// `members` is zero; otherwise the first stored count is positive and the stored counts
-/// end at or before `endIndex`.
+/// `members` is the sum of all counts and none is negative; nothing is stored when
+/// `members` is zero; otherwise the first stored count is positive, the stored counts end at
+/// or before `endIndex`, and the cells of `behind` are positive, ascending and before the
+/// stored counts.
 @usableFromInline
 struct CursorHistogram: Sendable {
     /// A position and how many subscribers are at it.
@@ -39,10 +48,14 @@ struct CursorHistogram: Sendable {
         }
     }
 
+    /// Subscribers before `counts.startIndex`, by position (see the type's docs). Usually
+    /// empty.
+    @usableFromInline
+    var behind: [Cell] = []
     /// `counts[p]` for `p` in `counts.startIndex..<counts.endIndex`.
     @usableFromInline
     var counts: IndexedRing<Int>
-    /// The sum of the counts: subscribers before `endIndex`.
+    /// The sum of all counts: subscribers before `endIndex`.
     @usableFromInline
     var members = 0
     /// One past the last position counted: the shared buffer's tail.
@@ -62,26 +75,36 @@ struct CursorHistogram: Sendable {
 
     /// The oldest position some subscriber is at, or `endIndex` if none.
     @inlinable
-    var startIndex: Int { self.members == 0 ? self.endIndex : self.counts.startIndex }
+    var startIndex: Int {
+        guard self.members > 0 else { return self.endIndex }
+        return self.behind.first?.position ?? self.counts.startIndex
+    }
 
     /// How many subscribers are at the oldest position (`nil` if none is before `endIndex`).
     @inlinable
-    var first: Int? { self.members == 0 ? nil : self.counts[self.counts.startIndex] }
+    var first: Int? {
+        guard self.members > 0 else { return nil }
+        return self.behind.first?.count ?? self.counts[self.counts.startIndex]
+    }
 
     /// The positions with subscribers, oldest first (for tests and invariant checks).
     @inlinable
     var nonEmptyCells: [Cell] {
-        (self.counts.startIndex..<self.counts.endIndex).compactMap { position in
-            let count = self.counts[position]
-            return count == 0 ? nil : Cell(position: position, count: count)
-        }
+        self.behind
+            + (self.counts.startIndex..<self.counts.endIndex).compactMap { position in
+                let count = self.counts[position]
+                return count == 0 ? nil : Cell(position: position, count: count)
+            }
     }
 
     /// How many subscribers are at `position` (zero if none).
     @inlinable
     @inline(__always)
     subscript(position: Int) -> Int {
-        position >= self.counts.startIndex && position < self.counts.endIndex ? self.counts[position] : 0
+        if position >= self.counts.startIndex {
+            return position < self.counts.endIndex ? self.counts[position] : 0
+        }
+        return self.behind.first { $0.position == position }?.count ?? 0
     }
 
     /// The producer appended the element at `endIndex`: `count` subscribers, caught up
@@ -104,36 +127,55 @@ struct CursorHistogram: Sendable {
     @inlinable
     mutating func add(_ count: Int, at position: Int) {
         precondition(position < self.endIndex, "CursorHistogram: position \(position) not before \(self.endIndex)")
+        // `members == 0` exactly when nothing is stored.
         if self.members == 0 || position >= self.counts.endIndex {
             self.place(count, atOrAfterStoredEnd: position)
         } else if position >= self.counts.startIndex {
             self.counts.add(count, at: position)
             self.members &+= count
         } else {
-            self.prepend(count, at: position)
+            self.addBehind(count, at: position)
         }
     }
 
     /// `count` of the subscribers at `position` moved away (there are at least that many).
     @inlinable
     mutating func subtract(_ count: Int, at position: Int) {
+        precondition(count > 0 && self.members > 0, "CursorHistogram: subtract \(count) at \(position)")
+        guard position >= self.counts.startIndex else {
+            // Behind the stored counts, which keep somebody: `members` stays positive.
+            self.subtractBehind(count, at: position)
+            self.members &-= count
+            return
+        }
         precondition(
-            self[position] >= count && count > 0, "CursorHistogram: fewer than \(count) subscribers at \(position)")
+            position < self.counts.endIndex && self.counts[position] >= count,
+            "CursorHistogram: fewer than \(count) subscribers at \(position)")
         self.members &-= count
         if self.members == 0 {
             self.removeAll()
-            return
+        } else {
+            self.counts.add(-count, at: position)
+            if position == self.counts.startIndex { self.dropLeadingZeros() }
         }
-        self.counts.add(-count, at: position)
-        if position == self.counts.startIndex { self.dropLeadingZeros() }
     }
 
     /// One subscriber moved from `position` to the later `next` (before `endIndex`): what a
     /// reader's commit does.
     @inlinable
     mutating func moveOne(from position: Int, to next: Int) {
-        precondition(next > position && next < self.endIndex, "CursorHistogram: move \(position) -> \(next)")
-        precondition(self[position] > 0, "CursorHistogram: nobody at \(position)")
+        precondition(
+            next > position && next < self.endIndex && self.members > 0,
+            "CursorHistogram: move \(position) -> \(next)")
+        guard position >= self.counts.startIndex else {
+            // From behind the stored counts, which keep somebody.
+            self.subtractBehind(1, at: position)
+            self.members &-= 1
+            self.add(1, at: next)
+            return
+        }
+        precondition(
+            position < self.counts.endIndex && self.counts[position] > 0, "CursorHistogram: nobody at \(position)")
         if self.members == 1 {
             // The only one: its count moves, with no zeros in between.
             self.removeAll()
@@ -151,6 +193,11 @@ struct CursorHistogram: Sendable {
     @discardableResult
     mutating func removeFirst() -> Cell {
         precondition(!self.isEmpty, "CursorHistogram: removeFirst with nobody before the end")
+        if !self.behind.isEmpty {
+            let cell = self.behind.removeFirst()
+            self.members &-= cell.count
+            return cell
+        }
         let cell = Cell(position: self.counts.startIndex, count: self.counts[self.counts.startIndex])
         self.members &-= cell.count
         if self.members == 0 {
@@ -160,6 +207,35 @@ struct CursorHistogram: Sendable {
             self.dropLeadingZeros()
         }
         return cell
+    }
+
+    /// Moves the oldest position's subscribers one position forward (before `endIndex`):
+    /// a `.bufferingNewest` cell dropping its oldest element. In place: nothing is
+    /// scanned or rebuilt, however far the next subscribers are.
+    @inlinable
+    mutating func moveFirstForward() {
+        let position = self.startIndex
+        precondition(!self.isEmpty && position &+ 1 < self.endIndex, "CursorHistogram: move first from \(position)")
+        if !self.behind.isEmpty {
+            let count = self.behind[0].count
+            if self.behind.count > 1 && self.behind[1].position == position &+ 1 {
+                self.behind[1].count &+= count
+                self.behind.removeFirst()
+            } else if position &+ 1 == self.counts.startIndex {
+                self.counts.add(count, at: position &+ 1)
+                self.behind.removeFirst()
+            } else {
+                self.behind[0].position &+= 1
+            }
+            return
+        }
+        let count = self.counts[position]
+        if position &+ 1 < self.counts.endIndex {
+            self.counts.add(count, at: position &+ 1)
+        } else {
+            self.counts.append(count)
+        }
+        self.counts.removeFirst(1)
     }
 
     /// Stores `count` at `position`, at or after the stored counts' end (or anywhere when
@@ -176,28 +252,49 @@ struct CursorHistogram: Sendable {
         self.members &+= count
     }
 
-    /// Stores `count` at `position`, before the oldest stored position: a subscriber that
-    /// joins behind everyone (a replay). Rare, so it rebuilds the counts.
+    /// `count` more subscribers at `position`, before the stored counts.
     @inlinable
-    mutating func prepend(_ count: Int, at position: Int) {
-        var counts = IndexedRing<Int>(startIndex: position)
-        counts.append(count)
-        counts.appendZeros(self.counts.startIndex &- position &- 1)
-        for stored in self.counts.startIndex..<self.counts.endIndex { counts.append(self.counts[stored]) }
-        self.counts = counts
+    mutating func addBehind(_ count: Int, at position: Int) {
+        let index = self.behind.firstIndex { $0.position >= position } ?? self.behind.endIndex
+        if index < self.behind.endIndex && self.behind[index].position == position {
+            self.behind[index].count &+= count
+        } else {
+            self.behind.insert(Cell(position: position, count: count), at: index)
+        }
         self.members &+= count
     }
 
-    /// Forgets every stored count (nobody is before `endIndex` any more).
+    /// `count` fewer subscribers at `position`, before the stored counts (`members` is
+    /// updated by the caller).
+    @inlinable
+    mutating func subtractBehind(_ count: Int, at position: Int) {
+        guard let index = self.behind.firstIndex(where: { $0.position == position }) else {
+            preconditionFailure("CursorHistogram: nobody behind at \(position)")
+        }
+        if self.behind[index].count == count {
+            self.behind.remove(at: index)
+        } else {
+            self.behind[index].count &-= count
+        }
+    }
+
+    /// Forgets every count (nobody is before `endIndex` any more).
     @inlinable
     mutating func removeAll() {
+        self.behind.removeAll()
         self.counts.removeFirst(self.counts.count)
         self.members = 0
     }
 
-    /// Skips the zeros at the front, so that the first stored count is positive again.
+    /// Skips the zeros at the front of the stored counts, so that the first stored count is
+    /// positive again. If none is left, the newest cell of `behind` becomes the stored
+    /// counts' start (there is one: somebody is still counted).
     @inlinable
     mutating func dropLeadingZeros() {
         self.counts.removeFirst(self.counts.leadingZeroCount())
+        if self.counts.isEmpty, let newest = self.behind.popLast() {
+            self.counts.rebase(to: newest.position)
+            self.counts.append(newest.count)
+        }
     }
 }

@@ -216,11 +216,10 @@ extension MulticastStateMachine {
         /// Moves the oldest histogram cell one position forward (its members drop one element).
         @inlinable
         mutating func advanceOldestCell(tail: Int) {
-            let moved = self.counts.removeFirst()
-            if moved.position + 1 == tail {
-                self.atTail += moved.count
+            if self.counts.startIndex + 1 == tail {
+                self.atTail += self.counts.removeFirst().count
             } else {
-                self.counts.add(moved.count, at: moved.position + 1)
+                self.counts.moveFirstForward()
             }
         }
     }

@@ -109,6 +109,50 @@ struct CursorHistogramTests {
         #expect(histogram.invariantViolation() == nil)
     }
 
+    @Test func aJoinerFarBehindIsKeptApartUntilItCatchesUp() {
+        var histogram = CursorHistogram(startIndex: 0)
+        for _ in 0..<100_000 { histogram.append(0) }
+        histogram.add(1, at: 99_999)  // a subscriber one element behind the tail
+        // A replay subscriber joins 100,000 elements back, and leaves again: nothing is
+        // stored for the positions in between.
+        histogram.add(1, at: 0)
+        #expect(histogram.counts.count == 1 && histogram.behind == [.init(position: 0, count: 1)])
+        #expect(histogram.startIndex == 0 && histogram.first == 1)
+        histogram.subtract(1, at: 0)
+        #expect(histogram.counts.count == 1 && histogram.behind.isEmpty && histogram.startIndex == 99_999)
+        // One that reads instead moves within `behind`, then joins the stored counts.
+        histogram.add(1, at: 10)
+        histogram.moveOne(from: 10, to: 42)
+        #expect(histogram.behind == [.init(position: 42, count: 1)] && histogram.counts.count == 1)
+        histogram.moveOne(from: 42, to: 99_999)
+        #expect(histogram.behind.isEmpty && histogram[99_999] == 2 && histogram.counts.count == 1)
+        #expect(histogram.invariantViolation() == nil)
+    }
+
+    @Test func theOldestCellMovesForwardInPlace() {
+        var histogram = CursorHistogram(startIndex: 0)
+        histogram.append(2)  // 0: two subscribers that stopped reading
+        for _ in 0..<4_000 { histogram.append(0) }
+        histogram.add(1, at: 2_000)
+        // A `.bufferingNewest` cell dropping its oldest element, again and again: the
+        // stored counts never span more than the subscribers do.
+        for step in 1...10 {
+            histogram.moveFirstForward()
+            #expect(histogram.startIndex == step && histogram.first == 2)
+            #expect(histogram.counts.count == 2_001 - step)
+        }
+        // From `behind`: it moves there, merges with the next cell, or joins the counts.
+        histogram.add(1, at: 3)
+        histogram.add(1, at: 5)
+        histogram.moveFirstForward()
+        #expect(histogram.behind == [.init(position: 4, count: 1), .init(position: 5, count: 1)])
+        histogram.moveFirstForward()
+        #expect(histogram.behind == [.init(position: 5, count: 2)])
+        for _ in 0..<5 { histogram.moveFirstForward() }
+        #expect(histogram.behind.isEmpty && histogram[10] == 4)
+        #expect(histogram.invariantViolation() == nil)
+    }
+
     /// Random operations a lane performs, checked against a dense array of counts.
     @Test(arguments: [1, 2, 3, 4, 5, 6, 7, 8])
     func agreesWithADenseHistogram(seed: UInt64) {
@@ -139,9 +183,14 @@ struct CursorHistogramTests {
                 }
                 dense[from] -= 1
                 dense[to] += 1
-            case 4 where !occupied.isEmpty:
+            case 4 where !occupied.isEmpty && random.next() % 2 == 0:
                 let cell = histogram.removeFirst()
                 #expect(cell.position == occupied[0] && cell.count == dense[occupied[0]])
+                dense[occupied[0]] = 0
+            case 4 where !occupied.isEmpty && occupied[0] + 1 < dense.count:
+                // The oldest cell drops an element (`.bufferingNewest`).
+                histogram.moveFirstForward()
+                dense[occupied[0] + 1] += dense[occupied[0]]
                 dense[occupied[0]] = 0
             default:
                 break
@@ -154,5 +203,58 @@ struct CursorHistogramTests {
             #expect(histogram[position] == dense[position], "position \(position)")
         }
         #expect(histogram.total == dense.reduce(0, +))
+    }
+}
+
+/// The histogram inside a lane: what the lane's transitions leave stored. Sizes, not
+/// timings: a histogram that stored every position between two subscribers would make each
+/// of these transitions cost that distance under the lock.
+@Suite("CursorHistogram in a lane: nothing stored between distant subscribers")
+struct LaneHistogramTests {
+    @Test func replayJoinersBehindALaggingSubscriberStoreNothingInBetween() {
+        let window = 10_000
+        var machine = Machine(policy: .unbounded, replay: window, mode: .push)
+        let lagging = machine.subscriberJoined()
+        for value in 0..<window { _ = machine.produce(value, epoch: 0) }
+        #expect(machine.drain(lagging).count == window)
+        _ = machine.produce(window, epoch: 0)  // `lagging` is now one element behind
+        for _ in 0..<100 {
+            let joiner = machine.subscriberJoined()  // at the replay window's start
+            #expect(machine.lanes[0].counts.counts.count == 1)
+            #expect(machine.lanes[0].counts.behind.count == 1)
+            _ = machine.subscriberLeft(joiner)
+            #expect(machine.lanes[0].counts.behind.isEmpty)
+        }
+        #expect(machine.invariantViolation() == nil)
+    }
+
+    @Test func aStalledBufferingNewestSubscriberMovesWithoutStoringTheWindow() {
+        let limit = 1_000
+        var machine = Machine(policy: .bufferingNewest(limit), replay: 0, mode: .push)
+        let stalled = machine.subscriberJoined()
+        let reader = machine.subscriberJoined()
+        var next = 0
+        for _ in 0..<limit {
+            _ = machine.produce(next, epoch: 0)
+            next += 1
+        }
+        for _ in 0..<(limit / 2) { _ = machine.take(reader) }
+        // Every element now drops the stalled subscriber's oldest: its cell moves forward
+        // in place (the counts are neither rebuilt nor scanned), and the counts stored span
+        // only the two subscribers.
+        func step() {
+            _ = machine.produce(next, epoch: 0)
+            next += 1
+            _ = machine.take(reader)
+        }
+        for _ in 0..<100 { step() }
+        let storage = machine.lanes[0].counts.counts.storage.map(ObjectIdentifier.init)
+        for _ in 0..<5_000 {
+            step()
+            #expect(machine.lanes[0].counts.counts.count <= limit / 2 + 1)
+        }
+        #expect(machine.lanes[0].counts.counts.storage.map(ObjectIdentifier.init) == storage, "not rebuilt")
+        #expect(machine.drain(stalled).count == limit)
+        #expect(machine.invariantViolation() == nil)
     }
 }
