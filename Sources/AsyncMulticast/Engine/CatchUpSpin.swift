@@ -13,7 +13,7 @@ import Synchronization
 ///
 /// Kept from ever becoming a busy wait:
 /// - never on an actor's executor (the main actor must not busy-wait for a producer): only
-///   a nonisolated subscriber waits (`MulticastStorage.next`);
+///   a nonisolated subscriber waits (`MulticastStorage.refill`);
 /// - only a sequence's sole subscriber on a lossless policy waits
 ///   (`MulticastStateMachine.catchUpBatch(for:)`), and the token below makes that at most
 ///   one thread per storage even in a race;

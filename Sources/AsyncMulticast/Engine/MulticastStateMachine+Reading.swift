@@ -1,5 +1,5 @@
 // Reading: a subscriber's `next()`, first without suspending (`nextRequested`), then
-// suspended (`subscriberSuspended`).
+// suspended (`subscriberWaiting`; `subscriberSuspended` is the same for the tests, as Effects).
 
 /// What a read tells a subscriber besides its element: what it missed just before it, and
 /// whether its ending is an eviction. Lag-reporting iterators (`events(buffering:)`) turn

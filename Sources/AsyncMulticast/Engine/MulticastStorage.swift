@@ -401,7 +401,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     enum Refill {
         /// The next element (and `batch` holds the ones after it that were ready).
         case element(Element)
-        /// The subscriber has left: the end, its error, or `nil` after a cancellation.
+        /// The subscriber has left: the end, its error, or `nil` after a cancellation or an
+        /// eviction (`report.evicted` tells which).
         case ended(Result<Element?, Failure>)
         /// Nothing ready: call `wait`.
         case mustWait

@@ -185,7 +185,7 @@ struct ModelRun {
         /// Dropped since the last of `pending`: reported before the next one, or the end.
         var trailing = 0
         /// What a read that found nothing reported: the iterator keeps it for its next read,
-        /// as `MulticastStorage.next` keeps it while suspended (and across a catch-up wait).
+        /// as `MulticastStorage.refill` keeps it across a catch-up wait (and `wait` while suspended).
         var carried = 0
         /// Evicted by its `.evicting` policy; its next read ends it as evicted.
         var evicted = false
