@@ -199,15 +199,45 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inline(__always)
     @inlinable
     func transition(_ transition: (inout Machine) -> Machine.Effects) {
-        let (effects, upstreamTask, timerTask, change) = self.state.withLock { state in
-            let effects = transition(&state.machine)
-            return (
-                effects, self.startAndTakeTasks(&state, for: effects),
-                self.armKeepAlive(&state, for: effects), Self.countChange(&state)
-            )
+        let work = self.state.withLock { state in self.outsideLock(transition(&state.machine), &state) }
+        self.carryOut(work)
+    }
+
+    /// What a transition leaves to do once the lock is released: its effects, the tasks to
+    /// cancel, and the subscriber count to announce.
+    @usableFromInline
+    struct OutsideLock {
+        @usableFromInline var effects: Machine.Effects
+        @usableFromInline var upstreamTask: Task<Void, Never>?
+        @usableFromInline var timerTask: Task<Void, Never>?
+        @usableFromInline var change: CountChange?
+
+        @inlinable
+        init(
+            effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
+            change: CountChange?
+        ) {
+            self.effects = effects
+            self.upstreamTask = upstreamTask
+            self.timerTask = timerTask
+            self.change = change
         }
-        self.perform(effects, cancelling: upstreamTask, timerTask)
-        Self.announce(change)
+    }
+
+    /// Under the lock, after a transition returned `effects`: starts the tasks they ask
+    /// for, and takes what must be done outside the lock.
+    @inlinable
+    func outsideLock(_ effects: Machine.Effects, _ state: inout State) -> OutsideLock {
+        OutsideLock(
+            effects: effects, upstreamTask: self.startAndTakeTasks(&state, for: effects),
+            timerTask: self.armKeepAlive(&state, for: effects), change: Self.countChange(&state))
+    }
+
+    /// Outside the lock: performs what `outsideLock` took.
+    @inlinable
+    func carryOut(_ work: OutsideLock) {
+        self.perform(work.effects, cancelling: work.upstreamTask, work.timerTask)
+        Self.announce(work.change)
     }
 
     /// Under the lock: starts the upstream task `effects` asks for, and takes the one it
@@ -473,7 +503,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         _ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport,
         connectsOnDemand: Bool
     ) {
-        let resumed = self.state.withLock { state -> Resumed? in
+        let work = self.state.withLock { state -> OutsideLock? in
             switch state.machine.subscriberWaiting(
                 id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
             {
@@ -482,38 +512,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                 // Storing a continuation changes no count; checked all the same, as every
                 // transition does.
                 guard let change = Self.countChange(&state) else { return nil }
-                return Resumed(effects: Machine.Effects(), upstreamTask: nil, timerTask: nil, change: change)
+                return OutsideLock(effects: Machine.Effects(), upstreamTask: nil, timerTask: nil, change: change)
             case .resumed(let effects):
-                return Resumed(
-                    effects: effects, upstreamTask: self.startAndTakeTasks(&state, for: effects),
-                    timerTask: self.armKeepAlive(&state, for: effects), change: Self.countChange(&state))
+                return self.outsideLock(effects, &state)
             }
         }
-        if let resumed {
-            self.perform(resumed.effects, cancelling: resumed.upstreamTask, resumed.timerTask)
-            Self.announce(resumed.change)
-        }
-    }
-
-    /// What `subscriberWaiting` performs outside the lock when the subscriber is resumed
-    /// at once.
-    @usableFromInline
-    struct Resumed {
-        @usableFromInline var effects: Machine.Effects
-        @usableFromInline var upstreamTask: Task<Void, Never>?
-        @usableFromInline var timerTask: Task<Void, Never>?
-        @usableFromInline var change: CountChange?
-
-        @inlinable
-        init(
-            effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
-            change: CountChange?
-        ) {
-            self.effects = effects
-            self.upstreamTask = upstreamTask
-            self.timerTask = timerTask
-            self.change = change
-        }
+        if let work { self.carryOut(work) }
     }
 
     /// One read of `next()` under the lock; starts the upstream if this demand asks for it.
