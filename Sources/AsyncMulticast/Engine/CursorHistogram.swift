@@ -169,8 +169,7 @@ struct CursorHistogram: Sendable {
             "CursorHistogram: move \(position) -> \(next)")
         guard position >= self.counts.startIndex else {
             // From behind the stored counts, which keep somebody.
-            self.subtractBehind(1, at: position)
-            self.members &-= 1
+            self.subtract(1, at: position)
             self.add(1, at: next)
             return
         }

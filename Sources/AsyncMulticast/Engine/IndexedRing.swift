@@ -145,12 +145,7 @@ struct IndexedRing<Element> {
     /// Stores `element` at `endIndex`.
     @inlinable
     mutating func append(_ element: Element) {
-        let isUnique = isKnownUniquelyReferenced(&self.storage)
-        if !isUnique || self.count == self.capacity {
-            self.reallocate(
-                capacity: self.count == self.capacity ? Swift.max(8, self.capacity &* 2) : self.capacity,
-                moving: isUnique)
-        }
+        self.makeUnique(withRoomFor: 1)
         let storage = self.storage.unsafelyUnwrapped
         let header = storage.header
         (storage.slots + ((header.pointee.head &+ header.pointee.count) & (header.pointee.capacity &- 1)))
@@ -163,7 +158,7 @@ struct IndexedRing<Element> {
     mutating func removeFirst(_ k: Int) {
         precondition(k >= 0 && k <= self.count, "IndexedRing: removeFirst(\(k)) on \(self.count) elements")
         guard k > 0 else { return }
-        if !isKnownUniquelyReferenced(&self.storage) { self.reallocate(capacity: self.capacity, moving: false) }
+        self.makeUnique(withRoomFor: 0)
         let storage = self.storage.unsafelyUnwrapped
         let header = storage.header
         let (first, second) = storage.pieces(from: header.pointee.head, count: k)
@@ -179,6 +174,19 @@ struct IndexedRing<Element> {
     mutating func rebase(to position: Int) {
         precondition(self.count == 0, "IndexedRing: rebase of a non-empty ring")
         self.startIndex = position
+    }
+
+    /// Makes the storage this ring's own, with room for `extra` more elements: copied if
+    /// it is shared, grown (doubling) if it is full.
+    @inlinable
+    @inline(__always)
+    mutating func makeUnique(withRoomFor extra: Int) {
+        let isUnique = isKnownUniquelyReferenced(&self.storage)
+        let needed = self.count &+ extra
+        guard !isUnique || needed > self.capacity else { return }
+        var capacity = Swift.max(8, self.capacity)
+        while capacity < needed { capacity &*= 2 }
+        self.reallocate(capacity: capacity, moving: isUnique)
     }
 
     /// Replaces the storage by one of `capacity` (at least `count`) holding the elements,
@@ -218,7 +226,7 @@ extension IndexedRing where Element == Int {
         precondition(
             position >= self.startIndex && position < self.endIndex,
             "IndexedRing: position \(position) outside \(self.startIndex)..<\(self.endIndex)")
-        if !isKnownUniquelyReferenced(&self.storage) { self.reallocate(capacity: self.capacity, moving: false) }
+        self.makeUnique(withRoomFor: 0)
         let (slot, _) = self.slots(at: position..<position &+ 1)
         slot[0] &+= delta
     }
@@ -227,17 +235,11 @@ extension IndexedRing where Element == Int {
     @inlinable
     mutating func appendZeros(_ count: Int) {
         guard count > 0 else { return }
-        let needed = self.count &+ count
-        let isUnique = isKnownUniquelyReferenced(&self.storage)
-        if !isUnique || needed > self.capacity {
-            var capacity = Swift.max(8, self.capacity)
-            while capacity < needed { capacity &*= 2 }
-            self.reallocate(capacity: capacity, moving: isUnique)
-        }
+        self.makeUnique(withRoomFor: count)
         let (first, second) = self.freeSlots(count: count)
         first.initialize(repeating: 0)
         second.initialize(repeating: 0)
-        self.storage.unsafelyUnwrapped.header.pointee.count = needed
+        self.storage.unsafelyUnwrapped.header.pointee.count &+= count
     }
 
     /// How many counts from `startIndex` on are zero (all of them if none is positive).
