@@ -1,5 +1,5 @@
 // Reading: a subscriber's `next()`, first without suspending (`nextRequested`), then
-// suspended (`subscriberWaiting`; `subscriberSuspended` is the same for the tests, as Effects).
+// suspended (`subscriberWaiting`).
 
 /// What a read tells a subscriber besides its element: what it missed just before it, and
 /// whether its ending is an eviction. Lag-reporting iterators (`events(buffering:)`) turn
@@ -138,8 +138,8 @@ extension MulticastStateMachine {
         case element(Element, producers: [ProducerContinuation])
         /// Return this terminal value (`nil` or an error). The subscriber has left.
         case terminal(Result<Element?, Failure>)
-        /// Nothing is available: suspend and call `subscriberSuspended(_:continuation:connectsOnDemand:)`. Start the
-        /// upstream of this epoch first if it is not `nil`.
+        /// Nothing is available: suspend and call `subscriberWaiting`. Start the upstream of
+        /// this epoch first if it is not `nil`.
         case suspend(startUpstream: UInt64?)
     }
 
@@ -171,36 +171,6 @@ extension MulticastStateMachine {
         }
     }
 
-    /// The slow path: the subscriber suspended with `continuation`. Either it is resumed at
-    /// once (an element arrived, it was cancelled, or the sequence ended in the meantime) or
-    /// the continuation is stored until an element or terminal event arrives.
-    @inlinable
-    mutating func subscriberSuspended(
-        _ id: SubscriberID, continuation: SubscriberContinuation, connectsOnDemand: Bool = false
-    ) -> Effects {
-        var report = ReadReport()
-        return self.subscriberSuspended(
-            id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
-    }
-
-    /// `subscriberSuspended(_:continuation:connectsOnDemand:)` with a report; see
-    /// `read(_:batch:report:)`.
-    @inlinable
-    mutating func subscriberSuspended(
-        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool
-    ) -> Effects {
-        let outcome = self.subscriberWaiting(
-            id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
-        switch outcome {
-        case .stored(let startUpstream):
-            var effects = Effects()
-            effects.startUpstream = startUpstream
-            return effects
-        case .resumed(let effects):
-            return effects
-        }
-    }
-
     /// What `subscriberWaiting` did with the continuation.
     @usableFromInline
     enum WaitOutcome {
@@ -213,8 +183,11 @@ extension MulticastStateMachine {
         case resumed(Effects)
     }
 
-    /// The subscriber suspended with `continuation`: `subscriberSuspended`, with the usual
-    /// outcome (the continuation is stored) told apart from the rest. The storage's path.
+    /// The slow path: the subscriber suspended with `continuation`. Either it is resumed at
+    /// once (an element arrived, it was cancelled, or the sequence ended in the meantime) or
+    /// the continuation is stored until an element or terminal event arrives: the usual
+    /// outcome, told apart so that it builds no `Effects`. `report`: see
+    /// `read(_:batch:report:)`.
     @inlinable
     mutating func subscriberWaiting(
         _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool

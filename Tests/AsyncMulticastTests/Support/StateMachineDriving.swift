@@ -72,6 +72,38 @@ extension Machine {
     }
 }
 
+// MARK: - Suspending, as effects
+
+extension MulticastStateMachine {
+    /// `subscriberWaiting`, with its outcome as the `Effects` the storage would perform: the
+    /// suspended subscriber is stored (nothing to perform but starting the upstream, if its
+    /// demand connects it), or resumed at once.
+    mutating func subscriberSuspended(
+        _ id: SubscriberID, continuation: SubscriberContinuation, connectsOnDemand: Bool = false
+    ) -> Effects {
+        var report = ReadReport()
+        return self.subscriberSuspended(
+            id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
+    }
+
+    /// `subscriberSuspended(_:continuation:connectsOnDemand:)` with a report; see
+    /// `read(_:batch:report:)`.
+    mutating func subscriberSuspended(
+        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool
+    ) -> Effects {
+        let outcome = self.subscriberWaiting(
+            id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
+        switch outcome {
+        case .stored(let startUpstream):
+            var effects = Effects()
+            effects.startUpstream = startUpstream
+            return effects
+        case .resumed(let effects):
+            return effects
+        }
+    }
+}
+
 // MARK: - Performing effects, and a running machine
 
 extension MulticastStateMachine.Effects {
