@@ -135,13 +135,25 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
         if let element = self.batch.popFirst() {
             return .element(element)
         }
-        self.batch.removeAll()
         var report = ReadReport()
         let event: SharedEvent<Element>?
         do {
-            let element = try await self.subscription.storage.next(
-                self.subscription.id, batch: &self.batch.elements, report: &report,
-                connectsOnDemand: self.subscription.connectsOnDemand, isolation: actor)
+            let storage = self.subscription.storage
+            let element: Element?
+            let refill = storage.refill(
+                self.subscription.id, batch: &self.batch.elements, offersWhenCaughtUp: &self.batch.offersWhenCaughtUp,
+                report: &report, connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: actor == nil)
+            self.batch.nextIndex = 0
+            switch refill {
+            case .element(let ready):
+                element = ready
+            case .ended(let result):
+                element = try result.get()
+            case .mustWait:
+                element = try await storage.wait(
+                    self.subscription.id, report: &report, connectsOnDemand: self.subscription.connectsOnDemand,
+                    isolation: actor)
+            }
             event = element.map { .element($0) } ?? (report.evicted ? .evicted : nil)
         } catch {
             guard report.missed > 0 else { throw error }

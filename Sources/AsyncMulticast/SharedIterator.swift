@@ -63,11 +63,11 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     /// turned into ``SubscriberEvictedError`` when `Failure` can carry it.
     @inlinable
     mutating func refillBatch(mayWaitForOffers: Bool) -> MulticastStorage<Element, Failure>.Refill {
-        self.batch.removeAll()
         var report = ReadReport()
         let refill = self.subscription.storage.refill(
-            self.subscription.id, batch: &self.batch.elements, report: &report,
-            connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: mayWaitForOffers)
+            self.subscription.id, batch: &self.batch.elements, offersWhenCaughtUp: &self.batch.offersWhenCaughtUp,
+            report: &report, connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: mayWaitForOffers)
+        self.batch.nextIndex = 0
         if case .ended(.success(nil)) = refill, let error = Self.evictionError(report) {
             return .ended(.failure(error))
         }

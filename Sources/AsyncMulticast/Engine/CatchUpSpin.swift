@@ -77,6 +77,11 @@ struct CatchUpSpin: ~Copyable, Sendable {
         self.offers.wrappingAdd(1, ordering: .relaxed)
     }
 
+    /// The offers recorded so far (wrapping): a subscriber that compares two readings
+    /// learns whether anything was offered in between (`ElementBatch.offersWhenCaughtUp`).
+    @inlinable
+    var offerCount: Int { self.offers.load(ordering: .relaxed) }
+
     /// Waits while the producer keeps offering, until `batch` offers arrived (see the
     /// type's rules). Returns `true` if anything was offered meanwhile (read again before
     /// suspending), `false` if not, or at once if another subscriber holds the token.

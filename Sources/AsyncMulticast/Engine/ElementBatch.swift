@@ -15,6 +15,13 @@ struct ElementBatch<Element> {
     /// The next element to return.
     @usableFromInline
     var nextIndex = 0
+    /// Set when the read that filled the batch took every element produced so far: the
+    /// producers' offer count then (`CatchUpSpin.offerCount`). If the count has not moved
+    /// once the batch is used up, reading again would find nothing, and
+    /// `MulticastStorage.refill` says to wait at once, without the read (a lock
+    /// acquisition and a cancellation check).
+    @usableFromInline
+    var offersWhenCaughtUp: Int? = nil
 
     @inlinable
     init() {}
@@ -26,13 +33,6 @@ struct ElementBatch<Element> {
         let element = self.elements[self.nextIndex]
         self.nextIndex &+= 1
         return element
-    }
-
-    /// Empties the batch before it is refilled, keeping its capacity.
-    @inlinable
-    mutating func removeAll() {
-        self.elements.removeAll(keepingCapacity: true)
-        self.nextIndex = 0
     }
 }
 

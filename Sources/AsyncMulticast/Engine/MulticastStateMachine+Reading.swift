@@ -12,6 +12,10 @@ struct ReadReport: Sendable {
     /// The read ended the subscriber because it had been evicted (`.evicting`).
     @usableFromInline
     var evicted = false
+    /// The read took every element produced so far: the subscriber's cursor is at the
+    /// tail. Until something more is produced, its next read would find nothing.
+    @usableFromInline
+    var caughtUp = false
 
     @inlinable
     init() {}
@@ -88,6 +92,7 @@ extension MulticastStateMachine {
                 }
             }
             self.commit(taken, slot: slotIndex, lane: laneIndex)
+            report.caughtUp = position + taken == self.tail
             return .element(element)
         }
         if let terminal = self.terminal {

@@ -395,37 +395,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         self.transition { $0.subscriberLeft(id) }
     }
 
-    /// One subscriber's `next()`. Takes a ready element without suspending (`refill`);
-    /// otherwise suspends until an element or terminal event arrives or the task is
-    /// cancelled (`wait`).
-    ///
-    /// `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:connectsOnDemand:)`.
-    ///
-    /// `batch`: receives extra ready elements, in order; see
-    /// `MulticastStateMachine.read(_:batch:report:)`. It must arrive empty.
-    ///
-    /// `report`: what the subscriber missed just before the element (or end) returned, and
-    /// whether a `nil` means it was evicted.
-    @inlinable
-    func next(
-        _ id: SubscriberID,
-        batch: inout [Element],
-        report: inout ReadReport,
-        connectsOnDemand: Bool = false,
-        isolation actor: isolated (any Actor)?
-    ) async throws(Failure) -> Element? {
-        switch self.refill(
-            id, batch: &batch, report: &report, connectsOnDemand: connectsOnDemand, mayWaitForOffers: actor == nil)
-        {
-        case .element(let element):
-            return element
-        case .ended(let result):
-            return try result.get()
-        case .mustWait:
-            return try await self.wait(id, report: &report, connectsOnDemand: connectsOnDemand, isolation: actor)
-        }
-    }
-
     /// What `refill` found.
     @usableFromInline
     enum Refill {
@@ -438,15 +407,38 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case mustWait
     }
 
-    /// The synchronous part of `next()`: the subscriber's task was cancelled (it leaves),
-    /// or it takes what is ready, or there is nothing (after a brief catch-up wait if
-    /// `mayWaitForOffers`, see `CatchUpSpin`; the caller passes `false` on an actor).
+    /// The synchronous part of a subscriber's `next()`, once its batch is used up: the
+    /// subscriber's task was cancelled (it leaves), or it takes what is ready into `batch`,
+    /// or there is nothing (after a brief catch-up wait if `mayWaitForOffers`, see
+    /// `CatchUpSpin`; the caller passes `false` on an actor) and it must call `wait`.
     /// Synchronous so that an iterator refilling its batch pays for no async call.
+    ///
+    /// - `batch`: the elements of the subscriber's used-up batch (`ElementBatch.elements`).
+    ///   Emptied, keeping its capacity, then receives the ready elements after the one
+    ///   returned, in order (`MulticastStateMachine.read(_:batch:report:)`).
+    /// - `offersWhenCaughtUp`: set to the producers' offer count when this read took every
+    ///   element produced so far, else `nil` (`ElementBatch.offersWhenCaughtUp`). If that
+    ///   count has not moved by the next refill, that refill would find nothing: it
+    ///   returns `.mustWait` at once, without the lock or the cancellation check (`wait`
+    ///   reads under the lock and sees a cancellation too; a wrong guess costs a
+    ///   suspension that is resumed at once).
+    /// - `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:connectsOnDemand:)`.
+    /// - `report`: what the subscriber missed just before the element (or end) returned,
+    ///   and whether its end is an eviction.
     @inlinable
     func refill(
-        _ id: SubscriberID, batch: inout [Element], report: inout ReadReport, connectsOnDemand: Bool,
-        mayWaitForOffers: Bool
+        _ id: SubscriberID, batch: inout [Element], offersWhenCaughtUp: inout Int?, report: inout ReadReport,
+        connectsOnDemand: Bool, mayWaitForOffers: Bool
     ) -> Refill {
+        batch.removeAll(keepingCapacity: true)
+        // Read before the lock, not under it: it is a line every producer writes. An
+        // element produced after this read is counted after this load, so a count taken
+        // here never hides it; one counted late only costs a skip.
+        let offers = self.catchUp.offerCount
+        if let caughtUpOffers = offersWhenCaughtUp {
+            offersWhenCaughtUp = nil
+            if offers == caughtUpOffers { return .mustWait }
+        }
         if Task.isCancelled {
             self.unsubscribe(id)
             return .ended(.success(nil))
@@ -456,12 +448,15 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var lending: [Element]? = batch
         batch = []
         var (action, catchUpBatch) = self.takeNext(
-            id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand)
+            id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand,
+            offersBeforeRead: offers, offersWhenCaughtUp: &offersWhenCaughtUp)
         // Never on an actor's executor: an actor (the main actor) must not busy-wait.
         if let catchUpBatch, mayWaitForOffers, self.catchUp.waitForOffers(upTo: catchUpBatch) {
             // The producer offered elements while this subscriber waited for them: take
             // them without suspending (see `CatchUpSpin` for why and for the bounds).
-            (action, _) = self.takeNext(id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand)
+            (action, _) = self.takeNext(
+                id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand,
+                offersBeforeRead: self.catchUp.offerCount, offersWhenCaughtUp: &offersWhenCaughtUp)
         }
         batch = lending.take()!
         switch action {
@@ -475,7 +470,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    /// The asynchronous part of `next()`, after `refill` found nothing: suspends until an
+    /// The asynchronous part of a subscriber's `next()`, after `refill` found nothing: suspends until an
     /// element or terminal event arrives, or the task is cancelled (it then leaves, and
     /// this returns `nil` at once).
     @inlinable
@@ -523,11 +518,15 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// One read of `next()` under the lock; starts the upstream if this demand asks for it.
     /// `catchUpBatch`: nothing was ready and the upstream was not just started, and this
     /// subscriber may wait briefly for that many elements before suspending
-    /// (`MulticastStateMachine.catchUpBatch(for:)`, `CatchUpSpin`).
+    /// (`MulticastStateMachine.catchUpBatch(for:)`, `CatchUpSpin`). `offersWhenCaughtUp`:
+    /// set to `offersBeforeRead`, the producers' offer count read before this read, if the
+    /// read took every element produced so far; see `refill`.
     @inlinable
     func takeNext(
-        _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool
+        _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool,
+        offersBeforeRead: Int, offersWhenCaughtUp: inout Int?
     ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
+        offersWhenCaughtUp = nil
         let (action, catchUpBatch, change) = self.state.withLock { state -> (Machine.NextAction, Int?, CountChange?) in
             let action = state.machine.nextRequested(
                 id, batch: &batch, report: &report, connectsOnDemand: connectsOnDemand)
@@ -538,6 +537,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             case .suspend(nil):
                 return (action, state.machine.catchUpBatch(for: id), nil)
             case .element:
+                // Not for a subscriber that waits for offers: it must read to wait.
+                if report.caughtUp, state.machine.catchUpBatch(for: id) == nil {
+                    offersWhenCaughtUp = offersBeforeRead
+                }
                 return (action, nil, nil)
             case .terminal:
                 // The subscriber has left.
