@@ -114,9 +114,10 @@ struct CaughtUpReadTests {
         #expect(a.batch.offersWhenCaughtUp == counted)
         // Produced under the lock, as `offer` does, but not counted yet.
         let storage = subject.storage
-        var resuming: [MulticastStorage<Int, Never>.Machine.SubscriberContinuation] = []
+        typealias Storage = MulticastStorage<Int, Never>
+        var resuming: [Storage.Machine.SubscriberContinuation] = []
         _ = storage.state.withLock {
-            $0.machine.elementProduced(2, epoch: MulticastStorage<Int, Never>.pushEpoch, respectingBounds: false, resuming: &resuming)
+            $0.machine.elementProduced(2, epoch: Storage.pushEpoch, respectingBounds: false, resuming: &resuming)
         }
         #expect(resuming.isEmpty, "nobody was waiting")
         #expect(storage.catchUp.offerCount == counted, "the count has not moved")
