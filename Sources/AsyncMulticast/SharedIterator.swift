@@ -40,9 +40,10 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     /// under a dropping policy), as an `AsyncStream` returns what it buffered.
     @inlinable
     public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(Failure) -> Element? {
-        // Cancellation is observed when the batch is refilled (`MulticastStorage.refill`) and
-        // while waiting, not for every element taken: `Task.isCancelled` costs far more
-        // than popping an element.
+        // Cancellation is observed when the batch is used up (by `MulticastStorage.refill`,
+        // or by `wait`'s cancellation handler when the refill skips its read) and while
+        // waiting, not for every element taken: `Task.isCancelled` costs far more than
+        // popping an element.
         if let element = self.batch.popFirst() {
             return element
         }

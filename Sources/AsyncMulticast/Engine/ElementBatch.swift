@@ -17,9 +17,9 @@ struct ElementBatch<Element> {
     var nextIndex = 0
     /// Set when the read that filled the batch took every element produced so far: the
     /// producers' offer count then (`CatchUpSpin.offerCount`). If the count has not moved
-    /// once the batch is used up, reading again would find nothing, and
+    /// once the batch is used up, no element was counted since, and
     /// `MulticastStorage.refill` says to wait at once, without the read (a lock
-    /// acquisition and a cancellation check).
+    /// acquisition and a cancellation check): the wait reads under the lock anyway.
     @usableFromInline
     var offersWhenCaughtUp: Int? = nil
 

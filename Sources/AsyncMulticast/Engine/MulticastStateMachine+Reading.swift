@@ -13,7 +13,8 @@ struct ReadReport: Sendable {
     @usableFromInline
     var evicted = false
     /// The read took every element produced so far: the subscriber's cursor is at the
-    /// tail. Until something more is produced, its next read would find nothing.
+    /// tail. Until another element is produced, its next read finds no element (it may
+    /// still find the end, an error or an eviction).
     @usableFromInline
     var caughtUp = false
 

@@ -417,11 +417,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ///   Emptied, keeping its capacity, then receives the ready elements after the one
     ///   returned, in order (`MulticastStateMachine.read(_:batch:report:)`).
     /// - `offersWhenCaughtUp`: set to the producers' offer count when this read took every
-    ///   element produced so far, else `nil` (`ElementBatch.offersWhenCaughtUp`). If that
-    ///   count has not moved by the next refill, that refill would find nothing: it
-    ///   returns `.mustWait` at once, without the lock or the cancellation check (`wait`
-    ///   reads under the lock and sees a cancellation too; a wrong guess costs a
-    ///   suspension that is resumed at once).
+    ///   element produced so far and the subscriber would not wait for offers here, else
+    ///   `nil` (`ElementBatch.offersWhenCaughtUp`). If that count has not moved by the next
+    ///   refill, no element was counted since, and that refill returns `.mustWait` at once,
+    ///   without the cancellation check, the lock and the read. This is safe whatever the
+    ///   count says, because `wait` reads again under the lock before it stores the
+    ///   continuation: it returns an element that arrived uncounted, the end, an error or
+    ///   an eviction at once, and its cancellation handler removes a cancelled subscriber
+    ///   before that read. The count only decides how often that happens.
     /// - `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:connectsOnDemand:)`.
     /// - `report`: what the subscriber missed just before the element (or end) returned,
     ///   and whether its end is an eviction.
@@ -432,8 +435,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ) -> Refill {
         batch.removeAll(keepingCapacity: true)
         // Read before the lock, not under it: it is a line every producer writes. An
-        // element produced after this read is counted after this load, so a count taken
-        // here never hides it; one counted late only costs a skip.
+        // element produced after the read below is counted after this load, so a count
+        // taken here never leads to a wrong skip for it; an element read below but counted
+        // after this load moves the count, which only costs a skip that could have been.
         let offers = self.catchUp.offerCount
         if let caughtUpOffers = offersWhenCaughtUp {
             offersWhenCaughtUp = nil
@@ -449,14 +453,15 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         batch = []
         var (action, catchUpBatch) = self.takeNext(
             id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand,
-            offersBeforeRead: offers, offersWhenCaughtUp: &offersWhenCaughtUp)
+            mayWaitForOffers: mayWaitForOffers, offersBeforeRead: offers, offersWhenCaughtUp: &offersWhenCaughtUp)
         // Never on an actor's executor: an actor (the main actor) must not busy-wait.
         if let catchUpBatch, mayWaitForOffers, self.catchUp.waitForOffers(upTo: catchUpBatch) {
             // The producer offered elements while this subscriber waited for them: take
             // them without suspending (see `CatchUpSpin` for why and for the bounds).
             (action, _) = self.takeNext(
                 id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand,
-                offersBeforeRead: self.catchUp.offerCount, offersWhenCaughtUp: &offersWhenCaughtUp)
+                mayWaitForOffers: mayWaitForOffers, offersBeforeRead: self.catchUp.offerCount,
+                offersWhenCaughtUp: &offersWhenCaughtUp)
         }
         batch = lending.take()!
         switch action {
@@ -520,11 +525,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// subscriber may wait briefly for that many elements before suspending
     /// (`MulticastStateMachine.catchUpBatch(for:)`, `CatchUpSpin`). `offersWhenCaughtUp`:
     /// set to `offersBeforeRead`, the producers' offer count read before this read, if the
-    /// read took every element produced so far; see `refill`.
+    /// read took every element produced so far and the subscriber would not wait for
+    /// offers at its next refill; see `refill`.
     @inlinable
     func takeNext(
         _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool,
-        offersBeforeRead: Int, offersWhenCaughtUp: inout Int?
+        mayWaitForOffers: Bool, offersBeforeRead: Int, offersWhenCaughtUp: inout Int?
     ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
         offersWhenCaughtUp = nil
         let (action, catchUpBatch, change) = self.state.withLock { state -> (Machine.NextAction, Int?, CountChange?) in
@@ -537,8 +543,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             case .suspend(nil):
                 return (action, state.machine.catchUpBatch(for: id), nil)
             case .element:
-                // Not for a subscriber that waits for offers: it must read to wait.
-                if report.caughtUp, state.machine.catchUpBatch(for: id) == nil {
+                // Not for a subscriber that waits for offers (the sole one, off an actor):
+                // it must read to wait. One that remembers the count while others are there
+                // and is then left alone skips once, without that wait; harmless.
+                if report.caughtUp, !mayWaitForOffers || state.machine.catchUpBatch(for: id) == nil {
                     offersWhenCaughtUp = offersBeforeRead
                 }
                 return (action, nil, nil)

@@ -74,6 +74,18 @@ struct CaughtUpReadTests {
         #expect(a.batch.offersWhenCaughtUp == nil, "its refill may wait briefly for a busy producer (CatchUpSpin)")
     }
 
+    /// On an actor a subscriber never waits for offers (the main actor must not busy-wait),
+    /// so even the sole one remembers the count and skips its empty read.
+    @MainActor
+    @Test func aSoleSubscriberOnTheMainActorRemembersTheCount() async {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        var a = subject.makeAsyncIterator()
+        for element in 1...3 { subject.send(element) }
+        // As `for await` calls it on an actor; a plain `next()` runs off the actor.
+        #expect(await a.next(isolation: #isolation) == 1)
+        #expect(a.batch.offersWhenCaughtUp == 3)
+    }
+
     @Test func aSubscriberStoppedByItsBatchLimitDoesNotSkip() async {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(4))
         var a = subject.makeAsyncIterator()
