@@ -1,0 +1,672 @@
+// Attacks on the skipped read after catching up (`ElementBatch.offersWhenCaughtUp`): every
+// producer path must count its offers, a skip forced by an offer not counted yet must give
+// the subscriber exactly what a read would have (elements, `missed`, `evicted`, the end),
+// on every policy and per-subscriber view, on an actor too, and across the count's wrap-around.
+
+import Synchronization
+import Testing
+
+@testable import AsyncMulticast
+
+extension SharedIterator where Failure == Never {
+    /// The next `count` elements (fewer if the sequence ends first).
+    fileprivate mutating func take(_ count: Int) async -> [Element] {
+        var elements: [Element] = []
+        while elements.count < count, let element = await self.next() { elements.append(element) }
+        return elements
+    }
+}
+
+extension MulticastStorage {
+    /// `offer` as a producer preempted between releasing the lock and counting its offer:
+    /// the element is produced (and the waiting subscribers are resumed with it), but the
+    /// offer count has not moved. A subscriber that caught up then skips its read.
+    func offerUncounted(_ element: Element) {
+        var resuming: [Machine.SubscriberContinuation] = []
+        _ = self.state.withLock {
+            $0.machine.elementProduced(element, epoch: Self.pushEpoch, respectingBounds: false, resuming: &resuming)
+        }
+        for continuation in resuming { continuation.resume(returning: .success(element)) }
+    }
+}
+
+/// A subscriber isolated to an actor: its `next()` runs with `isolation` = the actor
+/// (no catch-up spin, `withUnsafeContinuation(isolation:)`).
+private actor ActorReader {
+    private var iterator: SharedIterator<Int, Never>?
+
+    init(_ subject: AsyncPassthroughSubject<Int, Never>) {
+        self.iterator = subject.makeAsyncIterator()
+    }
+
+    func next() async -> Int? {
+        var iterator = self.iterator.take()!
+        defer { self.iterator = iterator }
+        return await iterator.next(isolation: self)
+    }
+
+    /// Reads until `last`, sending `element + 1` into `subject` after each element below it.
+    func echo(_ subject: AsyncPassthroughSubject<Int, Never>, upTo last: Int) async -> [Int] {
+        var received: [Int] = []
+        while let element = await self.next() {
+            received.append(element)
+            if element < last { subject.send(element + 1) } else { break }
+        }
+        return received
+    }
+
+    var remembered: Int? { self.iterator?.batch.offersWhenCaughtUp }
+}
+
+@Suite("Skipping the read after catching up: attacks", .timeLimit(.minutes(2)))
+struct CaughtUpReadAttackTests {
+    // MARK: A forced skip gives what a read gives
+
+    static let policies: [SharedBufferingPolicy] = [
+        .unbounded, .bounded(1), .bounded(4), .bufferingNewest(1), .bufferingNewest(3), .bufferingOldest(1),
+        .bufferingOldest(2), .evicting(1), .evicting(2), .evicting(5),
+    ]
+
+    /// Subscriber `a` (a `.buffering(policy)` view's events, beside a default-lane subscriber
+    /// `b`) catches up, then `burst` elements are produced and the subject finishes. With
+    /// `counted` false the offers are not counted, so `a`'s next refill skips its read and
+    /// `wait` reads instead.
+    static func scenario(
+        _ policy: SharedBufferingPolicy, burst: Int, counted: Bool
+    ) async -> (events: [SharedEvent<Int>], skipped: Bool, other: [Int]) {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        var a = subject.buffering(policy).events().makeAsyncIterator()
+        var b = subject.makeAsyncIterator()
+        subject.send(0)
+        var events: [SharedEvent<Int>] = []
+        events.append(await a.next()!)
+        let remembered = a.batch.offersWhenCaughtUp
+        for element in 1...burst {
+            if counted { subject.send(element) } else { subject.storage.offerUncounted(element) }
+        }
+        let skipped = remembered != nil && remembered == subject.storage.catchUp.offerCount
+        subject.finish()
+        while let event = await a.next() { events.append(event) }
+        var other: [Int] = []
+        while let element = await b.next() { other.append(element) }
+        #expect(subject.storage.invariantViolation == nil)
+        return (events, skipped, other)
+    }
+
+    @Test("a skip forced by uncounted offers reports the same events as a read", arguments: policies, [1, 2, 3, 6])
+    func aForcedSkipReportsWhatAReadWould(_ policy: SharedBufferingPolicy, burst: Int) async throws {
+        try await withTimeout {
+            let read = await Self.scenario(policy, burst: burst, counted: true)
+            let skip = await Self.scenario(policy, burst: burst, counted: false)
+            #expect(skip.skipped, "a caught up on 0 and nothing was counted since: its refill skips")
+            #expect(!read.skipped)
+            #expect(skip.events == read.events)
+            #expect(skip.other == Array(0...burst))
+            #expect(read.other == Array(0...burst))
+            #expect(read.events.first == .element(0))
+        }
+    }
+
+    @Test func aForcedSkipStillReportsTheMissedElementsOfBufferingNewest() async throws {
+        let skip = await Self.scenario(.bufferingNewest(1), burst: 3, counted: false)
+        #expect(skip.skipped)
+        #expect(skip.events == [.element(0), .missed(2), .element(3)])
+    }
+
+    @Test func aForcedSkipStillReportsTheEviction() async throws {
+        let skip = await Self.scenario(.evicting(2), burst: 3, counted: false)
+        #expect(skip.skipped)
+        #expect(skip.events == [.element(0), .evicted])
+    }
+
+    /// Through `SharedIterator.waitForElement`: an eviction found by `wait` (not by a read)
+    /// is still thrown when `Failure` can carry it.
+    @Test func anEvictionFoundByTheWaitAfterASkipIsThrown() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, any Error>(buffering: .evicting(2))
+            var a = subject.makeAsyncIterator()
+            var b = subject.buffering(.unbounded).makeAsyncIterator()  // not evicted
+            subject.send(0)
+            let first = try await a.next()
+            #expect(first == 0)
+            #expect(a.batch.offersWhenCaughtUp == subject.storage.catchUp.offerCount)
+            for element in 1...3 { subject.storage.offerUncounted(element) }
+            await #expect(throws: SubscriberEvictedError.self) { _ = try await a.next() }
+            #expect(subject.subscriberCount == 1, "a left")
+            let other = try await b.next()
+            #expect(other == 0)
+        }
+    }
+
+    // MARK: Every producer path counts its offers
+
+    enum ProducerPath: String, Sendable, CaseIterable, CustomStringConvertible {
+        case send, sendWaitingForRoom, sendContentsOf, currentValueSet, currentValueUpdate, replaySend
+        case sharedSourceEmitter, shareUpstream
+        var description: String { self.rawValue }
+    }
+
+    /// Two subscribers; `a` catches up on 1, then 2 is produced through `path`. If the path
+    /// counts its offer, `a`'s next refill reads (and remembers the count again); had it
+    /// skipped, `wait` would return the element and leave the count unremembered.
+    @Test("an offer through every producer path moves the count", arguments: ProducerPath.allCases)
+    func everyProducerPathMovesTheCount(_ path: ProducerPath) async throws {
+        try await withTimeout {
+            switch path {
+            case .send, .sendWaitingForRoom, .sendContentsOf:
+                let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
+                var a = subject.makeAsyncIterator()
+                var b = subject.makeAsyncIterator()
+                subject.send(1)
+                #expect(await a.next() == 1)
+                #expect(a.batch.offersWhenCaughtUp == 1)
+                switch path {
+                case .send: subject.send(2)
+                case .sendWaitingForRoom: await subject.send(waitingForRoom: 2)
+                default: await subject.send(contentsOf: [2].async)
+                }
+                #expect(await a.next() == 2)
+                #expect(a.batch.offersWhenCaughtUp == 2, "read, not waited for")
+                #expect(await b.next() == 1)
+                #expect(await b.next() == 2)
+            case .currentValueSet, .currentValueUpdate:
+                let subject = AsyncCurrentValueSubject<Int, Never>(1, buffering: .unbounded)
+                var a = subject.makeAsyncIterator()
+                var b = subject.makeAsyncIterator()
+                #expect(await a.next() == 1)
+                #expect(a.batch.offersWhenCaughtUp == subject.storage.catchUp.offerCount)
+                if path == .currentValueSet { subject.value = 2 } else { subject.update { $0 + 1 } }
+                #expect(await a.next() == 2)
+                #expect(a.batch.offersWhenCaughtUp == subject.storage.catchUp.offerCount, "read, not waited for")
+                #expect(await b.next() == 1)
+                #expect(await b.next() == 2)
+            case .replaySend:
+                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+                subject.send(0)
+                var a = subject.makeAsyncIterator()
+                var b = subject.makeAsyncIterator()
+                #expect(await a.next() == 0, "replayed")
+                subject.send(1)
+                #expect(await a.next() == 1)
+                #expect(a.batch.offersWhenCaughtUp == 2)
+                subject.send(2)
+                #expect(await a.next() == 2)
+                #expect(a.batch.offersWhenCaughtUp == 3, "read, not waited for")
+                #expect(await b.take(3) == [0, 1, 2])
+            case .sharedSourceEmitter:
+                let emitter = Lock<AsyncSharedSource<Int, Never>.Emitter?>(nil)
+                let source = AsyncSharedSource<Int, Never> { sessionEmitter in
+                    emitter.withLock { $0 = sessionEmitter }
+                    return {}
+                }
+                let a = SubscriberBox(source.makeAsyncIterator())
+                var b = source.makeAsyncIterator()
+                let first = a.startNext()  // starts the session
+                try await waitUntil("session started") { emitter.withLock { $0 } != nil }
+                try await waitUntil("a waiting") { source.storage.waitingCount == 1 }
+                emitter.withLock { $0 }!.send(1)
+                #expect(await first.value == 1)
+                #expect(await b.next() == 1)
+                #expect(b.batch.offersWhenCaughtUp == 1)
+                emitter.withLock { $0 }!.send(2)
+                #expect(await b.next() == 2)
+                #expect(b.batch.offersWhenCaughtUp == 2, "read, not waited for")
+                emitter.withLock { $0 }!.finish()
+                #expect(await b.next() == nil)
+                #expect(await a.next() == 2)
+                #expect(await a.next() == nil)
+            case .shareUpstream:
+                let source = FedSource()
+                let shared = source.share()
+                var a = shared.makeAsyncIterator()
+                let b = SubscriberBox(shared.makeAsyncIterator())
+                let first = b.startNext()  // starts the upstream
+                await source.control.waitForStart(of: 0)
+                try await shared.waitForWaiting(1)
+                source.control.yield(1)
+                #expect(await first.value == 1)
+                try await waitUntil("1 counted") { shared.storage.catchUp.offerCount == 1 }
+                #expect(await a.next() == 1)
+                #expect(a.batch.offersWhenCaughtUp == 1)
+                source.control.yield(2)
+                try await waitUntil("2 counted") { shared.storage.catchUp.offerCount == 2 }
+                #expect(await a.next() == 2)
+                #expect(a.batch.offersWhenCaughtUp == 2, "read, not waited for")
+                source.control.finish()
+                #expect(await a.next() == nil)
+                #expect(await b.next() == 2)
+                #expect(await b.next() == nil)
+            }
+        }
+    }
+
+    // MARK: Wrap-around
+
+    @Test func theCountWrapsAroundWithoutHidingAnOffer() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            let storage = subject.storage
+            storage.catchUp.offers.store(Int.max - 1, ordering: .relaxed)
+            let a = SubscriberBox(subject.makeAsyncIterator())
+            var b = subject.makeAsyncIterator()
+            subject.send(1)
+            #expect(storage.catchUp.offerCount == Int.max)
+            #expect(await a.next() == 1)
+            subject.send(2)
+            #expect(storage.catchUp.offerCount == Int.min, "wrapped")
+            #expect(await a.next() == 2)
+            // Caught up at Int.min; nothing offered since: the next call skips and waits.
+            let third = a.startNext()
+            try await waitUntil("a waiting") { storage.waitingCount == 1 }
+            subject.send(3)
+            #expect(await third.value == 3)
+            #expect(await b.take(3) == [1, 2, 3])
+        }
+    }
+
+    @Test func theRememberedCountAcrossTheWrapIsExact() async {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        subject.storage.catchUp.offers.store(Int.max - 1, ordering: .relaxed)
+        var a = subject.makeAsyncIterator()
+        let b = subject.makeAsyncIterator()
+        subject.send(1)
+        #expect(await a.next() == 1)
+        #expect(a.batch.offersWhenCaughtUp == Int.max)
+        subject.send(2)
+        #expect(await a.next() == 2, "Int.min != Int.max: it reads")
+        #expect(a.batch.offersWhenCaughtUp == Int.min)
+        withExtendedLifetime(b) {}
+    }
+
+    // MARK: Ends after catching up
+
+    @Test func aFailureOfTheShareUpstreamAfterCatchingUpIsThrown() async throws {
+        try await withTimeout {
+            let source = PushSource()
+            let shared = source.share()
+            let a = SubscriberBox(shared.makeAsyncIterator())
+            var b = shared.makeAsyncIterator()
+            let first = Task { try await a.next() }
+            try await shared.waitForWaiting(1)
+            source.yield(1)
+            #expect(try await first.value == 1)
+            try await waitUntil("1 counted") { shared.storage.catchUp.offerCount == 1 }
+            #expect(try await b.next() == 1)
+            #expect(b.batch.offersWhenCaughtUp == 1)
+            source.fail(.boom)  // an end is no offer: b's next refill skips
+            await #expect(throws: TestError.boom) { _ = try await b.next() }
+            await #expect(throws: TestError.boom) { _ = try await a.next() }
+        }
+    }
+
+    @Test func cancellingAMulticastConnectionEndsACaughtUpSubscriber() async throws {
+        try await withTimeout {
+            let source = FedSource()
+            let multicast = source.multicast()
+            var a = multicast.makeAsyncIterator()
+            var b = multicast.makeAsyncIterator()
+            let connection = multicast.connect()
+            await source.control.waitForStart(of: 0)
+            source.control.yield(1)
+            try await waitUntil("1 counted") { multicast.storage.catchUp.offerCount == 1 }
+            #expect(await a.next() == 1)
+            #expect(a.batch.offersWhenCaughtUp == 1)
+            connection.cancel()
+            #expect(await a.next() == nil, "skipped, and wait finds the end its connection left it")
+            #expect(await b.next() == 1)
+            #expect(await b.next() == nil)
+            // A new connection serves new subscribers; the ended one stays ended.
+            var c = multicast.makeAsyncIterator()
+            var d = multicast.makeAsyncIterator()
+            _ = multicast.connect()
+            await source.control.waitForStart(of: 1)
+            source.control.yield(2)
+            #expect(await c.next() == 2)
+            #expect(await d.next() == 2)
+            #expect(await a.next() == nil)
+        }
+    }
+
+    /// After the first connection was cancelled, autoconnecting subscribers read the replay
+    /// cache and catch up with the upstream idle: their next `next()` must connect it, which
+    /// the skipped read would have done and `wait` must do instead.
+    @Test func aCaughtUpAutoconnectingSubscriberStillConnectsOnDemand() async throws {
+        try await withTimeout {
+            let source = FedSource()
+            let multicast = source.multicast(replay: 2)
+            let connection = multicast.connect()
+            await source.control.waitForStart(of: 0)
+            source.control.yield(1, 2)
+            try await waitUntil("2 counted") { multicast.storage.catchUp.offerCount == 2 }
+            connection.cancel()
+            let auto = multicast.autoconnect()
+            var first = auto.makeAsyncIterator()
+            var b = auto.makeAsyncIterator()
+            #expect(await first.next() == 1)
+            #expect(await first.next() == 2)
+            #expect(first.batch.offersWhenCaughtUp == 2, "caught up on the replay cache")
+            #expect(multicast.storage.upstreamState == .idle)
+            let a = SubscriberBox(first)
+            let third = a.startNext()
+            await source.control.waitForStart(of: 1)
+            try await waitUntil("a waiting") { multicast.storage.waitingCount == 1 }
+            source.control.yield(3)
+            #expect(await third.value == 3)
+            #expect(await b.take(3) == [1, 2, 3])
+        }
+    }
+
+    /// `replay(_:)` whose cache outlived its stopped upstream: subscribers joining while it
+    /// is idle catch up on the cache without starting it; the next `next()` must start it,
+    /// which the skipped read would have done and `wait` must do instead.
+    @Test func aCaughtUpReplaySubscriberStillStartsTheIdleUpstream() async throws {
+        try await withTimeout {
+            let source = FedSource()
+            let shared = source.replay(2, replayExpiration: .seconds(Int64.max))
+            let firstSession = Task {
+                var iterator = shared.makeAsyncIterator()
+                return await iterator.take(2)
+            }
+            await source.control.waitForStart(of: 0)
+            source.control.yield(1, 2)
+            #expect(await firstSession.value == [1, 2])
+            try await waitUntil("the upstream stopped with the last subscriber") {
+                shared.subscriberCount == 0 && shared.storage.upstreamState == .idle
+            }
+            #expect(shared.replayCache == [1, 2])
+            var joining = shared.makeAsyncIterator()
+            var b = shared.makeAsyncIterator()
+            #expect(await joining.next() == 1, "replayed")
+            #expect(await joining.next() == 2)
+            #expect(joining.batch.offersWhenCaughtUp == 2, "caught up on the cache")
+            #expect(shared.storage.upstreamState == .idle)
+            let a = SubscriberBox(joining)
+            let third = a.startNext()
+            await source.control.waitForStart(of: 1)
+            try await waitUntil("a waiting") { shared.storage.waitingCount == 1 }
+            source.control.yield(3)
+            #expect(await third.value == 3)
+            #expect(await b.take(3) == [1, 2, 3])
+        }
+    }
+
+    // MARK: Who skips
+
+    /// `a` remembered the count while `b` was there; `b` leaves, so `a` is now the sole
+    /// subscriber that would have waited for offers. Its skip goes to `wait`, which still
+    /// receives the next element.
+    @Test func aSubscriberLeftAloneAfterRememberingStillGetsTheNextElement() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            var first = subject.makeAsyncIterator()
+            let b = SubscriberBox(subject.makeAsyncIterator())
+            subject.send(1)
+            #expect(await first.next() == 1)
+            #expect(first.batch.offersWhenCaughtUp == 1)
+            let a = SubscriberBox(first)
+            b.release()
+            #expect(subject.subscriberCount == 1)
+            let second = a.startNext()
+            try await waitUntil("a waiting") { subject.storage.waitingCount == 1 }
+            subject.send(2)
+            #expect(await second.value == 2)
+            let third = a.startNext()
+            try await waitUntil("a waiting again") { subject.storage.waitingCount == 1 }
+            third.cancel()
+            #expect(await third.value == nil)
+            #expect(subject.subscriberCount == 0)
+        }
+    }
+
+    // MARK: On an actor
+
+    @Test func anActorIsolatedSubscriberSkipsAndIsStillServed() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            let reader = ActorReader(subject)
+            var b = subject.makeAsyncIterator()
+            subject.send(1)
+            #expect(await reader.next() == 1)
+            #expect(await reader.remembered == 1)
+            // Waits (skipped read) on the actor, resumed by a send from elsewhere.
+            let second = Task { await reader.next() }
+            try await waitUntil("reader waiting") { subject.storage.waitingCount == 1 }
+            subject.send(2)
+            #expect(await second.value == 2)
+            // An offer not counted yet: the skip is wrong, `wait` finds it at once.
+            subject.send(3)
+            #expect(await reader.next() == 3)
+            #expect(await reader.remembered == 3)
+            subject.storage.offerUncounted(4)
+            #expect(await reader.next() == 4)
+            // The end, after catching up.
+            subject.finish()
+            #expect(await reader.next() == nil)
+            #expect(await b.take(5) == [1, 2, 3, 4])
+        }
+    }
+
+    @Test func aCancelledActorIsolatedSubscriberLeavesPromptly() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            let reader = ActorReader(subject)
+            let b = subject.makeAsyncIterator()
+            subject.send(1)
+            #expect(await reader.next() == 1)
+            #expect(await reader.remembered == 1)
+            // Cancelled before it calls: the skip goes to `wait`, which sees the cancellation.
+            let cancelledFirst = Task {
+                withUnsafeCurrentTask { $0?.cancel() }
+                return await reader.next()
+            }
+            #expect(await cancelledFirst.value == nil)
+            #expect(subject.subscriberCount == 1, "it left")
+            withExtendedLifetime(b) {}
+        }
+    }
+
+    @Test func aCancelledWaitingActorIsolatedSubscriberLeavesPromptly() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            let reader = ActorReader(subject)
+            let b = subject.makeAsyncIterator()
+            subject.send(1)
+            #expect(await reader.next() == 1)
+            let waiting = Task { await reader.next() }
+            try await waitUntil("reader waiting") { subject.storage.waitingCount == 1 }
+            waiting.cancel()
+            #expect(await waiting.value == nil)
+            #expect(subject.subscriberCount == 1, "it left")
+            withExtendedLifetime(b) {}
+        }
+    }
+
+    // MARK: Echoing into the same subject
+
+    @Test func aSubscriberEchoingIntoItsSubjectReadsItsOwnEcho() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            var a = subject.makeAsyncIterator()
+            var b = subject.makeAsyncIterator()
+            subject.send(0)
+            var received: [Int] = []
+            var reads = 0
+            while let element = await a.next() {
+                received.append(element)
+                if a.batch.offersWhenCaughtUp != nil { reads += 1 }
+                if element == 100 { break }
+                subject.send(element + 1)
+            }
+            #expect(received == Array(0...100))
+            #expect(reads == 101, "each echo moved the count: every refill read")
+            subject.finish()
+            var other: [Int] = []
+            while let element = await b.next() { other.append(element) }
+            #expect(other == Array(0...100))
+        }
+    }
+
+    @Test func anActorIsolatedEchoBesideAConcurrentReader() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            let reader = ActorReader(subject)
+            let b = SubscriberBox(subject.makeAsyncIterator())
+            let other = Task {
+                var out: [Int] = []
+                while let element = await b.next() { out.append(element) }
+                return out
+            }
+            subject.send(0)
+            #expect(await reader.echo(subject, upTo: 2_000) == Array(0...2_000))
+            subject.finish()
+            #expect(await other.value == Array(0...2_000))
+        }
+    }
+
+    /// An echo through `send(waitingForRoom:)` under `.bounded(2)`: the echo waits for the
+    /// other subscriber, which reads concurrently.
+    @Test func anEchoWaitingForRoomBesideAConcurrentReader() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
+            var a = subject.makeAsyncIterator()
+            let b = SubscriberBox(subject.makeAsyncIterator())
+            let other = Task {
+                var out: [Int] = []
+                while let element = await b.next() { out.append(element) }
+                return out
+            }
+            subject.send(0)
+            var received: [Int] = []
+            while let element = await a.next() {
+                received.append(element)
+                if element == 1_000 { break }
+                await subject.send(waitingForRoom: element + 1)
+            }
+            #expect(received == Array(0...1_000))
+            subject.finish()
+            #expect(await other.value == Array(0...1_000))
+        }
+    }
+
+    // MARK: Concurrent producers and subscribers
+
+    /// A producer task against nonisolated and actor-isolated subscribers: each receives
+    /// every element once, in order, whatever the interleaving of counts and reads.
+    @Test(arguments: [SharedBufferingPolicy.unbounded, .bounded(4), .bounded(1)])
+    func everySubscriberReceivesEveryElementOnceInOrder(_ policy: SharedBufferingPolicy) async throws {
+        try await withTimeout {
+            let count = 20_000
+            let subject = AsyncPassthroughSubject<Int, Never>(buffering: policy)
+            let plain = (0..<2).map { _ in SubscriberBox(subject.makeAsyncIterator()) }
+            let reader = ActorReader(subject)
+            let start = Latch()
+            let readers = plain.map { box in
+                Task {
+                    await start.wait()
+                    var out: [Int] = []
+                    out.reserveCapacity(count)
+                    while let element = await box.next() { out.append(element) }
+                    return out
+                }
+            }
+            let onActor = Task {
+                await start.wait()
+                var out: [Int] = []
+                while let element = await reader.next() { out.append(element) }
+                return out
+            }
+            let producer = Task {
+                await start.wait()
+                for element in 0..<count { await subject.send(waitingForRoom: element) }
+                subject.finish()
+            }
+            start.release()
+            await producer.value
+            for task in readers { #expect(await task.value == Array(0..<count)) }
+            #expect(await onActor.value == Array(0..<count))
+        }
+    }
+
+    /// Lag reports under a race: what a `.bufferingNewest(4)` subscriber receives plus what
+    /// it is told it missed is exactly what was produced, in order.
+    @Test func lagReportsStayExactUnderARace() async throws {
+        try await withTimeout {
+            let count = 20_000
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            var events = subject.events(buffering: .bufferingNewest(4)).makeAsyncIterator()
+            let b = SubscriberBox(subject.makeAsyncIterator())
+            let start = Latch()
+            let other = Task {
+                await start.wait()
+                var n = 0
+                while await b.next() != nil { n += 1 }
+                return n
+            }
+            let producer = Task {
+                await start.wait()
+                for element in 0..<count {
+                    subject.send(element)
+                    if element % 64 == 0 { await Task.yield() }
+                }
+                subject.finish()
+            }
+            start.release()
+            var next = 0
+            var inOrder = true
+            while let event = await events.next() {
+                switch event {
+                case .element(let element):
+                    if element != next { inOrder = false }
+                    next = element + 1
+                case .missed(let missed):
+                    next += missed
+                case .evicted:
+                    Issue.record("no eviction under bufferingNewest")
+                }
+            }
+            await producer.value
+            #expect(inOrder, "every element is the one after the last plus what was missed")
+            #expect(next == count)
+            #expect(await other.value == count)
+        }
+    }
+
+    /// Subscribers cancelled at arbitrary points while a producer runs leave promptly: none
+    /// hangs, and each saw a gap-free prefix.
+    @Test func subscribersCancelledMidStreamLeavePromptly() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            let keeper = subject.makeAsyncIterator()
+            let boxes = (0..<8).map { _ in SubscriberBox(subject.makeAsyncIterator()) }
+            let progress = Tally()
+            let readers = boxes.map { box in
+                Task {
+                    var out: [Int] = []
+                    while let element = await box.next() {
+                        if out.isEmpty { progress.add() }
+                        out.append(element)
+                    }
+                    return out
+                }
+            }
+            let producer = Task {
+                var element = 0
+                while !Task.isCancelled {
+                    subject.send(element)
+                    element += 1
+                    if element % 16 == 0 { await Task.yield() }
+                }
+            }
+            await progress.wait(for: boxes.count, "every reader received something")
+            for task in readers { task.cancel() }
+            for task in readers {
+                let out = await task.value
+                #expect(out == Array(0..<out.count))
+            }
+            producer.cancel()
+            await producer.value
+            #expect(subject.subscriberCount == 1, "only the keeper is left")
+            withExtendedLifetime(keeper) {}
+        }
+    }
+}
