@@ -29,9 +29,12 @@ struct ElementBatch<Element> {
     /// The next element, or `nil` once every element was returned.
     @inlinable
     mutating func popFirst() -> Element? {
-        guard self.nextIndex < self.elements.count else { return nil }
-        let element = self.elements[self.nextIndex]
-        self.nextIndex &+= 1
+        let index = self.nextIndex
+        // Checked against the count here; the buffer's subscript checks nothing more.
+        guard let element = self.elements.withUnsafeBufferPointer({ index < $0.count ? $0[index] : nil }) else {
+            return nil
+        }
+        self.nextIndex = index &+ 1
         return element
     }
 }

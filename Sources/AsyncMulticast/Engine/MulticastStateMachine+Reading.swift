@@ -230,7 +230,7 @@ extension MulticastStateMachine {
     /// - No more than the producer can offer before it parks: a subscriber that caught up
     ///   holds nothing, so under `.bounded(n)` that is `n`, which for a small `n` is far
     ///   below `CatchUpSpin.batch`; waiting for more would always end by the quiet limit.
-    @inlinable
+    @inlinable @inline(__always)
     func catchUpBatch(for id: SubscriberID) -> Int? {
         guard self.subscriberCount == 1, let slotIndex = self.liveSlot(id), self.slots[slotIndex].lane != Slot.noLane
         else {
