@@ -417,8 +417,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ///   Emptied, keeping its capacity, then receives the ready elements after the one
     ///   returned, in order (`MulticastStateMachine.read(_:batch:report:)`).
     /// - `offersWhenCaughtUp`: set to the producers' offer count when this read took every
-    ///   element produced so far and the subscriber would not wait for offers here, else
-    ///   `nil` (`ElementBatch.offersWhenCaughtUp`). If that count has not moved by the next
+    ///   element produced so far and the subscriber skips empty reads
+    ///   (`MulticastStateMachine.skipsEmptyReads(for:mayWaitForOffers:)`), else `nil`
+    ///   (`ElementBatch.offersWhenCaughtUp`). If that count has not moved by the next
     ///   refill, no element was counted since, and that refill returns `.mustWait` at once,
     ///   without the cancellation check, the lock and the read. This is safe whatever the
     ///   count says, because `wait` reads again under the lock before it stores the
@@ -434,14 +435,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         connectsOnDemand: Bool, mayWaitForOffers: Bool
     ) -> Refill {
         batch.removeAll(keepingCapacity: true)
-        // Read before the lock, not under it: it is a line every producer writes. An
-        // element produced after the read below is counted after this load, so a count
-        // taken here never leads to a wrong skip for it; an element read below but counted
-        // after this load moves the count, which only costs a skip that could have been.
-        let offers = self.catchUp.offerCount
         if let caughtUpOffers = offersWhenCaughtUp {
             offersWhenCaughtUp = nil
-            if offers == caughtUpOffers { return .mustWait }
+            if self.catchUp.offerCount == caughtUpOffers { return .mustWait }
         }
         if Task.isCancelled {
             self.unsubscribe(id)
@@ -453,15 +449,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         batch = []
         var (action, catchUpBatch) = self.takeNext(
             id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand,
-            mayWaitForOffers: mayWaitForOffers, offersBeforeRead: offers, offersWhenCaughtUp: &offersWhenCaughtUp)
+            mayWaitForOffers: mayWaitForOffers, offersWhenCaughtUp: &offersWhenCaughtUp)
         // Never on an actor's executor: an actor (the main actor) must not busy-wait.
         if let catchUpBatch, mayWaitForOffers, self.catchUp.waitForOffers(upTo: catchUpBatch) {
             // The producer offered elements while this subscriber waited for them: take
             // them without suspending (see `CatchUpSpin` for why and for the bounds).
             (action, _) = self.takeNext(
                 id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand,
-                mayWaitForOffers: mayWaitForOffers, offersBeforeRead: self.catchUp.offerCount,
-                offersWhenCaughtUp: &offersWhenCaughtUp)
+                mayWaitForOffers: mayWaitForOffers, offersWhenCaughtUp: &offersWhenCaughtUp)
         }
         batch = lending.take()!
         switch action {
@@ -524,13 +519,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// `catchUpBatch`: nothing was ready and the upstream was not just started, and this
     /// subscriber may wait briefly for that many elements before suspending
     /// (`MulticastStateMachine.catchUpBatch(for:)`, `CatchUpSpin`). `offersWhenCaughtUp`:
-    /// set to `offersBeforeRead`, the producers' offer count read before this read, if the
-    /// read took every element produced so far and the subscriber would not wait for
-    /// offers at its next refill; see `refill`.
+    /// the producers' offer count, if the read took every element produced so far and the
+    /// subscriber skips empty reads; see `refill`.
     @inlinable
     func takeNext(
         _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool,
-        mayWaitForOffers: Bool, offersBeforeRead: Int, offersWhenCaughtUp: inout Int?
+        mayWaitForOffers: Bool, offersWhenCaughtUp: inout Int?
     ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
         offersWhenCaughtUp = nil
         let (action, catchUpBatch, change) = self.state.withLock { state -> (Machine.NextAction, Int?, CountChange?) in
@@ -543,11 +537,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             case .suspend(nil):
                 return (action, state.machine.catchUpBatch(for: id), nil)
             case .element:
-                // Not for a subscriber that waits for offers (the sole one, off an actor):
-                // it must read to wait. One that remembers the count while others are there
-                // and is then left alone skips once, without that wait; harmless.
-                if report.caughtUp, !mayWaitForOffers || state.machine.catchUpBatch(for: id) == nil {
-                    offersWhenCaughtUp = offersBeforeRead
+                // Read under the lock: an element produced after this read is counted after
+                // the producer released the lock, so after this load (an element read here
+                // but counted later moves the count: a skip missed, nothing worse).
+                if report.caughtUp, state.machine.skipsEmptyReads(for: id, mayWaitForOffers: mayWaitForOffers) {
+                    offersWhenCaughtUp = self.catchUp.offerCount
                 }
                 return (action, nil, nil)
             case .terminal:

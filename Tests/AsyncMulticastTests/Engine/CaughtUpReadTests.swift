@@ -55,7 +55,7 @@ struct CaughtUpReadTests {
     // MARK: When the iterator remembers the count
 
     @Test func aCaughtUpSubscriberRemembersTheOfferCount() async {
-        let subject = AsyncPassthroughSubject<Int, Never>()
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
         var a = subject.makeAsyncIterator()
         var b = subject.makeAsyncIterator()
         for element in 1...3 { subject.send(element) }
@@ -67,7 +67,7 @@ struct CaughtUpReadTests {
     }
 
     @Test func aSoleSubscriberDoesNotSkipTheReadItMayWaitForOffersIn() async {
-        let subject = AsyncPassthroughSubject<Int, Never>()
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
         var a = subject.makeAsyncIterator()
         for element in 1...3 { subject.send(element) }
         #expect(await a.next() == 1)
@@ -78,12 +78,27 @@ struct CaughtUpReadTests {
     /// so even the sole one remembers the count and skips its empty read.
     @MainActor
     @Test func aSoleSubscriberOnTheMainActorRemembersTheCount() async {
-        let subject = AsyncPassthroughSubject<Int, Never>()
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
         var a = subject.makeAsyncIterator()
         for element in 1...3 { subject.send(element) }
         // As `for await` calls it on an actor; a plain `next()` runs off the actor.
         #expect(await a.next(isolation: #isolation) == 1)
         #expect(a.batch.offersWhenCaughtUp == 3)
+    }
+
+    /// Where the producer never waits for room, a caught-up subscriber's next read usually
+    /// finds elements: reading the count would cost every refill a line the producer writes.
+    @Test(arguments: [
+        SharedBufferingPolicy.unbounded, .evicting(8), .bufferingNewest(8), .bufferingOldest(8),
+    ])
+    func aSubscriberWhoseProducerNeverWaitsForRoomDoesNotSkip(_ policy: SharedBufferingPolicy) async {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: policy)
+        var a = subject.makeAsyncIterator()
+        let b = subject.makeAsyncIterator()
+        subject.send(1)
+        #expect(await a.next() == 1)
+        #expect(a.batch.offersWhenCaughtUp == nil)
+        withExtendedLifetime(b) {}
     }
 
     @Test func aSubscriberStoppedByItsBatchLimitDoesNotSkip() async {
@@ -101,7 +116,7 @@ struct CaughtUpReadTests {
     // MARK: What still comes out right
 
     @Test func anElementOfferedAfterCatchingUpIsRead() async {
-        let subject = AsyncPassthroughSubject<Int, Never>()
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
         var a = subject.makeAsyncIterator()
         let b = subject.makeAsyncIterator()
         subject.send(1)
@@ -117,7 +132,7 @@ struct CaughtUpReadTests {
     /// the count in between guesses wrong: it waits, and `wait`, reading under the lock,
     /// finds the element at once.
     @Test func anElementProducedButNotYetCountedIsStillReturned() async {
-        let subject = AsyncPassthroughSubject<Int, Never>()
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
         var a = subject.makeAsyncIterator()
         let b = subject.makeAsyncIterator()
         subject.send(1)
@@ -139,7 +154,7 @@ struct CaughtUpReadTests {
     }
 
     @Test func theEndAfterCatchingUpIsReturned() async {
-        let subject = AsyncPassthroughSubject<Int, Never>()
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
         var a = subject.makeAsyncIterator()
         var b = subject.makeAsyncIterator()
         subject.send(1)
@@ -155,7 +170,7 @@ struct CaughtUpReadTests {
     /// instead, before it suspends.
     @Test func aCancelledCaughtUpSubscriberLeavesAtItsNextCall() async throws {
         try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>()
+            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
             var a = subject.makeAsyncIterator()
             var b = subject.makeAsyncIterator()
             subject.send(1)
@@ -176,7 +191,7 @@ struct CaughtUpReadTests {
 
     @Test func aWaitAfterTheSkippedReadIsHandedTheNextElement() async throws {
         try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>()
+            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
             var a = subject.makeAsyncIterator()
             let b = subject.makeAsyncIterator()
             subject.send(1)
