@@ -140,11 +140,10 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
         do {
             let storage = self.subscription.storage
             let element: Element?
-            let refill = storage.refill(
-                self.subscription.id, batch: &self.batch.elements, offersWhenCaughtUp: &self.batch.offersWhenCaughtUp,
-                report: &report, connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: actor == nil)
-            self.batch.nextIndex = 0
-            switch refill {
+            switch self.batch.refill(
+                from: storage, subscriber: self.subscription.id, report: &report,
+                connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: actor == nil)
+            {
             case .element(let ready):
                 element = ready
             case .ended(let result):

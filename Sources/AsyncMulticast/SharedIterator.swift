@@ -65,10 +65,9 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     @inlinable
     mutating func refillBatch(mayWaitForOffers: Bool) -> MulticastStorage<Element, Failure>.Refill {
         var report = ReadReport()
-        let refill = self.subscription.storage.refill(
-            self.subscription.id, batch: &self.batch.elements, offersWhenCaughtUp: &self.batch.offersWhenCaughtUp,
-            report: &report, connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: mayWaitForOffers)
-        self.batch.nextIndex = 0
+        let refill = self.batch.refill(
+            from: self.subscription.storage, subscriber: self.subscription.id, report: &report,
+            connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: mayWaitForOffers)
         if case .ended(.success(nil)) = refill, let error = Self.evictionError(report) {
             return .ended(.failure(error))
         }

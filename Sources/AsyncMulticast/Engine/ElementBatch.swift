@@ -39,4 +39,21 @@ struct ElementBatch<Element> {
     }
 }
 
+extension ElementBatch where Element: Sendable {
+    /// Refills the used-up batch from `storage` for subscriber `id`
+    /// (`MulticastStorage.refill`, which empties `elements` and sets `offersWhenCaughtUp`)
+    /// and starts returning from its first element.
+    @inlinable
+    mutating func refill<Failure: Error>(
+        from storage: MulticastStorage<Element, Failure>, subscriber id: SubscriberID, report: inout ReadReport,
+        connectsOnDemand: Bool, mayWaitForOffers: Bool
+    ) -> MulticastStorage<Element, Failure>.Refill {
+        let refill = storage.refill(
+            id, batch: &self.elements, offersWhenCaughtUp: &self.offersWhenCaughtUp, report: &report,
+            connectsOnDemand: connectsOnDemand, mayWaitForOffers: mayWaitForOffers)
+        self.nextIndex = 0
+        return refill
+    }
+}
+
 extension ElementBatch: Sendable where Element: Sendable {}
