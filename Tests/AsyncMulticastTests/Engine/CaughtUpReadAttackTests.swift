@@ -17,19 +17,6 @@ extension SharedIterator where Failure == Never {
     }
 }
 
-extension MulticastStorage {
-    /// `offer` as a producer preempted between releasing the lock and counting its offer:
-    /// the element is produced (and the waiting subscribers are resumed with it), but the
-    /// offer count has not moved. A subscriber that caught up then skips its read.
-    func offerUncounted(_ element: Element) {
-        var resuming: [Machine.SubscriberContinuation] = []
-        _ = self.state.withLock {
-            $0.machine.elementProduced(element, epoch: Self.pushEpoch, respectingBounds: false, resuming: &resuming)
-        }
-        for continuation in resuming { continuation.resume(returning: .success(element)) }
-    }
-}
-
 /// A subscriber isolated to an actor: its `next()` runs with `isolation` = the actor
 /// (no catch-up spin, `withUnsafeContinuation(isolation:)`).
 private actor ActorReader {

@@ -214,6 +214,20 @@ extension MulticastStorage {
     var producersWaitingForRoom: Int { self.state.withLock { $0.machine.parkedProducers.count } }
     /// Observers registered by `subscriberCounts` iterators and `waitForSubscribers(atLeast:)`.
     var countObserverCount: Int { self.state.withLock { $0.countObservers.count } }
+
+    /// `offer` as a producer preempted between releasing the lock and counting its offer:
+    /// the element is produced (and the waiting subscribers are resumed with it), but the
+    /// offer count has not moved, so a subscriber that caught up skips its read. Returns
+    /// how many waiting subscribers were resumed.
+    @discardableResult
+    func offerUncounted(_ element: Element) -> Int {
+        var resuming: [Machine.SubscriberContinuation] = []
+        _ = self.state.withLock {
+            $0.machine.elementProduced(element, epoch: Self.pushEpoch, respectingBounds: false, resuming: &resuming)
+        }
+        for continuation in resuming { continuation.resume(returning: .success(element)) }
+        return resuming.count
+    }
 }
 
 extension AsyncShareSequence {
