@@ -233,11 +233,7 @@ extension MulticastStateMachine {
     ///   alone skips once without that wait; harmless.
     @inlinable @inline(__always)
     func skipsEmptyReads(for id: SubscriberID, mayWaitForOffers: Bool) -> Bool {
-        guard let slotIndex = self.liveSlot(id), self.slots[slotIndex].lane != Slot.noLane,
-            self.lanes[Int(self.slots[slotIndex].lane)].bound != .max
-        else {
-            return false
-        }
+        guard let laneIndex = self.liveLane(of: id), self.lanes[laneIndex].bound != .max else { return false }
         return !mayWaitForOffers || self.catchUpBatch(for: id) == nil
     }
 
@@ -254,11 +250,8 @@ extension MulticastStateMachine {
     ///   below `CatchUpSpin.batch`; waiting for more would always end by the quiet limit.
     @inlinable @inline(__always)
     func catchUpBatch(for id: SubscriberID) -> Int? {
-        guard self.subscriberCount == 1, let slotIndex = self.liveSlot(id), self.slots[slotIndex].lane != Slot.noLane
-        else {
-            return nil
-        }
-        let lane = self.lanes[Int(self.slots[slotIndex].lane)]
+        guard self.subscriberCount == 1, let laneIndex = self.liveLane(of: id) else { return nil }
+        let lane = self.lanes[laneIndex]
         // Not on an evicting lane either: waiting unregistered, it could be evicted.
         guard lane.dropLimit < 0, lane.freezeLimit == 0, lane.evictLimit == 0 else { return nil }
         return Swift.min(CatchUpSpin.batch, lane.bound)

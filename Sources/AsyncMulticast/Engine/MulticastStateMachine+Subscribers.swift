@@ -109,6 +109,14 @@ extension MulticastStateMachine {
         return index
     }
 
+    /// The lane of subscriber `id`, if it is registered and still on a lane (not draining
+    /// what an ended connection left it, `Slot.noLane`).
+    @inlinable
+    func liveLane(of id: SubscriberID) -> Int? {
+        guard let slotIndex = self.liveSlot(id), self.slots[slotIndex].lane != Slot.noLane else { return nil }
+        return Int(self.slots[slotIndex].lane)
+    }
+
     /// Whether `id` still names a registered subscriber.
     @inlinable
     func isSubscribed(_ id: SubscriberID) -> Bool {
