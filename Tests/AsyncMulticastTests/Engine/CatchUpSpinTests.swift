@@ -51,8 +51,9 @@ struct CatchUpSpinTests {
         let elapsed = start.duration(to: clock.now)
         #expect(waited)
         #expect(elapsed >= CatchUpSpin.maxSpin, "neither the batch nor a quiet spell ended it")
-        // Only a guard against an unbounded wait; the bound itself is maxSpin (20 µs).
-        #expect(elapsed < .seconds(1), "took \(elapsed)")
+        // Only a hang guard, generous because a loaded machine may preempt the thread for
+        // seconds; the bound itself is maxSpin (20 µs).
+        #expect(elapsed < .seconds(30), "took \(elapsed)")
     }
 
     @Test func aCancelledTaskStopsWaiting() async {
