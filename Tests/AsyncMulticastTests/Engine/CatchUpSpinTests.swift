@@ -35,10 +35,18 @@ struct CatchUpSpinTests {
 
     @Test func itStopsAsSoonAsTheBatchArrived() {
         let spin = CatchUpSpin()
+        let clock = ContinuousClock()
+        let start = clock.now
         let waited = spin.waitForOffers(upTo: 5, eachRound: { spin.recordOffer() })
+        let elapsed = start.duration(to: clock.now)
         #expect(waited)
         let offers = spin.offers.load(ordering: .relaxed)
-        #expect(offers == 5, "one offer per round: it stopped after the fifth")
+        #expect(offers <= 5, "one offer per round: it never went on after the fifth")
+        // Five rounds take well under maxSpin (20 µs), unless the thread was preempted
+        // (other suites run beside this one): then the time bound rightly ended it first.
+        if elapsed < CatchUpSpin.maxSpin {
+            #expect(offers == 5, "one offer per round: it stopped after the fifth")
+        }
         let isTaken = spin.isTaken.load(ordering: .relaxed)
         #expect(!isTaken, "the token is released after a wait that saw offers too")
     }
