@@ -12,16 +12,20 @@ struct ElementBatch<Element> {
     /// The elements; the machine appends to it when the batch is refilled.
     @usableFromInline
     var elements: [Element] = []
-    /// The next element to return.
+    /// The next element to return. An `Int`, although a batch holds at most
+    /// `MulticastStateMachine.Lane.maxBatch` elements: a narrower index costs a
+    /// zero-extension for every element taken, for 8 bytes of iterator.
     @usableFromInline
     var nextIndex = 0
     /// Set when the read that filled the batch took every element produced so far: the
-    /// producers' offer count then (`CatchUpSpin.offerCount`). If the count has not moved
-    /// once the batch is used up, no element was counted since, and
+    /// producers' offer count then (`CatchUpSpin.offerCount`); 0 when not set. If the count
+    /// has not moved once the batch is used up, no element was counted since, and
     /// `MulticastStorage.refill` says to wait at once, without the read (a lock
     /// acquisition and a cancellation check): the wait reads under the lock anyway.
+    /// A count of 0 (at the start, or after 2³² offers) is never remembered: that
+    /// subscriber reads, as if it had not caught up.
     @usableFromInline
-    var offersWhenCaughtUp: Int? = nil
+    var offersWhenCaughtUp: UInt32 = 0
 
     @inlinable
     init() {}

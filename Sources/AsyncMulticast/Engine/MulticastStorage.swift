@@ -418,7 +418,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ///   returned, in order (`MulticastStateMachine.read(_:batch:report:)`).
     /// - `offersWhenCaughtUp`: set to the producers' offer count when this read took every
     ///   element produced so far and the subscriber skips empty reads
-    ///   (`MulticastStateMachine.skipsEmptyReads(for:mayWaitForOffers:)`), else `nil`
+    ///   (`MulticastStateMachine.skipsEmptyReads(for:mayWaitForOffers:)`), else 0
     ///   (`ElementBatch.offersWhenCaughtUp`). If that count has not moved by the next
     ///   refill, no element was counted since, and that refill returns `.mustWait` at once,
     ///   without the cancellation check, the lock and the read. This is safe whatever the
@@ -431,12 +431,13 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ///   and whether its end is an eviction.
     @inlinable
     func refill(
-        _ id: SubscriberID, batch: inout [Element], offersWhenCaughtUp: inout Int?, report: inout ReadReport,
+        _ id: SubscriberID, batch: inout [Element], offersWhenCaughtUp: inout UInt32, report: inout ReadReport,
         connectsOnDemand: Bool, mayWaitForOffers: Bool
     ) -> Refill {
         batch.removeAll(keepingCapacity: true)
-        if let caughtUpOffers = offersWhenCaughtUp {
-            offersWhenCaughtUp = nil
+        let caughtUpOffers = offersWhenCaughtUp
+        if caughtUpOffers != 0 {
+            offersWhenCaughtUp = 0
             if self.catchUp.offerCount == caughtUpOffers { return .mustWait }
         }
         if Task.isCancelled {
@@ -524,9 +525,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     func takeNext(
         _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool,
-        mayWaitForOffers: Bool, offersWhenCaughtUp: inout Int?
+        mayWaitForOffers: Bool, offersWhenCaughtUp: inout UInt32
     ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
-        offersWhenCaughtUp = nil
+        offersWhenCaughtUp = 0
         let (action, catchUpBatch, change) = self.state.withLock { state -> (Machine.NextAction, Int?, CountChange?) in
             let action = state.machine.nextRequested(
                 id, batch: &batch, report: &report, connectsOnDemand: connectsOnDemand)

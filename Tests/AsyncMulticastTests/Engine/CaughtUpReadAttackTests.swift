@@ -42,7 +42,7 @@ private actor ActorReader {
         return received
     }
 
-    var remembered: Int? { self.iterator?.batch.offersWhenCaughtUp }
+    var remembered: UInt32? { self.iterator?.batch.offersWhenCaughtUp }
 }
 
 @Suite("Skipping the read after catching up: attacks", .timeLimit(.minutes(2)))
@@ -71,7 +71,7 @@ struct CaughtUpReadAttackTests {
         for element in 1...burst {
             if counted { subject.send(element) } else { subject.storage.offerUncounted(element) }
         }
-        let skipped = remembered != nil && remembered == subject.storage.catchUp.offerCount
+        let skipped = remembered != 0 && remembered == subject.storage.catchUp.offerCount
         subject.finish()
         while let event = await a.next() { events.append(event) }
         var other: [Int] = []
@@ -217,16 +217,17 @@ struct CaughtUpReadAttackTests {
         try await withTimeout {
             let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
             let storage = subject.storage
-            storage.catchUp.offers.store(Int.max - 1, ordering: .relaxed)
+            storage.catchUp.offers.store(.max - 1, ordering: .relaxed)
             let a = SubscriberBox(subject.makeAsyncIterator())
             var b = subject.makeAsyncIterator()
             subject.send(1)
-            #expect(storage.catchUp.offerCount == Int.max)
+            #expect(storage.catchUp.offerCount == .max)
             #expect(await a.next() == 1)
             subject.send(2)
-            #expect(storage.catchUp.offerCount == Int.min, "wrapped")
+            #expect(storage.catchUp.offerCount == 0, "wrapped")
             #expect(await a.next() == 2)
-            // Caught up at Int.min; nothing offered since: the next call skips and waits.
+            // Caught up at 0, which is never remembered: the next call reads, finds nothing
+            // and waits.
             let third = a.startNext()
             try await waitUntil("a waiting") { storage.waitingCount == 1 }
             subject.send(3)
@@ -237,15 +238,18 @@ struct CaughtUpReadAttackTests {
 
     @Test func theRememberedCountAcrossTheWrapIsExact() async {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-        subject.storage.catchUp.offers.store(Int.max - 1, ordering: .relaxed)
+        subject.storage.catchUp.offers.store(.max - 1, ordering: .relaxed)
         var a = subject.makeAsyncIterator()
         let b = subject.makeAsyncIterator()
         subject.send(1)
         #expect(await a.next() == 1)
-        #expect(a.batch.offersWhenCaughtUp == Int.max)
+        #expect(a.batch.offersWhenCaughtUp == .max)
         subject.send(2)
-        #expect(await a.next() == 2, "Int.min != Int.max: it reads")
-        #expect(a.batch.offersWhenCaughtUp == Int.min)
+        #expect(await a.next() == 2, "0 != UInt32.max: it reads")
+        #expect(a.batch.offersWhenCaughtUp == 0, "a count of 0 is not remembered")
+        subject.send(3)
+        #expect(await a.next() == 3)
+        #expect(a.batch.offersWhenCaughtUp == 1, "remembered again past the wrap")
         withExtendedLifetime(b) {}
     }
 
@@ -464,7 +468,7 @@ struct CaughtUpReadAttackTests {
             var reads = 0
             while let element = await a.next() {
                 received.append(element)
-                if a.batch.offersWhenCaughtUp != nil { reads += 1 }
+                if a.batch.offersWhenCaughtUp != 0 { reads += 1 }
                 if element == 100 { break }
                 subject.send(element + 1)
             }

@@ -12,6 +12,16 @@ import Testing
 
 @Suite("Skipping the read after catching up")
 struct CaughtUpReadTests {
+    // MARK: The cost in the iterator
+
+    @Test func theRememberedCountTakesFourBytesOfAnIterator() {
+        // The subscription, the batch's elements and index, and the 32-bit count (0: not
+        // remembered): 28 bytes, 32 with padding (24 without the count).
+        #expect(MemoryLayout<ElementBatch<Int>>.size == 20)
+        #expect(MemoryLayout<AsyncShareSequence<AsyncStream<Int>>.AsyncIterator>.stride == 32)
+        #expect(MemoryLayout<AsyncPassthroughSubject<Int, Never>.AsyncIterator>.stride == 32)
+    }
+
     // MARK: The machine's report
 
     @Test func aReadThatTakesEverythingReportsCaughtUp() {
@@ -71,7 +81,7 @@ struct CaughtUpReadTests {
         var a = subject.makeAsyncIterator()
         for element in 1...3 { subject.send(element) }
         #expect(await a.next() == 1)
-        #expect(a.batch.offersWhenCaughtUp == nil, "its refill may wait briefly for a busy producer (CatchUpSpin)")
+        #expect(a.batch.offersWhenCaughtUp == 0, "its refill may wait briefly for a busy producer (CatchUpSpin)")
     }
 
     /// On an actor a subscriber never waits for offers (the main actor must not busy-wait),
@@ -97,7 +107,7 @@ struct CaughtUpReadTests {
         let b = subject.makeAsyncIterator()
         subject.send(1)
         #expect(await a.next() == 1)
-        #expect(a.batch.offersWhenCaughtUp == nil)
+        #expect(a.batch.offersWhenCaughtUp == 0)
         withExtendedLifetime(b) {}
     }
 
@@ -108,7 +118,7 @@ struct CaughtUpReadTests {
         for element in 1...4 { subject.send(element) }
         #expect(await a.next() == 1)
         #expect(a.batch.elements == [2, 3], "half the bound")
-        #expect(a.batch.offersWhenCaughtUp == nil, "4 is still ahead")
+        #expect(a.batch.offersWhenCaughtUp == 0, "4 is still ahead")
         for expected in 2...4 { #expect(await a.next() == expected) }
         #expect(await b.next() == 1)
     }
@@ -143,7 +153,7 @@ struct CaughtUpReadTests {
         #expect(subject.storage.offerUncounted(2) == 0, "nobody was waiting")
         #expect(subject.storage.catchUp.offerCount == counted, "the count has not moved")
         #expect(await a.next() == 2)
-        #expect(a.batch.offersWhenCaughtUp == nil, "the remembered count is used once")
+        #expect(a.batch.offersWhenCaughtUp == 0, "the remembered count is used once")
         withExtendedLifetime(b) {}
     }
 
@@ -153,7 +163,7 @@ struct CaughtUpReadTests {
         var b = subject.makeAsyncIterator()
         subject.send(1)
         #expect(await a.next() == 1)
-        #expect(a.batch.offersWhenCaughtUp != nil)
+        #expect(a.batch.offersWhenCaughtUp != 0)
         subject.finish()  // an end is no offer: the count stays
         #expect(await a.next() == nil)
         #expect(await b.next() == 1)
@@ -169,7 +179,7 @@ struct CaughtUpReadTests {
             var b = subject.makeAsyncIterator()
             subject.send(1)
             #expect(await a.next() == 1)
-            #expect(a.batch.offersWhenCaughtUp != nil)
+            #expect(a.batch.offersWhenCaughtUp != 0)
             let afterCancel = await Task { [a] in
                 var iterator = a
                 withUnsafeCurrentTask { $0?.cancel() }
