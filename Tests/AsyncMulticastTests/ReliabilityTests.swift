@@ -201,7 +201,10 @@ struct ReliabilityTests {
             var rest: [Int] = []
             while let element = await fresh.next() { rest.append(element) }
             #expect(rest == Array(1050..<(1050 + rest.count)), "drains the rest of the second iteration")
-            #expect(rest.count <= 2)
+            // At most the 2 of its bound, plus the 1 its iterator's batch may hold
+            // (`.bounded(2)` batches `min(2 / 2, 64)`), depending on how far ahead the
+            // producer was at its 50th read.
+            #expect(rest.count <= 3)
             #expect(multicast.subscriberCount == 0)
         }
     }

@@ -348,6 +348,9 @@ struct CaughtUpReadAttackTests {
             try await waitUntil("the upstream stopped with the last subscriber") {
                 shared.subscriberCount == 0 && shared.storage.upstreamState == .idle
             }
+            // The producer counts an offer after it released the lock, so possibly after
+            // the first session read it and left.
+            try await waitUntil("2 counted") { shared.storage.catchUp.offerCount == 2 }
             #expect(shared.replayCache == [1, 2])
             var joining = shared.makeAsyncIterator()
             var b = shared.makeAsyncIterator()

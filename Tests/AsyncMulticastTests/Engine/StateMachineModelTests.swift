@@ -144,13 +144,21 @@ struct Suspended<Value: Sendable>: Sendable {
         preconditionFailure("no continuation was handed over")
     }
 
-    /// Waits (a bounded number of yields) until the waiting task received its value.
+    /// Waits until the waiting task received its value; `nil` after 30 s (a hang guard: a
+    /// count of yields could run out while the resumed task waits for a thread).
     func value() async -> Value? {
-        for _ in 0..<20_000 {
+        let deadline = ContinuousClock.now + .seconds(30)
+        var polls = 0
+        while true {
             if let value = self.received.withLock({ $0 }) { return value }
-            await Task.yield()
+            if ContinuousClock.now > deadline { return nil }
+            polls += 1
+            if polls < 1_000 {
+                await Task.yield()
+            } else {
+                try? await Task.sleep(for: .milliseconds(1))
+            }
         }
-        return nil
     }
 }
 

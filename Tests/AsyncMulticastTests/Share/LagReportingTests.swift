@@ -294,10 +294,15 @@ struct LagReportingTests {
     func waitingSubscriberMissesNothing() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>()
         let joined = Signal<Void>()
+        // The client asks again only after the rest was sent: otherwise, resumed with 1 on
+        // the other core, it could be waiting again before 2 is sent, and receive it.
+        let sent = Latch()
         let client = Task { () -> [SharedEvent<Int>] in
             var events = subject.events(buffering: .bufferingNewest(0)).makeAsyncIterator()
             joined.send(())
             var received: [SharedEvent<Int>] = []
+            if let first = await events.next() { received.append(first) }
+            await sent.wait()
             while let event = await events.next() { received.append(event) }
             return received
         }
@@ -307,6 +312,7 @@ struct LagReportingTests {
         subject.send(2)  // it is not waiting any more: dropped
         subject.send(3)  // dropped
         subject.finish()
+        sent.release()
         #expect(await client.value == [.element(1), .missed(2)], "the count of what it missed comes before the end")
     }
 
