@@ -321,13 +321,8 @@ struct CaughtUpReadAttackTests {
             #expect(await first.next() == 2)
             #expect(first.batch.offersWhenCaughtUp == 2, "caught up on the replay cache")
             #expect(multicast.storage.upstreamState == .idle)
-            let a = SubscriberBox(first)
-            let third = a.startNext()
-            await source.control.waitForStart(of: 1)
-            try await waitUntil("a waiting") { multicast.storage.waitingCount == 1 }
-            source.control.yield(3)
-            #expect(await third.value == 3)
-            #expect(await b.take(3) == [1, 2, 3])
+            try await Self.expectTheNextCallStartsTheUpstream(
+                caughtUp: first, other: &b, source: source, storage: multicast.storage)
         }
     }
 
@@ -358,14 +353,26 @@ struct CaughtUpReadAttackTests {
             #expect(await joining.next() == 2)
             #expect(joining.batch.offersWhenCaughtUp == 2, "caught up on the cache")
             #expect(shared.storage.upstreamState == .idle)
-            let a = SubscriberBox(joining)
-            let third = a.startNext()
-            await source.control.waitForStart(of: 1)
-            try await waitUntil("a waiting") { shared.storage.waitingCount == 1 }
-            source.control.yield(3)
-            #expect(await third.value == 3)
-            #expect(await b.take(3) == [1, 2, 3])
+            try await Self.expectTheNextCallStartsTheUpstream(
+                caughtUp: joining, other: &b, source: source, storage: shared.storage)
         }
+    }
+
+    /// `caughtUp` read the cache `[1, 2]` while `source`'s upstream is idle, and `other` read
+    /// nothing. The next `next()` of `caughtUp` must start iteration 1 (the skipped read
+    /// would have; `wait` must instead), which delivers 3 to both.
+    private static func expectTheNextCallStartsTheUpstream(
+        caughtUp: consuming SharedIterator<Int, Never>, other: inout SharedIterator<Int, Never>,
+        source: FedSource, storage: MulticastStorage<Int, Never>,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let a = SubscriberBox(caughtUp)
+        let third = a.startNext()
+        await source.control.waitForStart(of: 1)
+        try await waitUntil("a waiting", sourceLocation: sourceLocation) { storage.waitingCount == 1 }
+        source.control.yield(3)
+        #expect(await third.value == 3, sourceLocation: sourceLocation)
+        #expect(await other.take(3) == [1, 2, 3], sourceLocation: sourceLocation)
     }
 
     // MARK: Who skips
