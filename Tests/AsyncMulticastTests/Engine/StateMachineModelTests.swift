@@ -144,21 +144,14 @@ struct Suspended<Value: Sendable>: Sendable {
         preconditionFailure("no continuation was handed over")
     }
 
-    /// Waits until the waiting task received its value; `nil` after 30 s (a hang guard: a
-    /// count of yields could run out while the resumed task waits for a thread).
+    /// Waits until the waiting task received its value; `nil` (and a recorded issue) after
+    /// 30 s, a hang guard: a count of yields could run out while the resumed task waits for
+    /// a thread.
     func value() async -> Value? {
-        let deadline = ContinuousClock.now + .seconds(30)
-        var polls = 0
-        while true {
-            if let value = self.received.withLock({ $0 }) { return value }
-            if ContinuousClock.now > deadline { return nil }
-            polls += 1
-            if polls < 1_000 {
-                await Task.yield()
-            } else {
-                try? await Task.sleep(for: .milliseconds(1))
-            }
+        try? await waitUntil("the resumed task to receive its value", seconds: 30) {
+            self.received.withLock { $0 } != nil
         }
+        return self.received.withLock { $0 }
     }
 }
 
