@@ -4,7 +4,9 @@
 /// (``SharedBufferingPolicy/bufferingNewest(_:)``, ``SharedBufferingPolicy/bufferingOldest(_:)``)
 /// dropped for this subscriber, and whether an ``SharedBufferingPolicy/evicting(_:)`` policy
 /// evicted it. Like tokio's `Lagged(n)`: the count arrives exactly where the gap is, between
-/// the last element before it and the first one after it.
+/// the last element before it and the first one after it. Returning `.missed` takes nothing
+/// from the subscriber's buffer, so the element after the gap may still be dropped (and the
+/// next event is another `.missed`): the subscriber never holds more than its limit.
 ///
 /// ```swift
 /// for await event in prices.events(buffering: .bufferingNewest(8)) {
@@ -105,12 +107,6 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
     /// Ready elements taken at once (lossless policies only; see `ElementBatch`).
     @usableFromInline
     var batch = ElementBatch<Element>()
-    /// The event that follows a `.missed` just returned.
-    @usableFromInline
-    var pending: SharedEvent<Element>?
-    /// The error that follows a `.missed` just returned.
-    @usableFromInline
-    var pendingFailure: Failure?
 
     @inlinable
     init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule) {
@@ -120,48 +116,39 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
     /// The next event: an element, what was missed before the next element or the end, or
     /// the eviction; `nil` once the sequence finished, the subscriber was evicted, or its
     /// task was cancelled; or the upstream's error.
+    ///
+    /// A `.missed(n)` takes nothing from the subscriber's buffer: the element after the gap
+    /// stays there, where its policy may still drop it (then the next event is another
+    /// `.missed`), so a subscriber never holds more than its policy's limit.
     @inlinable
     public mutating func next(
         isolation actor: isolated (any Actor)? = #isolation
     ) async throws(Failure) -> SharedEvent<Element>? {
-        if let pending = self.pending {
-            self.pending = nil
-            return pending
-        }
-        if let failure = self.pendingFailure {
-            self.pendingFailure = nil
-            throw failure
-        }
         if let element = self.batch.popFirst() {
             return .element(element)
         }
         var report = ReadReport()
-        let event: SharedEvent<Element>?
-        do {
-            let storage = self.subscription.storage
-            let element: Element?
-            switch self.batch.refill(
-                from: storage, subscriber: self.subscription.id, report: &report,
-                connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: actor == nil)
-            {
-            case .element(let ready):
-                element = ready
-            case .ended(let result):
-                element = try result.get()
-            case .mustWait:
-                element = try await storage.wait(
-                    self.subscription.id, report: &report, connectsOnDemand: self.subscription.connectsOnDemand,
-                    isolation: actor)
-            }
-            event = element.map { .element($0) } ?? (report.evicted ? .evicted : nil)
-        } catch {
-            guard report.missed > 0 else { throw error }
-            self.pendingFailure = error
+        report.reportsGaps = true
+        let storage = self.subscription.storage
+        let element: Element?
+        switch self.batch.refill(
+            from: storage, subscriber: self.subscription.id, report: &report,
+            connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: actor == nil)
+        {
+        case .element(let ready):
+            element = ready
+        case .gap:
             return .missed(report.missed)
+        case .ended(let result):
+            element = try result.get()
+        case .mustWait:
+            element = try await storage.wait(
+                self.subscription.id, report: &report, connectsOnDemand: self.subscription.connectsOnDemand,
+                isolation: actor)
+            // A gap found when it was about to suspend: reported alone, the subscriber stays.
+            if report.missed > 0 { return .missed(report.missed) }
         }
-        guard report.missed > 0 else { return event }
-        self.pending = event
-        return .missed(report.missed)
+        return element.map { .element($0) } ?? (report.evicted ? .evicted : nil)
     }
 
     /// The next event; see ``next(isolation:)``.

@@ -57,6 +57,8 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
             return try result.get()
         case .mustWait:
             return try await self.waitForElement(isolation: actor)
+        case .gap:
+            preconditionFailure("a read reported a gap to an iterator that does not report gaps")
         }
     }
 

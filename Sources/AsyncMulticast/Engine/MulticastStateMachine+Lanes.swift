@@ -72,13 +72,20 @@ extension MulticastStateMachine {
             self.nextPosition = position + 1
         }
 
+        /// If elements were missed just before the next element, adds them to `missed`,
+        /// forgets that gap and returns `true`; the element stays queued.
+        @inlinable
+        mutating func takeGapBeforeHead(missed: inout Int) -> Bool {
+            guard let gap = self.gaps.first, gap.index == self.popped else { return false }
+            missed += gap.missed
+            self.gaps.removeFirst()
+            return true
+        }
+
         /// Takes the next element; adds to `missed` what was missed just before it.
         @inlinable
         mutating func pop(missed: inout Int) -> Element {
-            if let gap = self.gaps.first, gap.index == self.popped {
-                missed += gap.missed
-                self.gaps.removeFirst()
-            }
+            _ = self.takeGapBeforeHead(missed: &missed)
             return self.pop()
         }
 

@@ -6,7 +6,15 @@
 /// it into ``SharedEvent/missed(_:)`` and ``SharedEvent/evicted``; plain ones ignore `missed`.
 @usableFromInline
 struct ReadReport: Sendable {
-    /// Elements this subscriber's policy dropped just before the element read.
+    /// Set by the reader, not by the read: a gap is an event of its own (a lag-reporting
+    /// iterator). A read that finds a gap then reports it alone (`missed`) and takes
+    /// nothing: the element after the gap stays where its policy may still drop it, so the
+    /// subscriber never holds more than its limit, and the counts are tokio's `Lagged(n)`:
+    /// a later read that finds the next element dropped too reports a second gap.
+    @usableFromInline
+    var reportsGaps = false
+    /// Elements this subscriber's policy dropped just before the element read (with
+    /// `reportsGaps`: the gap found, and nothing was read).
     @usableFromInline
     var missed = 0
     /// The read ended the subscriber because it had been evicted (`.evicting`).
@@ -28,6 +36,9 @@ extension MulticastStateMachine {
         case element(Element)
         case terminal(Result<Element?, Failure>)
         case empty(slot: Int)
+        /// With `ReadReport.reportsGaps`: a gap of `report.missed` elements comes next.
+        /// Nothing was taken; the subscriber did not leave.
+        case gap
     }
 
     /// Takes the subscriber's next element if one is ready. Never suspends.
@@ -48,6 +59,7 @@ extension MulticastStateMachine {
         assert(self.slots[slotIndex].waiterIndex < 0, "a subscriber reads while it is suspended")
         if !self.missedOnRejoin.isEmpty, let missed = self.missedOnRejoin.removeValue(forKey: UInt32(slotIndex)) {
             report.missed += missed
+            if report.reportsGaps { return .gap }
         }
         if self.slots[slotIndex].isDetached {
             return self.readDetached(slotIndex, report: &report)
@@ -61,6 +73,7 @@ extension MulticastStateMachine {
                 // `.bufferingOldest(0)` drops like `.bufferingNewest(0)`: whole cells move (see `append`).
                 report.missed += self.lanes[laneIndex].minCursor - cursor
                 self.slots[slotIndex].cursor = self.lanes[laneIndex].minCursor
+                if report.reportsGaps { return .gap }
             case .bufferingOldest(let limit):
                 guard var group = self.lanes[laneIndex].frozen.removeValue(forKey: cursor) else {
                     preconditionFailure("bufferingOldest subscriber behind the window without a frozen group")
@@ -110,14 +123,20 @@ extension MulticastStateMachine {
         if self.detached[key]!.endsWhenEmpty {
             // What an ended connection left it: no lane, nothing more will come.
             guard self.detached[key]!.pending > 0 else {
-                report.evicted = self.detached[key]!.endsEvicted
                 // A gap left after the last element is reported before the end.
                 for gap in self.detached[key]!.gaps { report.missed += gap.missed }
+                if report.reportsGaps && report.missed > 0 {
+                    self.detached[key]!.gaps = []
+                    return .gap
+                }
+                report.evicted = self.detached[key]!.endsEvicted
                 self.removeSubscriber(slotIndex)
                 return .terminal(.success(nil))
             }
+            if report.reportsGaps, self.detached[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
             return .element(self.detached[key]!.pop(missed: &report.missed))
         }
+        if report.reportsGaps, self.detached[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
         let laneIndex = Int(self.slots[slotIndex].lane)
         let element = self.detached[key]!.pop(missed: &report.missed)
         if self.detached[key]!.pending == 0 {
@@ -147,6 +166,9 @@ extension MulticastStateMachine {
         /// Nothing is available: suspend and call `subscriberWaiting`. Start the upstream of
         /// this epoch first if it is not `nil`.
         case suspend(startUpstream: UInt64?)
+        /// With `ReadReport.reportsGaps`: report the gap of `report.missed` elements; nothing
+        /// was taken.
+        case gap
     }
 
     /// The fast path of a subscriber's `next()`: takes a ready element or terminal event
@@ -174,6 +196,8 @@ extension MulticastStateMachine {
             return .terminal(result)
         case .empty:
             return .suspend(startUpstream: self.startUpstreamOnDemand(connectsOnDemand))
+        case .gap:
+            return .gap
         }
     }
 
@@ -185,7 +209,8 @@ extension MulticastStateMachine {
         /// usual case, which builds no `Effects`.
         case stored(startUpstream: UInt64?)
         /// Not stored: these effects resume it (an element arrived, it was cancelled, or
-        /// the sequence ended in the meantime).
+        /// the sequence ended in the meantime; or, with `ReadReport.reportsGaps`, it is
+        /// resumed with `nil` while still subscribed, to report the gap in `report.missed`).
         case resumed(Effects)
     }
 
@@ -210,6 +235,10 @@ extension MulticastStateMachine {
             var effects = Effects()
             effects.subscribers = [continuation]
             effects.subscriberResult = result
+            return .resumed(effects)
+        case .gap:
+            var effects = Effects()
+            effects.subscribers = [continuation]
             return .resumed(effects)
         case .empty(let slotIndex):
             self.slots[slotIndex].waiterIndex = Int32(self.waiters.count)

@@ -405,6 +405,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case ended(Result<Element?, Failure>)
         /// Nothing ready: call `wait`.
         case mustWait
+        /// Only for a reader that reports gaps (`ReadReport.reportsGaps`): a gap of
+        /// `report.missed` elements comes next; nothing was taken.
+        case gap
     }
 
     /// The synchronous part of a subscriber's `next()`, once its batch is used up: the
@@ -470,12 +473,15 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             return .ended(result)
         case .suspend:
             return .mustWait  // the upstream, if this demand started it, is already running
+        case .gap:
+            return .gap
         }
     }
 
     /// The asynchronous part of a subscriber's `next()`, after `refill` found nothing: suspends until an
     /// element or terminal event arrives, or the task is cancelled (it then leaves, and
-    /// this returns `nil` at once).
+    /// this returns `nil` at once). With `report.reportsGaps`, `nil` with `report.missed > 0`
+    /// is a gap found before suspending: the subscriber is still subscribed.
     @inlinable
     func wait(
         _ id: SubscriberID, report: inout ReadReport, connectsOnDemand: Bool, isolation actor: isolated (any Actor)?
@@ -550,6 +556,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             case .terminal:
                 // The subscriber has left.
                 return (action, nil, Self.countChange(&state))
+            case .gap:
+                return (action, nil, nil)
             }
         }
         Self.announce(change)

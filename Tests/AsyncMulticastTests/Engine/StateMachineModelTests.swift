@@ -25,8 +25,9 @@ import Testing
 /// the live subscribers, for example), so every sequence of steps is valid, and a failing one
 /// can be shortened by deleting steps.
 enum ModelStep: CustomStringConvertible, Sendable {
-    /// A subscriber joins with policy `policy` of `ModelRun.policies` (-1: the default).
-    case join(policy: Int)
+    /// A subscriber joins with policy `policy` of `ModelRun.policies` (-1: the default);
+    /// with `reportsGaps`, it reads as a lag-reporting iterator does (`events()`).
+    case join(policy: Int, reportsGaps: Bool)
     /// A subscriber's `next()`; with `wait`, it suspends if nothing is ready.
     case read(pick: Int, wait: Bool)
     /// A subscriber leaves (its task was cancelled or its iterator released).
@@ -50,7 +51,8 @@ enum ModelStep: CustomStringConvertible, Sendable {
 
     var description: String {
         switch self {
-        case .join(let policy): return "join(\(policy < 0 ? "default" : "\(ModelRun.policies[policy])"))"
+        case .join(let policy, let reportsGaps):
+            return "join(\(policy < 0 ? "default" : "\(ModelRun.policies[policy])")\(reportsGaps ? ", events" : ""))"
         case .read(let pick, let wait): return wait ? "read-or-wait(#\(pick))" : "read(#\(pick))"
         case .leave(let pick): return "leave(#\(pick))"
         case .produce: return "produce"
@@ -106,7 +108,8 @@ struct ModelConfig: CustomStringConvertible, Sendable {
             switch roll {
             case 0..<10:
                 let policy = self.mixedPolicies ? Int(rng.next() % UInt64(ModelRun.policies.count + 4)) - 2 : -1
-                steps.append(.join(policy: Swift.min(policy, ModelRun.policies.count - 1)))
+                steps.append(
+                    .join(policy: Swift.min(policy, ModelRun.policies.count - 1), reportsGaps: rng.next() % 2 == 0))
             case 10..<38: steps.append(.read(pick: pick(), wait: rng.next() % 3 == 0))
             case 38..<43: steps.append(.leave(pick: pick()))
             case 43..<70:
@@ -192,6 +195,9 @@ struct ModelRun {
         var evicted = false
         /// Its multicast connection ended: it drains `pending`, then ends.
         var ending = false
+        /// It reads as a lag-reporting iterator does (`ReadReport.reportsGaps`): a gap is an
+        /// event of its own, and `carried` stays 0.
+        var reportsGaps = false
         var waiting: Suspended<Result>?
 
         var bound: Int? {
@@ -213,6 +219,20 @@ struct ModelRun {
             self.policy = policy
             self.pending = pending
             self.gaps = pending.map { _ in 0 }
+        }
+
+        /// The gap a lag-reporting read reports next, if one comes before the next element
+        /// (or before the end, or before it waits); forgotten once reported.
+        mutating func takeGap() -> Int? {
+            if self.evicted { return nil }
+            if let first = self.gaps.first {
+                guard first > 0 else { return nil }
+                self.gaps[0] = 0
+                return first
+            }
+            guard self.trailing > 0 else { return nil }
+            defer { self.trailing = 0 }
+            return self.trailing
         }
 
         /// An element arrives while it is not waiting: its own queue with this policy takes
@@ -387,12 +407,13 @@ struct ModelRun {
 
     mutating func apply(_ step: ModelStep) async throws(ModelFailure) {
         switch step {
-        case .join(let index):
+        case .join(let index, let reportsGaps):
             let policy = index < 0 ? nil : ModelRun.policies[index]
             let effective = policy ?? self.config.defaultPolicy
             let id = self.machine.subscriberJoined(policy: policy)
             let replayed = effective.replayed(self.produced, replay: self.config.replay)
             self.subscribers.append(Subscriber(id: id, policy: effective, pending: replayed))
+            self.subscribers[self.subscribers.count - 1].reportsGaps = reportsGaps
             if case .lingering(let epoch) = self.upstream { self.upstream = .running(epoch: epoch) }
 
         case .read(let pick, let wait):
@@ -407,10 +428,18 @@ struct ModelRun {
             }
             var lending: [Int]? = []
             var report = ReadReport()
+            report.reportsGaps = self.subscribers[k].reportsGaps
             report.missed = self.subscribers[k].carried
             let action = self.machine.nextRequested(
                 self.subscribers[k].id, batch: &lending, report: &report, connectsOnDemand: self.config.autoconnect)
             self.subscribers[k].batch = lending ?? []
+            if self.subscribers[k].reportsGaps, let gap = self.subscribers[k].takeGap() {
+                // A lag-reporting read that finds a gap reports it alone and takes nothing.
+                guard case .gap = action else { throw self.fail("read \(action), expected a gap of \(gap)") }
+                try self.check(self.subscribers[k].batch.isEmpty, "a gap came with a batch")
+                try self.checkReport(report, of: k, missed: gap, evicted: false)
+                return
+            }
             if !self.subscribers[k].pending.isEmpty {
                 let expected = self.subscribers[k].pending.removeFirst()
                 let missed = self.subscribers[k].carried + self.subscribers[k].gaps.removeFirst()

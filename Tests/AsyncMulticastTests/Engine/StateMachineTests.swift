@@ -386,6 +386,8 @@ struct StateMachineTests {
                         }
                     case .suspend:
                         #expect(subs[k].pending == 0, "step \(step): suspended with elements pending")
+                    case .gap:
+                        Issue.record("step \(step): a gap reported to a reader that does not report gaps")
                     case .terminal:
                         Issue.record("step \(step): unexpected end")
                     }

@@ -12,8 +12,9 @@ import Testing
 @testable import AsyncMulticast
 
 /// What one lag-reporting subscriber must see: the events its own queue would produce, with
-/// the iterator's own state (the event that follows a `.missed` it returned, the batch of a
-/// lossless policy) kept as `SharedEventIterator` keeps it.
+/// the iterator's own state (the batch of a lossless policy) kept as `SharedEventIterator`
+/// keeps it. A `.missed` takes nothing from the queue: the element after the gap stays
+/// there, where the policy may still drop it (as tokio's receiver reports `Lagged(n)`).
 struct LagReference {
     let policy: SharedBufferingPolicy
     /// Not yet taken from the shared buffer: each element with how many were dropped just
@@ -25,8 +26,6 @@ struct LagReference {
     var evicted = false
     /// Taken by the iterator in one read (lossless policies), returned before anything else.
     var batch: [Int] = []
-    /// The element the iterator returns right after the `.missed` it just returned.
-    var afterMissed: Int?
     /// It returned its last event (`.evicted`): it has left.
     var ended = false
 
@@ -78,16 +77,12 @@ struct LagReference {
 
     /// Whether `next()` would return without suspending (before the end).
     var hasEventReady: Bool {
-        !self.ended && (self.afterMissed != nil || !self.batch.isEmpty || self.evicted || !self.queue.isEmpty)
+        !self.ended && (!self.batch.isEmpty || self.evicted || !self.queue.isEmpty)
     }
 
     /// The event `next()` returns now; only when `hasEventReady`.
     mutating func nextEvent() -> SharedEvent<Int> {
         precondition(self.hasEventReady)
-        if let value = self.afterMissed {
-            self.afterMissed = nil
-            return .element(value)
-        }
         if !self.batch.isEmpty {
             return .element(self.batch.removeFirst())
         }
@@ -95,14 +90,15 @@ struct LagReference {
             self.ended = true
             return .evicted
         }
-        let (missed, value) = self.queue.removeFirst()
+        if self.queue[0].missed > 0 {
+            // The gap alone: the element after it stays queued.
+            defer { self.queue[0].missed = 0 }
+            return .missed(self.queue[0].missed)
+        }
+        let value = self.queue.removeFirst().value
         let taken = Swift.min(self.batchLimit, self.queue.count)
         self.batch = self.queue.prefix(taken).map(\.value)
         self.queue.removeFirst(taken)
-        if missed > 0 {
-            self.afterMissed = value
-            return .missed(missed)
-        }
         return .element(value)
     }
 
@@ -314,6 +310,49 @@ struct LagReportingTests {
         subject.finish()
         sent.release()
         #expect(await client.value == [.element(1), .missed(2)], "the count of what it missed comes before the end")
+    }
+
+    @Test("a .missed takes nothing: the element after the gap can still be dropped, as tokio's Lagged(n)")
+    func missedTakesNothingUnderBufferingNewest() async {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bufferingNewest(2))
+        var client = subject.events().makeAsyncIterator()
+        for n in 1...3 { subject.send(n) }  // keeps 2, 3
+        #expect(await client.next() == .missed(1))
+        for n in 4...6 { subject.send(n) }  // 2 was not taken by the .missed: it goes with 3 and 4
+        subject.finish()
+        var events: [SharedEvent<Int>] = []
+        while let event = await client.next() { events.append(event) }
+        #expect(events == [.missed(3), .element(5), .element(6)])
+    }
+
+    @Test("a .bufferingOldest(n) subscriber told of a gap still holds at most n")
+    func missedTakesNothingUnderBufferingOldest() async {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bufferingOldest(2))
+        var client = subject.events().makeAsyncIterator()
+        for n in 1...3 { subject.send(n) }  // keeps 1, 2; drops 3
+        #expect(await client.next() == .element(1))
+        #expect(await client.next() == .element(2))  // empty: it rejoins after the gap
+        for n in 4...7 { subject.send(n) }  // keeps 4, 5; drops 6, 7
+        #expect(await client.next() == .missed(1))
+        subject.send(8)  // 4 and 5 are still the two it holds: dropped
+        subject.finish()
+        var events: [SharedEvent<Int>] = []
+        while let event = await client.next() { events.append(event) }
+        #expect(events == [.element(4), .element(5), .missed(3)])
+    }
+
+    @Test("a gap found while about to wait is reported at once, and the subscriber stays")
+    func gapFoundBeforeSuspending() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bufferingNewest(1))
+        var client = subject.events().makeAsyncIterator()
+        for n in 1...3 { subject.send(n) }
+        #expect(await client.next() == .missed(2))
+        #expect(await client.next() == .element(3))
+        #expect(subject.subscriberCount == 1)
+        subject.send(4)
+        #expect(await client.next() == .element(4))
+        subject.finish()
+        #expect(await client.next() == nil)
     }
 
     @Test("a .missed count before a failure comes first, then the error")

@@ -45,6 +45,8 @@ extension Machine {
             preconditionFailure("a terminal event carried the element \(element)")
         case .terminal(.failure(let error)):
             return .failed(error)
+        case .gap:
+            preconditionFailure("a gap reported to a reader that does not report gaps")
         }
     }
 
