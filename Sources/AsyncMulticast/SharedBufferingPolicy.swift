@@ -53,7 +53,10 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     /// (Redis disconnects a pub/sub client whose output buffer passes a hard limit). As with
     /// ``bounded(_:)``, an iterator may also hold up to `min(n / 2, 64)` elements it has
     /// already taken: only elements not yet handed to it count. A subscriber waiting in
-    /// `next()` holds nothing and is never evicted. `n` must be at least 1.
+    /// `next()` holds nothing and is never evicted. Replayed elements (`replay(_:)`, the
+    /// replaying subjects) are a greeting that counts against no limit: a new subscriber
+    /// receives all of them, and only what is produced after it joined can evict it.
+    /// `n` must be at least 1.
     ///
     /// ```swift
     /// // Each client may fall 256 events behind; past that it is dropped, not waited for.

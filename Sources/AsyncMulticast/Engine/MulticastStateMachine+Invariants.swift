@@ -43,6 +43,16 @@ extension MulticastStateMachine {
             }
         }
 
+        for (key, greeting) in self.greetings {
+            let slot = Int(key)
+            guard slot < self.slots.count, self.slots[slot].isLive, self.slots[slot].lane != Slot.noLane,
+                self.slots[slot].waiterIndex < 0, greeting.remaining > 0
+            else { return "a greeting kept for slot \(slot): not live, off its lane, waiting, or used up" }
+            guard case .evicting = self.lanes[Int(self.slots[slot].lane)].policy else {
+                return "a greeting on a \(self.lanes[Int(self.slots[slot].lane)].policy) lane"
+            }
+        }
+
         var membersByLane = [Int](repeating: 0, count: self.lanes.count)
         var waitingByLane = [Int](repeating: 0, count: self.lanes.count)
         var detachedByLane = [Int](repeating: 0, count: self.lanes.count)

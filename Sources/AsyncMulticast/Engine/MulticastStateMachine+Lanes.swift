@@ -102,6 +102,25 @@ extension MulticastStateMachine {
         }
     }
 
+    /// An `.evicting` subscriber's replayed elements, read before its cursor's (`greetings`).
+    @usableFromInline
+    struct Greeting: Sendable {
+        /// Shared with the subscribers that joined at the same position: never mutated.
+        @usableFromInline
+        let elements: [Element]
+        /// The next one to read.
+        @usableFromInline
+        var next = 0
+
+        @inlinable
+        init(elements: [Element]) {
+            self.elements = elements
+        }
+
+        @inlinable
+        var remaining: Int { self.elements.count - self.next }
+    }
+
     @usableFromInline
     struct Lane: Sendable {
         @usableFromInline
@@ -364,6 +383,7 @@ extension MulticastStateMachine {
         } else {
             self.decrementCount(at: slot.cursor, lane: laneIndex)
         }
+        if !self.greetings.isEmpty { self.greetings[UInt32(slotIndex)] = nil }
         self.lanes[laneIndex].members -= 1
         self.slots[slotIndex].lane = Slot.noLane
         self.removeLaneIfEmpty(laneIndex)
@@ -382,6 +402,17 @@ extension MulticastStateMachine {
     /// (all of them: before the end), oldest first. No gaps for lossless subscribers.
     @inlinable
     func pending(of slotIndex: Int) -> (elements: [Element], gaps: [(index: Int, missed: Int)]) {
+        let pending = self.pendingAfterGreeting(of: slotIndex)
+        guard let greeting = self.greetings[UInt32(slotIndex)] else { return pending }
+        // An evicted subscriber has nothing left (its greeting goes when it learns it).
+        let lane = self.lanes[Int(self.slots[slotIndex].lane)]
+        if self.slots[slotIndex].cursor < lane.minCursor { return pending }
+        return (Array(greeting.elements[greeting.next...]) + pending.elements, pending.gaps)
+    }
+
+    /// ``pending(of:)`` but for a greeting not read yet.
+    @inlinable
+    func pendingAfterGreeting(of slotIndex: Int) -> (elements: [Element], gaps: [(index: Int, missed: Int)]) {
         let slot = self.slots[slotIndex]
         if slot.isDetached {
             // A private queue (a `.bufferingOldest` overflow): its own gaps, then what it had

@@ -92,6 +92,10 @@ extension MulticastStateMachine {
             }
         }
 
+        if !self.greetings.isEmpty, let element = self.readGreeting(slotIndex, lane: laneIndex, batch: &batch) {
+            report.caughtUp = false  // whatever it took: this read is not the usual one
+            return .element(element)
+        }
         let position = self.slots[slotIndex].cursor
         if position < self.tail {
             let element = self.elements[position]
@@ -114,6 +118,33 @@ extension MulticastStateMachine {
             return .terminal(terminal.result)
         }
         return .empty(slot: slotIndex)
+    }
+
+    /// Reads the next element of the subscriber's greeting, if it has one; with batching,
+    /// the batch takes what follows it: the rest of the greeting, then the shared buffer's.
+    @inlinable
+    mutating func readGreeting(_ slotIndex: Int, lane laneIndex: Int, batch: inout [Element]?) -> Element? {
+        guard var greeting = self.greetings.removeValue(forKey: UInt32(slotIndex)) else { return nil }
+        let element = greeting.elements[greeting.next]
+        greeting.next += 1
+        var room = batch == nil ? 0 : self.lanes[laneIndex].batchLimit
+        let fromGreeting = Swift.min(room, greeting.remaining)
+        if fromGreeting > 0 {
+            batch!.append(contentsOf: greeting.elements[greeting.next..<greeting.next + fromGreeting])
+            greeting.next += fromGreeting
+            room -= fromGreeting
+        }
+        if greeting.remaining > 0 {
+            self.greetings[UInt32(slotIndex)] = greeting
+            return element
+        }
+        let position = self.slots[slotIndex].cursor
+        let shared = Swift.min(room, self.tail - position)
+        if shared > 0 {
+            self.elements.copy(position..<position + shared, appendingTo: &batch!)
+            self.commit(shared, slot: slotIndex, lane: laneIndex)
+        }
+        return element
     }
 
     /// Reads from the subscriber's private queue (`Slot.isDetached`).

@@ -60,13 +60,17 @@ extension MulticastStateMachine {
         let laneIndex = self.laneIndex(for: policy)
 
         var replay = self.tail - Swift.max(self.replayStart, self.elements.startIndex)
+        var greeting: [Element] = []
         switch policy {
-        case .bufferingNewest(let limit), .bufferingOldest(let limit), .evicting(let limit):
+        case .bufferingNewest(let limit), .bufferingOldest(let limit):
             // A dropping subscriber never holds more than `limit` (the lane invariant
             // `append` relies on), so it gets at most `limit` replayed elements: the newest,
-            // whatever the policy, since a replay is about the latest values. An evicting
-            // one likewise, or it would be evicted for what it was given.
+            // whatever the policy, since a replay is about the latest values.
             replay = Swift.min(replay, limit)
+        case .evicting:
+            // All of them, as a greeting of its own: they count against no limit.
+            if replay > 0 { greeting = self.greetingCopy(from: self.tail - replay) }
+            replay = 0
         case .bounded, .unbounded:
             break
         }
@@ -84,6 +88,7 @@ extension MulticastStateMachine {
         self.slots[Int(slotIndex)] = Slot(
             cursor: cursor, generation: generation, lane: UInt32(laneIndex), isLive: true)
 
+        if !greeting.isEmpty { self.greetings[slotIndex] = Greeting(elements: greeting) }
         self.lanes[laneIndex].members += 1
         if cursor == self.tail {
             self.lanes[laneIndex].atTail += 1
@@ -98,6 +103,18 @@ extension MulticastStateMachine {
             self.upstream = .running(epoch: epoch)
         }
         return SubscriberID(slot: slotIndex, generation: generation)
+    }
+
+    /// The stored elements from `start` to the tail, for a greeting: the previous copy if it
+    /// holds the same ones (subscribers joining at one position share one array).
+    @inlinable
+    mutating func greetingCopy(from start: Int) -> [Element] {
+        if let last = self.lastGreeting, last.start == start, last.elements.count == self.tail - start {
+            return last.elements
+        }
+        let copy = (start..<self.tail).map { self.elements[$0] }
+        self.lastGreeting = (start, copy)
+        return copy
     }
 
     @inlinable

@@ -60,6 +60,7 @@ extension MulticastStateMachine {
     mutating func replayCacheReset() {
         self.replayFloor = self.tail
         self.replayExpiryPending = false
+        self.lastGreeting = nil
         self.trimElements()
     }
 
@@ -130,7 +131,7 @@ extension MulticastStateMachine {
             let wasEvicted = lane.evictLimit > 0 && slot.cursor < lane.minCursor
             let pending: [Element]
             var gaps: [(index: Int, missed: Int)] = []
-            if slot.isDetached || slot.cursor < lane.minCursor {
+            if slot.isDetached || slot.cursor < lane.minCursor || self.greetings[UInt32(slotIndex)] != nil {
                 (pending, gaps) = self.pending(of: slotIndex)
             } else if let shared = copies[slot.cursor] {
                 pending = shared

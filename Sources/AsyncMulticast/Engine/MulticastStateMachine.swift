@@ -18,6 +18,9 @@
 //     FrozenGroup keyed by its old cursor (< minCursor); each member then reads a private
 //     queue (`detached`) with room for n, and rejoins at the tail when it is empty.
 //   - Elements taken into an iterator's batch are past the cursor: handed over, not counted.
+//   - An `.evicting` subscriber joins at the tail; its replayed elements are a private
+//     greeting (`greetings`) it reads first, so only what is produced after it joined can
+//     evict it.
 //   - When a multicast connection ends, every subscriber leaves its lane with a private
 //     queue of what it still had to read (`Slot.noLane`), then ends.
 //
@@ -34,6 +37,7 @@
 //   ends it, and is never waiting.
 // - A producer is parked only while some member holds more than its lane's resume level.
 // - The end (finished or failed) is part of the upstream state: `.terminated(Terminal)`.
+// - A greeting belongs to a live, not waiting, `.evicting` subscriber, and is not used up.
 
 /// Identifies one subscriber inside a ``MulticastStateMachine``.
 ///
@@ -225,6 +229,17 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// By slot; rare, so kept here rather than in every `Slot` (idle subscribers stay small).
     @usableFromInline
     var missedOnRejoin: [UInt32: Int] = [:]
+
+    /// The replayed elements an `.evicting` subscriber has not read yet, by slot: it reads
+    /// them before its cursor's. A copy of its own, so they count against no limit: only
+    /// what is produced after it joined can evict it (a server's greeting never evicts a
+    /// client that just connected, nor is it cut to the limit). Rare, so kept here.
+    @usableFromInline
+    var greetings: [UInt32: Greeting] = [:]
+
+    /// The last greeting copied: subscribers joining at the same position share it.
+    @usableFromInline
+    var lastGreeting: (start: Int, elements: [Element])?
 
     @usableFromInline
     var parkedProducers: [(token: UInt64, continuation: ProducerContinuation)] = []

@@ -31,8 +31,10 @@ public final class AsyncReplaySubject<Element: Sendable, Failure: Error>: AsyncS
     ///     at least 0 (0 makes it a passthrough subject).
     ///   - buffering: how each subscriber keeps elements it has not consumed yet. Under
     ///     `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait);
-    ///     ``send(waitingForRoom:)`` waits instead. A dropping or evicting policy limit
-    ///     below `bufferSize` also limits what a new subscriber is replayed.
+    ///     ``send(waitingForRoom:)`` waits instead. A dropping policy's limit below
+    ///     `bufferSize` also limits what a new subscriber is replayed. Under `.evicting(n)` a
+    ///     new subscriber gets the whole replay, which counts against no limit: only what is
+    ///     sent after it joined can evict it.
     @inlinable
     public init(bufferSize: Int, buffering: SharedBufferingPolicy = .unbounded) {
         precondition(

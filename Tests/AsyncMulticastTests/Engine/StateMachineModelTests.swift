@@ -195,6 +195,9 @@ struct ModelRun {
         var evicted = false
         /// Its multicast connection ended: it drains `pending`, then ends.
         var ending = false
+        /// `.evicting`: how many of the first `pending` are its greeting (replayed when it
+        /// joined), which count against no limit.
+        var greeting = 0
         /// It reads as a lag-reporting iterator does (`ReadReport.reportsGaps`): a gap is an
         /// event of its own, and `carried` stays 0.
         var reportsGaps = false
@@ -260,8 +263,9 @@ struct ModelRun {
                 guard !self.evicted else { return }
                 self.pending.append(value)
                 self.gaps.append(0)
-                if self.pending.count > limit {
+                if self.pending.count - self.greeting > limit {
                     self.evicted = true
+                    self.greeting = 0
                     self.pending.removeAll()
                     self.gaps.removeAll()
                 }
@@ -414,6 +418,7 @@ struct ModelRun {
             let replayed = effective.replayed(self.produced, replay: self.config.replay)
             self.subscribers.append(Subscriber(id: id, policy: effective, pending: replayed))
             self.subscribers[self.subscribers.count - 1].reportsGaps = reportsGaps
+            if case .evicting = effective { self.subscribers[self.subscribers.count - 1].greeting = replayed.count }
             if case .lingering(let epoch) = self.upstream { self.upstream = .running(epoch: epoch) }
 
         case .read(let pick, let wait):
@@ -447,6 +452,7 @@ struct ModelRun {
                 let take = Swift.min(self.subscribers[k].batchLimit, self.subscribers[k].pending.count)
                 let batch = Array(self.subscribers[k].pending.prefix(take))
                 self.subscribers[k].pending.removeFirst(take)
+                self.subscribers[k].greeting = Swift.max(0, self.subscribers[k].greeting - 1 - take)
                 self.subscribers[k].gaps.removeFirst(take)
                 guard case .element(let element, let producers) = action else {
                     throw self.fail("read \(action), expected element \(expected)")

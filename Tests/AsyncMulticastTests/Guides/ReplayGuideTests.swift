@@ -174,7 +174,7 @@ func replayGuideDroppingSubscribers() async {
     for await _ in recent {}  // one subscriber runs the upstream to its end
 
     let policies: [SharedBufferingPolicy] = [
-        .bounded(64), .unbounded, .bufferingNewest(2), .bufferingOldest(2), .bufferingNewest(0),
+        .bounded(64), .unbounded, .evicting(2), .bufferingNewest(2), .bufferingOldest(2), .bufferingNewest(0),
     ]
     for policy in policies {
         var replayed: [Int] = []
@@ -186,6 +186,7 @@ func replayGuideDroppingSubscribers() async {
         printed.lines == [
             "bounded(64) [3, 4, 5]",
             "unbounded [3, 4, 5]",
+            "evicting(2) [3, 4, 5]",
             "bufferingNewest(2) [4, 5]",
             "bufferingOldest(2) [4, 5]",
             "bufferingNewest(0) []",

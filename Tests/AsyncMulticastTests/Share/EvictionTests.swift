@@ -362,6 +362,92 @@ struct EvictionTests {
         #expect(await client.next() == nil)
     }
 
+    // MARK: Replayed elements are a greeting
+
+    @Test("a greeting as long as the limit does not make a new subscriber evictable by the next element")
+    func greetingAsLongAsTheLimit() async {
+        let room = AsyncReplaySubject<Int, Never>(bufferSize: 8, buffering: .evicting(8))
+        for n in 1...8 { room.send(n) }
+        var client = room.events().makeAsyncIterator()
+        room.send(9)  // the first element produced after it joined: 1 of its 8
+        room.finish()
+        var events: [SharedEvent<Int>] = []
+        while let event = await client.next() { events.append(event) }
+        #expect(events == (1...9).map { .element($0) })
+    }
+
+    @Test("a greeting longer than the limit is replayed whole, with no gap")
+    func greetingLongerThanTheLimit() async {
+        let room = AsyncReplaySubject<Int, Never>(bufferSize: 20, buffering: .evicting(5))
+        for n in 1...20 { room.send(n) }
+        var client = room.events().makeAsyncIterator()
+        room.finish()
+        var events: [SharedEvent<Int>] = []
+        while let event = await client.next() { events.append(event) }
+        #expect(events == (1...20).map { .element($0) })
+    }
+
+    @Test("a current-value subject under .evicting(1): a new subscriber keeps its current value through the next send")
+    func currentValueGreeting() async {
+        let state = AsyncCurrentValueSubject<Int, Never>(0, buffering: .evicting(1))
+        var client = state.events().makeAsyncIterator()
+        state.send(1)
+        state.finish()
+        var events: [SharedEvent<Int>] = []
+        while let event = await client.next() { events.append(event) }
+        #expect(events == [.element(0), .element(1)])
+    }
+
+    @Test("only what is produced after it joined can evict a greeted subscriber")
+    func greetedSubscriberIsEvictedByWhatFollows() async {
+        let state = AsyncCurrentValueSubject<Int, Never>(0, buffering: .evicting(1))
+        var keepsUp = state.events().makeAsyncIterator()
+        var stalls = state.events().makeAsyncIterator()
+        #expect(await keepsUp.next() == .element(0))
+        state.send(1)  // keepsUp: 1 held; stalls: its greeting 0, then 1
+        #expect(await keepsUp.next() == .element(1))
+        state.send(2)  // stalls now holds 1 and 2 that came after it joined: evicted
+        #expect(await keepsUp.next() == .element(2))
+        #expect(await stalls.next() == .evicted)
+        #expect(await stalls.next() == nil)
+        state.finish()
+        #expect(await keepsUp.next() == nil)
+    }
+
+    @Test("replay(n) with .evicting(m ≤ n): a late subscriber gets the whole replay, then what follows")
+    func replayOperatorGreeting() async throws {
+        let (stream, input) = AsyncStream.makeStream(of: Int.self)
+        let recent = stream.replay(4, buffering: .evicting(2))
+        let reader = await SubscriberTask.join { recent.buffering(.unbounded).makeAsyncIterator() }
+        reader.request()  // its demand starts the upstream
+        for n in 1...4 { input.yield(n) }
+        #expect(await reader.answer() == 1)
+        #expect(await reader.take(3) == [2, 3, 4])
+        var late = recent.events().makeAsyncIterator()
+        input.yield(5)
+        #expect(await reader.take(1) == [5])
+        input.finish()
+        #expect(await reader.next() == nil)
+        var events: [SharedEvent<Int>] = []
+        while let event = await late.next() { events.append(event) }
+        #expect(events == (1...5).map { .element($0) })
+    }
+
+    @Test("a multicast cancelled while a greeted subscriber has not read its greeting: it still gets it")
+    func greetingSurvivesTheEndOfAConnection() async throws {
+        let (stream, input) = AsyncStream.makeStream(of: Int.self)
+        let multicast = stream.multicast(replay: 3, buffering: .evicting(1))
+        let reader = await SubscriberTask.join { multicast.buffering(.unbounded).makeAsyncIterator() }
+        let connection = multicast.connect()
+        for n in 1...3 { input.yield(n) }
+        #expect(await reader.take(3) == [1, 2, 3])
+        var late = multicast.makeAsyncIterator()
+        connection.cancel()
+        var received: [Int] = []
+        while let n = await late.next() { received.append(n) }
+        #expect(received == [1, 2, 3])
+    }
+
     @Test("evicting(0) is refused with a message naming the parameter")
     func zeroLimitIsRefused() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {

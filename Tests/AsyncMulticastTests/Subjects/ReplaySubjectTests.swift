@@ -127,11 +127,11 @@ struct ReplaySubjectTests {
     }
 
     @Test(
-        "a dropping or evicting policy below bufferSize replays only the newest that many; a lossless one replays all",
+        "a dropping policy below bufferSize replays only the newest that many; an evicting or lossless one replays all",
         arguments: [
             (SharedBufferingPolicy.bufferingNewest(2), [4, 5]),
             (.bufferingOldest(2), [4, 5]),
-            (.evicting(2), [4, 5]),
+            (.evicting(2), [1, 2, 3, 4, 5]),
             (.bufferingNewest(0), []),
             (.unbounded, [1, 2, 3, 4, 5]),
             (.bounded(2), [1, 2, 3, 4, 5]),

@@ -40,10 +40,10 @@ extension SharedBufferingPolicy {
     }
 
     /// What a subscriber that joins now starts with: the latest `replay` of the `produced`
-    /// elements, and no more of them than a dropping policy keeps (its newest).
+    /// elements, and no more of them than a dropping policy keeps (its newest). An
+    /// `.evicting` one gets them all: a greeting that counts against no limit.
     func replayed(_ produced: [Int], replay: Int) -> [Int] {
         let replayed = Array(produced.suffix(replay))
-        if case .evicting(let limit) = self { return Array(replayed.suffix(limit)) }
         guard let limit = self.dropLimit else { return replayed }
         return Array(replayed.suffix(limit))
     }
