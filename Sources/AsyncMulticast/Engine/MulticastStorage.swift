@@ -30,6 +30,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var timerDeadline = Duration.zero
         @usableFromInline
         var nextProducerToken: UInt64 = 0
+        /// Told once, outside the lock, when a push-fed storage completes: each running
+        /// `send(contentsOf:)` stops pulling its sequence (see `observeCompletion(_:)`).
+        @usableFromInline
+        var completionObservers: [(token: UInt64, onCompletion: @Sendable () -> Void)] = []
+        @usableFromInline
+        var nextCompletionObserverToken: UInt64 = 0
         /// Observers of the subscriber count (`subscriberCounts`), and the count and change
         /// number they were last told.
         @usableFromInline
@@ -671,14 +677,69 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// A subject's `send(contentsOf:)`: sends each element as `sendWhenReady` does, until
-    /// the sequence ends, the task is cancelled or the subject completed.
+    /// the sequence ends, the task is cancelled or the subject completes. A completed subject
+    /// returns at once, without iterating.
+    ///
+    /// The sequence is iterated in a task of its own (`feeding`), so that the subject's
+    /// completion can end the call even while it waits inside the sequence's `next()`: the
+    /// completion cancels that task, which the sequence sees as the cancellation of its
+    /// iteration. Cancelling the caller's task instead would leak into the caller. The task
+    /// captures `actor`, so it runs on the caller's actor (the sequence and its iterator,
+    /// which need not be `Sendable`, stay in the caller's isolation), and this call waits
+    /// for it, forwarding its own cancellation: the task never outlives the call. Only one
+    /// of the two tasks runs at a time, the caller waiting for the other.
+    ///
+    /// A sequence that ignores cancellation keeps the call until the `next()` it is in
+    /// returns; after a completion, what it returns then is ignored like any later send.
     @inlinable
     func send<Elements: AsyncSequence>(
         contentsOf elements: Elements, isolation actor: isolated (any Actor)?
     ) async throws(Elements.Failure) where Elements.Element == Element {
-        var iterator = elements.makeAsyncIterator()
-        while !Task.isCancelled, let element = try await iterator.next(isolation: actor) {
-            guard await self.sendWhenReady(element) else { return }
+        guard self.state.withLock({ $0.machine.terminal == nil }) else { return }
+        let feeding = Task { () async -> Result<Void, Elements.Failure> in
+            _ = actor  // captured: the task runs on the caller's actor
+            do throws(Elements.Failure) {
+                var iterator = elements.makeAsyncIterator()
+                while !Task.isCancelled, let element = try await iterator.next(isolation: actor) {
+                    guard await self.sendWhenReady(element) else { break }
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        let observer = self.observeCompletion { feeding.cancel() }
+        defer { if let observer { self.stopObservingCompletion(observer) } }
+        try await withTaskCancellationHandler {
+            await feeding.value
+        } onCancel: {
+            feeding.cancel()
+        }.get()
+    }
+
+    /// Calls `onCompletion` once when the storage completes, outside the lock; at once (and
+    /// returns `nil`) if it already has. Otherwise returns the token that
+    /// `stopObservingCompletion(_:)` takes.
+    @inlinable
+    func observeCompletion(_ onCompletion: @escaping @Sendable () -> Void) -> UInt64? {
+        let token = self.state.withLock { state -> UInt64? in
+            guard state.machine.terminal == nil else { return nil }
+            defer { state.nextCompletionObserverToken += 1 }
+            state.completionObservers.append((state.nextCompletionObserverToken, onCompletion))
+            return state.nextCompletionObserverToken
+        }
+        if token == nil { onCompletion() }
+        return token
+    }
+
+    /// Forgets the completion observer `token` (its `send(contentsOf:)` returned). Harmless
+    /// if it was already told.
+    @inlinable
+    func stopObservingCompletion(_ token: UInt64) {
+        self.state.withLock { state in
+            if let index = state.completionObservers.firstIndex(where: { $0.token == token }) {
+                state.completionObservers.remove(at: index)
+            }
         }
     }
 
@@ -696,10 +757,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         if let produced { self.delivered(produced, resuming: resuming) }
     }
 
-    /// Completes a push-fed storage. Ignored once completed.
+    /// Completes a push-fed storage, and tells the completion observers. Ignored once
+    /// completed.
     @inlinable
     func complete(failure: Failure?) {
-        self.transition { $0.subjectCompleted(failure: failure) }
+        let (work, observers) = self.state.withLock { state in
+            let effects = state.machine.subjectCompleted(failure: failure)
+            // Taken in the same critical section: none can register once it has completed.
+            defer { state.completionObservers = [] }
+            return (self.outsideLock(effects, &state), state.completionObservers)
+        }
+        self.carryOut(work)
+        for observer in observers { observer.onCompletion() }
     }
 
     /// What a subscriber joining now would be replayed, oldest first.

@@ -96,6 +96,13 @@ public final class AsyncReplaySubject<Element: Sendable, Failure: Error>: AsyncS
     /// complete the subject when `elements` ends (call ``finish()``), so several sources can
     /// feed one subject; an error of `elements` is thrown to the caller, not sent.
     ///
+    /// If the subject has already completed, it returns at once without iterating
+    /// `elements`. If the subject completes, or the task is cancelled, while the call waits
+    /// for the next element, the iteration of `elements` is cancelled and the call returns
+    /// as soon as that `next()` does: at once for a sequence that stops on cancellation, such
+    /// as `AsyncStream`. `elements` is iterated on the caller's actor, in a task that ends
+    /// before the call returns.
+    ///
     /// ```swift
     /// Task { try await chat.send(contentsOf: databaseNotifications) }
     /// Task { try await chat.send(contentsOf: webSocketMessages) }
