@@ -343,6 +343,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         for continuation in effects.subscribers {
             continuation.resume(returning: effects.subscriberResult)
         }
+        for (continuation, element) in effects.handedOver {
+            continuation.resume(returning: .success(element))
+        }
+        if effects.parkedElementsAppended > 0 { self.catchUp.recordOffer() }
         for continuation in effects.producers {
             continuation.resume(returning: effects.producerResult)
         }
@@ -472,6 +476,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case .element(let element, let producers):
             for producer in producers { producer.resume(returning: true) }
             return .element(element)
+        case .elementReleasingSenders(let element, let effects):
+            self.perform(effects)
+            return .element(element)
         case .terminal(let result):
             return .ended(result)
         case .suspend:
@@ -553,6 +560,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                     offersWhenCaughtUp = self.catchUp.offerCount
                 }
                 return (action, nil, nil)
+            case .elementReleasingSenders:
+                // Not caught up: the senders' elements came after what it took.
+                return (action, nil, nil)
             case .terminal:
                 // The subscriber has left.
                 return (action, nil, Self.countChange(&state))
@@ -600,8 +610,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    /// Suspends until a bounded subscriber made room (`true`) or producing must stop (`false`).
-    /// A cancelled waiting task stops waiting and gets `false`.
+    /// An upstream iteration's producer, told to `.park`: suspends until a bounded subscriber
+    /// made room (`true`) or producing must stop (`false`). A cancelled waiting task stops
+    /// waiting and gets `false`. (A subject's sender waits with its element instead:
+    /// `waitToSend(_:)`.)
     @inlinable
     func waitForRoom(epoch: UInt64) async -> Bool {
         // Parking is a suspension that a subscriber must undo with a thread wake-up, which
@@ -640,7 +652,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    /// How many times a producer yields, re-checking for room, before it parks.
+    /// How many times an upstream's producer yields, re-checking for room, before it parks.
     @inlinable
     static var yieldsBeforeParking: Int { 4 }
 
@@ -654,25 +666,52 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         _ = self.offer(element, epoch: Self.pushEpoch, respectingBounds: false)
     }
 
-    /// A subject's suspending send: waits while a bounded subscriber is full. A cancelled
-    /// task stops waiting and sends at once, past the bound, so nothing is lost. Returns
-    /// `false` if the subject had completed (the element was ignored).
+    /// A subject's suspending send: waits while a bounded subscriber is full, or while
+    /// other senders wait before it; the senders that wait go in first-in-first-out
+    /// (`MulticastStateMachine.senderParked`). A cancelled task stops waiting and sends at
+    /// once, past the bound, so nothing is lost. Returns `false` if the subject had
+    /// completed (the element was ignored).
+    ///
+    /// Unlike an upstream's producer (`waitForRoom(epoch:)`), a sender that finds no room
+    /// does not yield a few times before it parks: it takes its place in line at once, or a
+    /// sender coming later could go in first while it yields. Parking costs less here
+    /// anyway: the transition that makes room appends the parked senders' elements itself,
+    /// so no subscriber waits for a sender to wake up.
     @inlinable
     @discardableResult
     func sendWhenReady(_ element: Element) async -> Bool {
-        while true {
-            switch self.offerIfRoom(element) {
-            case .proceed?, .park?:
-                return true
-            case .stop?:
-                return false
-            case nil:
-                let mayRetry = Task.isCancelled ? false : await self.waitForRoom(epoch: Self.pushEpoch)
-                if !mayRetry {
-                    // Cancelled, or the subject completed meanwhile (then this is ignored).
-                    return self.offer(element, epoch: Self.pushEpoch, respectingBounds: false) != .stop
+        if let outcome = self.offerIfRoom(element) { return outcome != .stop }
+        if !Task.isCancelled, await self.waitToSend(element) { return true }
+        // Cancelled before it parked, or the subject completed (then this is ignored).
+        return self.offer(element, epoch: Self.pushEpoch, respectingBounds: false) != .stop
+    }
+
+    /// Parks a subject's sender with `element` until the machine has appended it, in its
+    /// turn (`true`), or the subject completed (`false`). A task cancelled while parked stops
+    /// waiting: its element goes in at once, past the bound (`true`); one cancelled before
+    /// it parked gets `false` at once, and its caller sends the element itself.
+    @inlinable
+    func waitToSend(_ element: Element) async -> Bool {
+        let token = self.state.withLock { state -> UInt64 in
+            defer { state.nextProducerToken += 1 }
+            return state.nextProducerToken
+        }
+        return await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: Machine.ProducerContinuation) in
+                self.transition { machine in
+                    // Checked under the lock: if `onCancel` already ran, it found nothing to
+                    // unpark, so parking now would never be undone.
+                    if Task.isCancelled {
+                        var effects = Machine.Effects()
+                        effects.producers = [continuation]
+                        effects.producerResult = false
+                        return effects
+                    }
+                    return machine.senderParked(element, token: token, continuation: continuation)
                 }
             }
+        } onCancel: {
+            self.transition { $0.senderCancelled(token: token) }
         }
     }
 

@@ -22,6 +22,7 @@ struct StateMachineReliabilityTests {
             switch machine.nextRequested(self.id, batch: &lending, report: &report, connectsOnDemand: false) {
             case .element(let element, _): return element
             case .terminal, .suspend: return nil
+            case .elementReleasingSenders: preconditionFailure("no sender waits for room in these tests")
             }
         }
     }

@@ -388,6 +388,8 @@ struct StateMachineTests {
                         #expect(subs[k].pending == 0, "step \(step): suspended with elements pending")
                     case .terminal:
                         Issue.record("step \(step): unexpected end")
+                    case .elementReleasingSenders:
+                        Issue.record("step \(step): an upstream's producer parks without an element")
                     }
                 } else if roll < 95 {
                     let k = Int(rng.next() % UInt64(subs.count))
