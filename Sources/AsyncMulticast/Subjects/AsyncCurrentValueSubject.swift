@@ -87,8 +87,9 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
     }
 
     /// Like ``send(_:)``, but if a `.bounded(n)` subscriber holds `n` unconsumed values it
-    /// first waits until every subscriber is down to half of `n`. A cancelled task stops
-    /// waiting and sends at once.
+    /// first waits until every subscriber is down to half of `n`. Senders that wait go in
+    /// first in, first out. A cancelled task stops waiting and sends at once, ahead of the
+    /// senders still waiting.
     @inlinable
     public func send(waitingForRoom element: Element) async {
         await self.storage.sendWhenReady(element)

@@ -77,9 +77,11 @@ public final class AsyncReplaySubject<Element: Sendable, Failure: Error>: AsyncS
 
     /// Delivers `element` to every current subscriber. If a `.bounded(n)` subscriber holds
     /// `n` unconsumed elements, it first waits until every subscriber is down to half of `n`
-    /// (see ``SharedBufferingPolicy/bounded(_:)``). If the calling task is cancelled while
-    /// waiting, it stops waiting and sends at once, so the element is not lost.
-    /// Ignored after completion.
+    /// (see ``SharedBufferingPolicy/bounded(_:)``). Senders that wait go in first in, first
+    /// out: in the order they began waiting, and before a later call of this method. If the
+    /// calling task is cancelled while waiting, it stops waiting and sends at once, past the
+    /// bound and ahead of the senders still waiting, so the element is not lost. Ignored
+    /// after completion, also by a sender waiting when the subject completes.
     ///
     /// ```swift
     /// let lines = AsyncReplaySubject<String, Never>(bufferSize: 1, buffering: .bounded(16))
