@@ -253,6 +253,7 @@ struct SubjectTests {
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(0)  // the reader is full
         let held = HeldExecutor()
+        defer { held.release() }  // if the test fails before it does: no task stays frozen
         let heldIndex = round % 5
         let senders = try await Self.parkSenders(1...6, holding: heldIndex, on: held, storage: subject.storage) {
             await subject.send(waitingForRoom: $0)
@@ -272,6 +273,7 @@ struct SubjectTests {
         subject.send(1)
         subject.send(2)  // the reader is full
         let held = HeldExecutor()
+        defer { held.release() }  // if the test fails before it does: no task stays frozen
         let heldIndex = round % 5
         let senders = try await Self.parkSenders(3...8, holding: heldIndex, on: held, storage: subject.storage) {
             await subject.send(waitingForRoom: $0)

@@ -31,7 +31,7 @@ final class HeldExecutor: TaskExecutor, Sendable {
         self.state.withLock { $0.isHeld = true }
     }
 
-    /// Runs the jobs that waited, and the later ones at once.
+    /// Runs the jobs that waited, and the later ones at once. Releasing twice is harmless.
     func release() {
         let jobs = self.state.withLock { state -> [UnownedJob] in
             state.isHeld = false
@@ -41,11 +41,8 @@ final class HeldExecutor: TaskExecutor, Sendable {
         for job in jobs { self.run(job) }
     }
 
-    /// Jobs waiting for ``release()``.
-    var heldJobs: Int { self.state.withLock { $0.jobs.count } }
-
     private func run(_ job: UnownedJob) {
-        let executor = self.asUnownedTaskExecutor()
-        DispatchQueue.global().async { job.runSynchronously(on: executor) }
+        // Captures `self`: the executor lives at least until its job ran.
+        DispatchQueue.global().async { job.runSynchronously(on: self.asUnownedTaskExecutor()) }
     }
 }
