@@ -145,6 +145,10 @@ extension MulticastStateMachine {
         }
         if !self.parkedProducers.isEmpty {
             guard !self.hasRoomToResume else { return "a producer waits while every subscriber has room" }
+            for parked in self.parkedProducers where (parked.element != nil) != (self.mode == .push) {
+                return self.mode == .push
+                    ? "a subject's sender waits without its element" : "an upstream's producer waits with an element"
+            }
         }
         if self.keepAliveTimerIsRunning {
             guard self.hasKeepAlive || self.replayExpiry == .afterWindow else {

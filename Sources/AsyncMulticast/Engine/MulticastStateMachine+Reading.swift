@@ -192,6 +192,11 @@ extension MulticastStateMachine {
     enum NextAction: Sendable {
         /// Return this element; resume `producers` with `true` (room was made).
         case element(Element, producers: [ProducerContinuation])
+        /// Return this element, and perform `effects`: the read made room, and senders that
+        /// were waiting for it had their elements appended (`releaseProducersIfRoom(into:)`).
+        /// Indirect, and apart from `.element`: every read returns a `NextAction` through the
+        /// lock, and `Effects` inline would make each of them several times larger.
+        indirect case elementReleasingSenders(Element, Effects)
         /// Return this terminal value (`nil` or an error). The subscriber has left.
         case terminal(Result<Element?, Failure>)
         /// Nothing is available: suspend and call `subscriberWaiting`. Start the upstream of
@@ -222,7 +227,12 @@ extension MulticastStateMachine {
     ) -> NextAction {
         switch self.read(id, batch: &batch, report: &report) {
         case .element(let element):
-            return .element(element, producers: self.takeProducersIfRoom())
+            guard !self.parkedProducers.isEmpty else { return .element(element, producers: []) }
+            var effects = Effects()
+            self.releaseProducersIfRoom(into: &effects)
+            guard effects.parkedElementsAppended > 0 else { return .element(element, producers: effects.producers) }
+            report.caughtUp = false  // the senders' elements came after what it took
+            return .elementReleasingSenders(element, effects)
         case .terminal(let result):
             return .terminal(result)
         case .empty:
@@ -260,7 +270,7 @@ extension MulticastStateMachine {
             var effects = Effects()
             effects.subscribers = [continuation]
             effects.subscriberResult = .success(element)
-            effects.producers = self.takeProducersIfRoom()
+            self.releaseProducersIfRoom(into: &effects)
             return .resumed(effects)
         case .terminal(let result):
             var effects = Effects()

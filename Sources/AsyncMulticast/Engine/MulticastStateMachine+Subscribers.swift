@@ -165,7 +165,7 @@ extension MulticastStateMachine {
             }
         }
         if effects.producers.isEmpty {
-            effects.producers = self.takeProducersIfRoom()
+            self.releaseProducersIfRoom(into: &effects)
         }
         return effects
     }

@@ -36,6 +36,8 @@
 // - A subscriber of an ended connection (`Slot.noLane`) reads only its private queue, which
 //   ends it, and is never waiting.
 // - A producer is parked only while some member holds more than its lane's resume level.
+// - A subject's parked producers are its senders, each with the element it waits to send, in
+//   the order they parked; an upstream's producer parks without one (its element is in).
 // - The end (finished or failed) is part of the upstream state: `.terminated(Terminal)`.
 // - A greeting belongs to a live, not waiting, `.evicting` subscriber, and is not used up.
 
@@ -157,6 +159,15 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         var producers: [ProducerContinuation] = []
         @usableFromInline
         var producerResult = true
+        /// Waiting subscribers handed an element that this transition appended for a sender
+        /// that was waiting for room (see `releaseProducersIfRoom(into:)`): resume each with
+        /// its element.
+        @usableFromInline
+        var handedOver: [(continuation: SubscriberContinuation, element: Element)] = []
+        /// How many elements of waiting senders this transition appended (the storage counts
+        /// them as offers, see `CatchUpSpin`).
+        @usableFromInline
+        var parkedElementsAppended = 0
         /// Start a new upstream iteration for this epoch.
         @usableFromInline
         var startUpstream: UInt64?
@@ -173,7 +184,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         @inlinable
         var isEmpty: Bool {
             self.subscribers.isEmpty && self.producers.isEmpty && self.startUpstream == nil
-                && self.cancelUpstream == nil && self.keepAliveTimer == .none
+                && self.cancelUpstream == nil && self.keepAliveTimer == .none && self.handedOver.isEmpty
+                && self.parkedElementsAppended == 0
         }
     }
 
@@ -241,8 +253,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var lastGreeting: (start: Int, elements: [Element])?
 
+    /// Producers waiting for room, in the order they parked (see `ParkedProducer`).
     @usableFromInline
-    var parkedProducers: [(token: UInt64, continuation: ProducerContinuation)] = []
+    var parkedProducers: [ParkedProducer] = []
 
     @usableFromInline
     var subscriberCount = 0

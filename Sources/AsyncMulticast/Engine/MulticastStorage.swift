@@ -30,6 +30,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var timerDeadline = Duration.zero
         @usableFromInline
         var nextProducerToken: UInt64 = 0
+        /// Told once, outside the lock, when a push-fed storage completes: each running
+        /// `send(contentsOf:)` stops pulling its sequence (see `observeCompletion(_:)`).
+        @usableFromInline
+        var completionObservers: [(token: UInt64, onCompletion: @Sendable () -> Void)] = []
+        @usableFromInline
+        var nextCompletionObserverToken: UInt64 = 0
         /// Observers of the subscriber count (`subscriberCounts`), and the count and change
         /// number they were last told.
         @usableFromInline
@@ -337,6 +343,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         for continuation in effects.subscribers {
             continuation.resume(returning: effects.subscriberResult)
         }
+        for (continuation, element) in effects.handedOver {
+            continuation.resume(returning: .success(element))
+        }
+        if effects.parkedElementsAppended > 0 { self.catchUp.recordOffer() }
         for continuation in effects.producers {
             continuation.resume(returning: effects.producerResult)
         }
@@ -469,6 +479,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case .element(let element, let producers):
             for producer in producers { producer.resume(returning: true) }
             return .element(element)
+        case .elementReleasingSenders(let element, let effects):
+            self.perform(effects)
+            return .element(element)
         case .terminal(let result):
             return .ended(result)
         case .suspend:
@@ -553,6 +566,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                     offersWhenCaughtUp = self.catchUp.offerCount
                 }
                 return (action, nil, nil)
+            case .elementReleasingSenders:
+                // Not caught up: the senders' elements came after what it took.
+                return (action, nil, nil)
             case .terminal:
                 // The subscriber has left.
                 return (action, nil, Self.countChange(&state))
@@ -602,8 +618,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    /// Suspends until a bounded subscriber made room (`true`) or producing must stop (`false`).
-    /// A cancelled waiting task stops waiting and gets `false`.
+    /// An upstream iteration's producer, told to `.park`: suspends until a bounded subscriber
+    /// made room (`true`) or producing must stop (`false`). A cancelled waiting task stops
+    /// waiting and gets `false`. (A subject's sender waits with its element instead:
+    /// `waitToSend(_:)`.)
     @inlinable
     func waitForRoom(epoch: UInt64) async -> Bool {
         // Parking is a suspension that a subscriber must undo with a thread wake-up, which
@@ -642,7 +660,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    /// How many times a producer yields, re-checking for room, before it parks.
+    /// How many times an upstream's producer yields, re-checking for room, before it parks.
     @inlinable
     static var yieldsBeforeParking: Int { 4 }
 
@@ -656,37 +674,119 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         _ = self.offer(element, epoch: Self.pushEpoch, respectingBounds: false)
     }
 
-    /// A subject's suspending send: waits while a bounded subscriber is full. A cancelled
-    /// task stops waiting and sends at once, past the bound, so nothing is lost. Returns
-    /// `false` if the subject had completed (the element was ignored).
+    /// A subject's suspending send: waits while a bounded subscriber is full, or while
+    /// other senders wait before it; the senders that wait go in first-in-first-out
+    /// (`MulticastStateMachine.senderParked`). A cancelled task stops waiting and sends at
+    /// once, past the bound, so nothing is lost. Returns `false` if the subject had
+    /// completed (the element was ignored).
+    ///
+    /// Unlike an upstream's producer (`waitForRoom(epoch:)`), a sender that finds no room
+    /// does not yield a few times before it parks: it takes its place in line at once, or a
+    /// sender coming later could go in first while it yields. Parking costs less here
+    /// anyway: the transition that makes room appends the parked senders' elements itself,
+    /// so no subscriber waits for a sender to wake up.
     @inlinable
     @discardableResult
     func sendWhenReady(_ element: Element) async -> Bool {
-        while true {
-            switch self.offerIfRoom(element) {
-            case .proceed?, .park?:
-                return true
-            case .stop?:
-                return false
-            case nil:
-                let mayRetry = Task.isCancelled ? false : await self.waitForRoom(epoch: Self.pushEpoch)
-                if !mayRetry {
-                    // Cancelled, or the subject completed meanwhile (then this is ignored).
-                    return self.offer(element, epoch: Self.pushEpoch, respectingBounds: false) != .stop
+        if let outcome = self.offerIfRoom(element) { return outcome != .stop }
+        if !Task.isCancelled, await self.waitToSend(element) { return true }
+        // Cancelled before it parked, or the subject completed (then this is ignored).
+        return self.offer(element, epoch: Self.pushEpoch, respectingBounds: false) != .stop
+    }
+
+    /// Parks a subject's sender with `element` until the machine has appended it, in its
+    /// turn (`true`), or the subject completed (`false`). A task cancelled while parked stops
+    /// waiting: its element goes in at once, past the bound (`true`); one cancelled before
+    /// it parked gets `false` at once, and its caller sends the element itself.
+    @inlinable
+    func waitToSend(_ element: Element) async -> Bool {
+        let token = self.state.withLock { state -> UInt64 in
+            defer { state.nextProducerToken += 1 }
+            return state.nextProducerToken
+        }
+        return await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: Machine.ProducerContinuation) in
+                self.transition { machine in
+                    // Checked under the lock: if `onCancel` already ran, it found nothing to
+                    // unpark, so parking now would never be undone.
+                    if Task.isCancelled {
+                        var effects = Machine.Effects()
+                        effects.producers = [continuation]
+                        effects.producerResult = false
+                        return effects
+                    }
+                    return machine.senderParked(element, token: token, continuation: continuation)
                 }
             }
+        } onCancel: {
+            self.transition { $0.senderCancelled(token: token) }
         }
     }
 
     /// A subject's `send(contentsOf:)`: sends each element as `sendWhenReady` does, until
-    /// the sequence ends, the task is cancelled or the subject completed.
+    /// the sequence ends, the task is cancelled or the subject completes. A completed subject
+    /// returns at once, without iterating.
+    ///
+    /// The sequence is iterated in a task of its own (`feeding`), so that the subject's
+    /// completion can end the call even while it waits inside the sequence's `next()`: the
+    /// completion cancels that task, which the sequence sees as the cancellation of its
+    /// iteration. Cancelling the caller's task instead would leak into the caller. The task
+    /// captures `actor`, so it runs on the caller's actor (the sequence and its iterator,
+    /// which need not be `Sendable`, stay in the caller's isolation), and this call waits
+    /// for it, forwarding its own cancellation: the task never outlives the call. Only one
+    /// of the two tasks runs at a time, the caller waiting for the other.
+    ///
+    /// A sequence that ignores cancellation keeps the call until the `next()` it is in
+    /// returns; after a completion, what it returns then is ignored like any later send.
     @inlinable
     func send<Elements: AsyncSequence>(
         contentsOf elements: Elements, isolation actor: isolated (any Actor)?
     ) async throws(Elements.Failure) where Elements.Element == Element {
-        var iterator = elements.makeAsyncIterator()
-        while !Task.isCancelled, let element = try await iterator.next(isolation: actor) {
-            guard await self.sendWhenReady(element) else { return }
+        guard self.state.withLock({ $0.machine.terminal == nil }) else { return }
+        let feeding = Task { () async -> Result<Void, Elements.Failure> in
+            _ = actor  // captured: the task runs on the caller's actor
+            do throws(Elements.Failure) {
+                var iterator = elements.makeAsyncIterator()
+                while !Task.isCancelled, let element = try await iterator.next(isolation: actor) {
+                    guard await self.sendWhenReady(element) else { break }
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        let observer = self.observeCompletion { feeding.cancel() }
+        defer { if let observer { self.stopObservingCompletion(observer) } }
+        try await withTaskCancellationHandler {
+            await feeding.value
+        } onCancel: {
+            feeding.cancel()
+        }.get()
+    }
+
+    /// Calls `onCompletion` once when the storage completes, outside the lock; at once (and
+    /// returns `nil`) if it already has. Otherwise returns the token that
+    /// `stopObservingCompletion(_:)` takes.
+    @inlinable
+    func observeCompletion(_ onCompletion: @escaping @Sendable () -> Void) -> UInt64? {
+        let token = self.state.withLock { state -> UInt64? in
+            guard state.machine.terminal == nil else { return nil }
+            defer { state.nextCompletionObserverToken += 1 }
+            state.completionObservers.append((state.nextCompletionObserverToken, onCompletion))
+            return state.nextCompletionObserverToken
+        }
+        if token == nil { onCompletion() }
+        return token
+    }
+
+    /// Forgets the completion observer `token` (its `send(contentsOf:)` returned). Harmless
+    /// if it was already told.
+    @inlinable
+    func stopObservingCompletion(_ token: UInt64) {
+        self.state.withLock { state in
+            if let index = state.completionObservers.firstIndex(where: { $0.token == token }) {
+                state.completionObservers.remove(at: index)
+            }
         }
     }
 
@@ -704,10 +804,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         if let produced { self.delivered(produced, resuming: resuming) }
     }
 
-    /// Completes a push-fed storage. Ignored once completed.
+    /// Completes a push-fed storage, and tells the completion observers. Ignored once
+    /// completed.
     @inlinable
     func complete(failure: Failure?) {
-        self.transition { $0.subjectCompleted(failure: failure) }
+        let (work, observers) = self.state.withLock { state in
+            let effects = state.machine.subjectCompleted(failure: failure)
+            // Taken in the same critical section: none can register once it has completed.
+            defer { state.completionObservers = [] }
+            return (self.outsideLock(effects, &state), state.completionObservers)
+        }
+        self.carryOut(work)
+        for observer in observers { observer.onCompletion() }
     }
 
     /// What a subscriber joining now would be replayed, oldest first.

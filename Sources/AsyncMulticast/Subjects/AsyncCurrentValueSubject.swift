@@ -87,8 +87,9 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
     }
 
     /// Like ``send(_:)``, but if a `.bounded(n)` subscriber holds `n` unconsumed values it
-    /// first waits until every subscriber is down to half of `n`. A cancelled task stops
-    /// waiting and sends at once.
+    /// first waits until every subscriber is down to half of `n`. Senders that wait go in
+    /// first in, first out. A cancelled task stops waiting and sends at once, ahead of the
+    /// senders still waiting.
     @inlinable
     public func send(waitingForRoom element: Element) async {
         await self.storage.sendWhenReady(element)
@@ -99,6 +100,13 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
     /// or the subject completes: Combine's `publisher.subscribe(subject)`. It does not
     /// complete the subject when `elements` ends (call ``finish()``), so several sources can
     /// feed one subject; an error of `elements` is thrown to the caller, not sent.
+    ///
+    /// If the subject has already completed, it returns at once without iterating
+    /// `elements`. If the subject completes, or the task is cancelled, while the call waits
+    /// for the next element, the iteration of `elements` is cancelled and the call returns
+    /// as soon as that `next()` does: at once for a sequence that stops on cancellation, such
+    /// as `AsyncStream`. `elements` is iterated on the caller's actor, in a task that ends
+    /// before the call returns.
     ///
     /// ```swift
     /// Task { try await chat.send(contentsOf: databaseNotifications) }

@@ -51,9 +51,11 @@ public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: A
 
     /// Delivers `element` to every current subscriber. If a `.bounded(n)` subscriber holds
     /// `n` unconsumed elements, it first waits until every subscriber is down to half of `n`
-    /// (see ``SharedBufferingPolicy/bounded(_:)``). If the calling task is cancelled while
-    /// waiting, it stops waiting and sends at once, so the element is not lost.
-    /// Ignored after completion.
+    /// (see ``SharedBufferingPolicy/bounded(_:)``). Senders that wait go in first in, first
+    /// out: in the order they began waiting, and before a later call of this method. If the
+    /// calling task is cancelled while waiting, it stops waiting and sends at once, past the
+    /// bound and ahead of the senders still waiting, so the element is not lost. Ignored
+    /// after completion, also by a sender waiting when the subject completes.
     ///
     /// ```swift
     /// let lines = AsyncPassthroughSubject<String, Never>(buffering: .bounded(16))
@@ -69,6 +71,13 @@ public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: A
     /// or the subject completes: Combine's `publisher.subscribe(subject)`. It does not
     /// complete the subject when `elements` ends (call ``finish()``), so several sources can
     /// feed one subject; an error of `elements` is thrown to the caller, not sent.
+    ///
+    /// If the subject has already completed, it returns at once without iterating
+    /// `elements`. If the subject completes, or the task is cancelled, while the call waits
+    /// for the next element, the iteration of `elements` is cancelled and the call returns
+    /// as soon as that `next()` does: at once for a sequence that stops on cancellation, such
+    /// as `AsyncStream`. `elements` is iterated on the caller's actor, in a task that ends
+    /// before the call returns.
     ///
     /// ```swift
     /// Task { try await chat.send(contentsOf: databaseNotifications) }

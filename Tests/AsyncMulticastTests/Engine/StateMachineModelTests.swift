@@ -1,6 +1,7 @@
 // A seeded, randomized model test of the whole engine: every face's operations (share and
 // replay with keep-alive, multicast connect / cancel / reconnect with autoconnect, subjects
-// with send and send(waitingForRoom:), per-subscriber views joining and leaving, iterators
+// with send and send(waitingForRoom:) (senders waiting in order, and cancelled), per-subscriber
+// views joining and leaving, iterators
 // holding batches they have not returned yet, subscribers and producers suspended on real
 // continuations) are applied to `MulticastStateMachine` and to a plain reference model: one
 // queue per subscriber, as if each had its own `AsyncStream`.
@@ -36,10 +37,11 @@ enum ModelStep: CustomStringConvertible, Sendable {
     case produce
     /// A subject's `send(waitingForRoom:)` of the next value.
     case sendWaitingForRoom
-    /// A producer told to wait for room polls (`park: false`) or parks.
+    /// A producer told to wait for room polls (`park: false`) or parks; a subject's sender
+    /// parks with its value, and one that finds room when it polls sends its value.
     case waitForRoom(pick: Int, park: Bool)
-    /// A subject sender released with room tries its element again.
-    case retrySend(pick: Int)
+    /// A subject's sender parked with its value is cancelled: the value goes in at once.
+    case cancelSender(pick: Int)
     case connect
     /// The current connection is cancelled (`stale`: an old connection's cancel).
     case disconnect(stale: Bool)
@@ -58,7 +60,7 @@ enum ModelStep: CustomStringConvertible, Sendable {
         case .produce: return "produce"
         case .sendWaitingForRoom: return "send(waitingForRoom:)"
         case .waitForRoom(let pick, let park): return park ? "park(#\(pick))" : "poll-for-room(#\(pick))"
-        case .retrySend(let pick): return "retry-send(#\(pick))"
+        case .cancelSender(let pick): return "cancel-sender(#\(pick))"
         case .connect: return "connect"
         case .disconnect(let stale): return stale ? "cancel(stale connection)" : "cancel(connection)"
         case .keepAliveExpires: return "keep-alive expires"
@@ -115,7 +117,7 @@ struct ModelConfig: CustomStringConvertible, Sendable {
             case 43..<70:
                 steps.append(self.mode == .push && rng.next() % 2 == 0 ? .sendWaitingForRoom : .produce)
             case 70..<80: steps.append(.waitForRoom(pick: pick(), park: rng.next() % 3 != 0))
-            case 80..<84: steps.append(self.mode == .push ? .retrySend(pick: pick()) : .produceStale)
+            case 80..<84: steps.append(self.mode == .push ? .cancelSender(pick: pick()) : .produceStale)
             case 84..<89 where self.mode == .manual: steps.append(.connect)
             case 89..<92 where self.mode == .manual: steps.append(.disconnect(stale: rng.next() % 4 == 0))
             case 84..<92 where self.keepAlive: steps.append(.keepAliveExpires)
@@ -282,9 +284,16 @@ struct ModelRun {
         /// Was told to wait for room (`.park`, or `produceIfRoom` said no), with the value a
         /// subject sender still has to send.
         case mustWait(value: Int?)
-        case parked(Suspended<Bool>, value: Int?)
-        /// A subject sender released with room: retries its value.
-        case ready(value: Int)
+        /// Parked with the token it parked with (tokens grow: they give the parking order),
+        /// and a subject sender's value, which the machine appends in its turn.
+        case parked(Suspended<Bool>, value: Int?, token: UInt64)
+    }
+
+    /// What releasing subject senders hands over: the waiting subscribers that receive a
+    /// sender's value, and how many values went in.
+    struct Handover {
+        var subscribers: [(waiting: Suspended<Result>, value: Int)] = []
+        var sent = 0
     }
 
     let config: ModelConfig
@@ -340,7 +349,7 @@ struct ModelRun {
     /// producers the model releases with `producerResult`, then resumes them all.
     mutating func expect(
         _ effects: Machine.Effects, resuming subscribers: [Suspended<Result>], with result: Result?,
-        releasing producers: [Suspended<Bool>], with producerResult: Bool,
+        releasing producers: [Suspended<Bool>], with producerResult: Bool, handingOver handover: Handover = Handover(),
         cancelling cancelled: UInt64? = nil, starting started: UInt64? = nil,
         timer: Machine.KeepAliveTimerAction = .none
     ) async throws(ModelFailure) {
@@ -367,7 +376,14 @@ struct ModelRun {
             effects.startUpstream == started,
             "startUpstream \(String(describing: effects.startUpstream)), expected \(String(describing: started))")
         try self.check(effects.keepAliveTimer == timer, "timer action \(effects.keepAliveTimer), expected \(timer)")
+        try self.check(
+            effects.handedOver.count == handover.subscribers.count,
+            "handed senders' values to \(effects.handedOver.count) subscribers, expected \(handover.subscribers.count)")
+        try self.check(
+            effects.parkedElementsAppended == handover.sent,
+            "appended \(effects.parkedElementsAppended) senders' values, expected \(handover.sent)")
         for continuation in effects.subscribers { continuation.resume(returning: effects.subscriberResult) }
+        for (continuation, element) in effects.handedOver { continuation.resume(returning: .success(element)) }
         for continuation in effects.producers { continuation.resume(returning: effects.producerResult) }
         // The right continuations were resumed: the ones the model expected received it.
         for waiting in subscribers {
@@ -378,31 +394,62 @@ struct ModelRun {
             let received = await waiting.value()
             try self.check(received == producerResult, "an expected producer continuation was not the one resumed")
         }
+        for (waiting, value) in handover.subscribers {
+            let received = await waiting.value()
+            try self.check(
+                received == .success(value), "a subscriber handed a sender's value received \(received as Any)")
+        }
     }
 
-    /// Takes every parked producer out of the model (they are being released).
-    mutating func takeParked(releasing: Bool) -> [Suspended<Bool>] {
+    /// Takes every parked producer out of the model: they are stopped, and end.
+    mutating func takeParked() -> [Suspended<Bool>] {
         var taken: [Suspended<Bool>] = []
         self.producers = self.producers.compactMap { producer in
-            guard case .parked(let waiting, let value) = producer else { return producer }
+            guard case .parked(let waiting, _, _) = producer else { return producer }
             taken.append(waiting)
-            if !releasing { return nil }  // stopped: the producer ends
-            if self.config.mode == .push, let value { return .ready(value: value) }
-            return .free
+            return nil
         }
         return taken
     }
 
-    /// The parked producers the model releases now, if any (room to resume).
-    mutating func releasedIfRoom() -> [Suspended<Bool>] {
-        self.hasRoomToResume ? self.takeParked(releasing: true) : []
+    /// The indices of the parked producers, in the order they parked.
+    var parkedInOrder: [Int] {
+        self.producers.indices.compactMap { index -> (index: Int, token: UInt64)? in
+            guard case .parked(_, _, let token) = self.producers[index] else { return nil }
+            return (index, token)
+        }.sorted { $0.token < $1.token }.map(\.index)
+    }
+
+    /// The parked producers the model releases now, if any (room to resume), in the order
+    /// they parked: an upstream's producer may produce again; a subject's sender has its
+    /// value delivered first, while there is room, and is done. From the first sender that
+    /// finds no room on, the senders stay parked.
+    mutating func releasedIfRoom() -> (producers: [Suspended<Bool>], handover: Handover) {
+        var handover = Handover()
+        guard self.hasRoomToResume else { return ([], handover) }
+        var released: [Suspended<Bool>] = []
+        var done: Set<Int> = []
+        for index in self.parkedInOrder {
+            guard case .parked(let waiting, let value, _) = self.producers[index] else { continue }
+            if let value {
+                guard self.hasRoom else { break }
+                handover.subscribers += self.deliver(value).map { ($0, value) }
+                handover.sent += 1
+                done.insert(index)
+            } else {
+                self.producers[index] = .free
+            }
+            released.append(waiting)
+        }
+        self.producers = self.producers.indices.filter { !done.contains($0) }.map { self.producers[$0] }
+        return (released, handover)
     }
 
     /// The upstream iteration stops: parked producers are released with `false`, the others end.
     mutating func stopUpstream(_ epoch: UInt64) -> [Suspended<Bool>] {
         self.staleEpochs.append(epoch)
         self.upstream = .idle
-        let parked = self.takeParked(releasing: false)
+        let parked = self.takeParked()
         self.producers.removeAll()
         return parked
     }
@@ -454,7 +501,16 @@ struct ModelRun {
                 self.subscribers[k].pending.removeFirst(take)
                 self.subscribers[k].greeting = Swift.max(0, self.subscribers[k].greeting - 1 - take)
                 self.subscribers[k].gaps.removeFirst(take)
-                guard case .element(let element, let producers) = action else {
+                let element: Int
+                var effects = Machine.Effects()
+                switch action {
+                case .element(let read, let producers):
+                    element = read
+                    effects.producers = producers
+                case .elementReleasingSenders(let read, let released):
+                    element = read
+                    effects = released
+                case .terminal, .suspend, .gap:
                     throw self.fail("read \(action), expected element \(expected)")
                 }
                 try self.check(element == expected, "read \(element), expected \(expected)")
@@ -462,9 +518,10 @@ struct ModelRun {
                     self.subscribers[k].batch == batch,
                     "batch \(self.subscribers[k].batch), expected \(batch)")
                 try self.checkReport(report, of: k, missed: missed, evicted: false)
-                var effects = Machine.Effects()
-                effects.producers = producers
-                try await self.expect(effects, resuming: [], with: nil, releasing: self.releasedIfRoom(), with: true)
+                let release = self.releasedIfRoom()
+                try await self.expect(
+                    effects, resuming: [], with: nil, releasing: release.producers, with: true,
+                    handingOver: release.handover)
                 return
             }
             if self.subscribers[k].evicted {
@@ -523,18 +580,20 @@ struct ModelRun {
                     self.upstream = .lingering(epoch: epoch)
                     let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .restart : .start
                     self.timerRunning = true
+                    let release = self.releasedIfRoom()
                     try await self.expect(
                         effects, resuming: resumed, with: .success(nil),
-                        releasing: self.releasedIfRoom(), with: true, timer: timer)
+                        releasing: release.producers, with: true, handingOver: release.handover, timer: timer)
                 } else {
                     try await self.expect(
                         effects, resuming: resumed, with: .success(nil),
                         releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
                 }
             } else {
+                let release = self.releasedIfRoom()
                 try await self.expect(
                     effects, resuming: resumed, with: .success(nil),
-                    releasing: self.releasedIfRoom(), with: true)
+                    releasing: release.producers, with: true, handingOver: release.handover)
             }
 
         case .produce:
@@ -558,14 +617,24 @@ struct ModelRun {
             guard self.config.mode == .push else { return }
             try await self.send(self.nextValue(), index: nil)
 
-        case .retrySend(let pick):
-            let ready = self.producers.indices.filter {
-                if case .ready = self.producers[$0] { return true } else { return false }
+        case .cancelSender(let pick):
+            guard self.config.mode == .push else { return }
+            let parked = self.parkedInOrder
+            guard !parked.isEmpty else {
+                try self.check(
+                    self.machine.senderCancelled(token: self.nextToken).isEmpty, "cancelled nobody, with effects")
+                return
             }
-            guard !ready.isEmpty else { return }
-            let index = ready[pick % ready.count]
-            guard case .ready(let value) = self.producers[index] else { return }
-            try await self.send(value, index: index)
+            let index = parked[pick % parked.count]
+            guard case .parked(let waiting, let value?, let token) = self.producers[index] else {
+                throw self.fail("a subject's sender parked without its value")
+            }
+            let effects = self.machine.senderCancelled(token: token)
+            self.producers.remove(at: index)
+            // At once, past the bound, ahead of the senders still waiting.
+            let handover = Handover(subscribers: self.deliver(value).map { ($0, value) }, sent: 1)
+            try await self.expect(
+                effects, resuming: [], with: nil, releasing: [waiting], with: true, handingOver: handover)
 
         case .waitForRoom(let pick, let park):
             let waiting = self.producers.indices.filter {
@@ -574,32 +643,54 @@ struct ModelRun {
             guard !waiting.isEmpty else { return }
             let index = waiting[pick % waiting.count]
             guard case .mustWait(let value) = self.producers[index] else { return }
+            if let value, !park {
+                // A sender offers its value again.
+                try await self.send(value, index: index)
+                return
+            }
             let epoch = self.config.mode == .push ? 0 : (self.currentEpoch ?? self.staleEpochs.last ?? 0)
+            // A sender that parks goes in at once if there is room and nobody waits before it;
+            // an upstream's producer resumes at the resume level.
+            let mayGoOn = value != nil ? self.hasRoom && self.parkedInOrder.isEmpty : self.hasRoomToResume
             let expected: Machine.ProduceOutcome =
-                self.terminal != nil || self.currentEpoch == nil ? .stop : self.hasRoomToResume ? .proceed : .park
+                self.terminal != nil || self.currentEpoch == nil ? .stop : mayGoOn ? .proceed : .park
             if !park {
                 let status = self.machine.producerStatus(epoch: epoch)
                 try self.check(status == expected, "producerStatus \(status), expected \(expected)")
                 switch status {
-                case .proceed: self.producers[index] = value.map { .ready(value: $0) } ?? .free
+                case .proceed: self.producers[index] = .free
                 case .stop: self.producers.remove(at: index)
                 case .park: break
                 }
                 return
             }
             let parked = await Suspended<Bool>.make()
-            let effects = self.machine.producerParked(
-                epoch: epoch, token: self.nextToken, continuation: parked.continuation)
+            let token = self.nextToken
             self.nextToken += 1
+            let effects =
+                if let value {
+                    self.machine.senderParked(value, token: token, continuation: parked.continuation)
+                } else {
+                    self.machine.producerParked(epoch: epoch, token: token, continuation: parked.continuation)
+                }
             switch expected {
             case .stop:
+                // A sender's value is not taken: the subject has completed.
                 self.producers.remove(at: index)
                 try await self.expect(effects, resuming: [], with: nil, releasing: [parked], with: false)
             case .proceed:
-                self.producers[index] = value.map { .ready(value: $0) } ?? .free
-                try await self.expect(effects, resuming: [], with: nil, releasing: [parked], with: true)
+                if let value {
+                    // There is room again and nobody waits before it: its value goes in now.
+                    self.producers.remove(at: index)
+                    let handover = Handover(subscribers: self.deliver(value).map { ($0, value) }, sent: 1)
+                    try await self.expect(
+                        effects, resuming: [], with: nil, releasing: [parked], with: true, handingOver: handover)
+                } else {
+                    self.producers[index] = .free
+                    try await self.expect(effects, resuming: [], with: nil, releasing: [parked], with: true)
+                }
             case .park:
-                self.producers[index] = .parked(parked, value: value)
+                self.producers[index] = .parked(parked, value: value, token: token)
                 try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
             }
 
@@ -663,7 +754,7 @@ struct ModelRun {
             self.subscribers.removeAll { $0.waiting != nil }
             let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .cancel : .none
             self.timerRunning = false
-            let parked = self.takeParked(releasing: false)
+            let parked = self.takeParked()
             self.producers.removeAll()
             try await self.expect(
                 effects, resuming: resumed, with: result, releasing: parked, with: false, timer: timer)
@@ -725,8 +816,8 @@ struct ModelRun {
             if let index { self.producers.remove(at: index) }
             return
         }
-        guard self.hasRoom else {
-            try self.check(action == nil, "sent past a full bound")
+        guard self.hasRoom && self.parkedInOrder.isEmpty else {
+            try self.check(action == nil, "sent past a full bound, or before the senders waiting")
             if let index {
                 self.producers[index] = .mustWait(value: value)
             } else {
@@ -774,6 +865,13 @@ struct ModelRun {
             self.machine.parkedProducers.count == parked,
             "\(self.machine.parkedProducers.count) parked producers, expected \(parked)")
         try self.check(parked == 0 || !self.hasRoomToResume, "a producer waits while every subscriber has room")
+        let parkedValues = self.parkedInOrder.map { index -> Int? in
+            guard case .parked(_, let value, _) = self.producers[index] else { return nil }
+            return value
+        }
+        try self.check(
+            self.machine.parkedProducers.map(\.element) == parkedValues,
+            "parked with \(self.machine.parkedProducers.map(\.element)), expected \(parkedValues) in that order")
         try self.check(
             self.machine.upstream == self.upstream, "upstream \(self.machine.upstream), expected \(self.upstream)")
         try self.check(
@@ -821,7 +919,7 @@ struct ModelRun {
             for sub in self.subscribers { sub.waiting?.continuation.resume(returning: .success(nil)) }
         }
         if effects.producers.isEmpty {
-            for producer in self.takeParked(releasing: false) { producer.continuation.resume(returning: false) }
+            for producer in self.takeParked() { producer.continuation.resume(returning: false) }
         }
         self.subscribers.removeAll()
         self.producers.removeAll()

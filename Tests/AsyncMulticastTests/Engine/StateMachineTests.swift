@@ -390,6 +390,8 @@ struct StateMachineTests {
                         Issue.record("step \(step): a gap reported to a reader that does not report gaps")
                     case .terminal:
                         Issue.record("step \(step): unexpected end")
+                    case .elementReleasingSenders:
+                        Issue.record("step \(step): an upstream's producer parks without an element")
                     }
                 } else if roll < 95 {
                     let k = Int(rng.next() % UInt64(subs.count))

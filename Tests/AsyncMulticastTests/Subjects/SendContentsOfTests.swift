@@ -139,6 +139,80 @@ struct SendContentsOfTests {
         #expect(await reader.next() == nil)
     }
 
+    @Test(
+        "returns at once when the subject has already completed, without pulling the sequence",
+        arguments: SubjectKind.allCases)
+    func returnsAtOnceAfterCompletion(_ kind: SubjectKind) async throws {
+        let probe = Probe()
+        // Never yields and never ends: only the subject's completion can end the call.
+        let (idle, input) = AsyncStream.makeStream(of: Int.self)
+        defer { input.finish() }
+        let source = Instrumented(idle, probe: probe)
+        switch kind {
+        case .passthrough:
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            subject.finish()
+            try await withTimeout("send(contentsOf:) returning") { await subject.send(contentsOf: source) }
+        case .currentValue:
+            let subject = AsyncCurrentValueSubject<Int, Never>(0)
+            subject.finish()
+            try await withTimeout("send(contentsOf:) returning") { await subject.send(contentsOf: source) }
+            #expect(subject.value == 0)
+        case .replay:
+            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+            subject.finish()
+            try await withTimeout("send(contentsOf:) returning") { await subject.send(contentsOf: source) }
+            #expect(subject.replayCache.isEmpty)
+        }
+        #expect(probe.pulls == 0, "a completed subject takes nothing, so nothing is pulled")
+    }
+
+    enum Completion: String, Sendable, CaseIterable, CustomStringConvertible {
+        case finish, fail
+        var description: String { self.rawValue }
+    }
+
+    @Test(
+        "returns when the subject completes while the sequence is idle; the sequence's iteration is cancelled",
+        arguments: Completion.allCases)
+    func returnsWhenTheSubjectCompletesDuringAnIdlePull(_ completion: Completion) async throws {
+        let subject = AsyncPassthroughSubject<Int, TestError>()
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
+        let source = FedSource()
+        let sending = Task { await subject.send(contentsOf: source) }
+        await source.control.waitForStart(of: 0)
+        source.control.yield(1, 2)
+        #expect(await reader.take(2) == [1, 2])
+        // The third pull finds nothing: the call waits inside the sequence's `next()`.
+        try await waitUntil("the third pull") { source.control.nextCalls == 3 }
+        switch completion {
+        case .finish: subject.finish()
+        case .fail: subject.fail(.boom)
+        }
+        try await withTimeout("send(contentsOf:) returning") { await sending.value }
+        let end = await source.control.waitForEnd()
+        #expect(end?.end == .cancelled, "the sequence's iteration is cancelled")
+        let rest = await reader.drain()
+        #expect(rest.elements.isEmpty)
+        #expect(rest.failure == (completion == .fail ? .boom : nil))
+        #expect(source.control.iteratorCount == 1)
+    }
+
+    @Test("returns when the subject completes while it waits for room; the element it waited to send is ignored")
+    func returnsWhenTheSubjectCompletesWhilePaced() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
+        var reader = subject.makeAsyncIterator()
+        let probe = Probe()
+        let sending = Task { await subject.send(contentsOf: Instrumented((0..<10).async, probe: probe)) }
+        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        subject.finish()
+        try await withTimeout("send(contentsOf:) returning") { await sending.value }
+        #expect(probe.pulls == 3, "nothing is pulled after the completion")
+        var received: [Int] = []
+        while let n = await reader.next() { received.append(n) }
+        #expect(received == [0, 1], "what was sent before the completion, then the end")
+    }
+
     @Test("throws the sequence's error, which does not fail the subject")
     func throwsTheSequenceError() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>()

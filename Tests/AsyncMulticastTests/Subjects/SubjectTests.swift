@@ -216,6 +216,75 @@ struct SubjectTests {
         #expect(await reader.drain().elements == [1, 2, 3], "nothing lost")
     }
 
+    /// Starts one `send(waitingForRoom:)` per value, in order, each once the ones before it
+    /// are parked, so the order in which they began waiting is known. The sender at
+    /// `heldIndex` runs on `held`, which is held once that sender is parked: released, it
+    /// cannot run on until the test releases the executor, so only the engine can put its
+    /// element in its place.
+    private static func parkSenders(
+        _ values: ClosedRange<Int>, holding heldIndex: Int, on held: HeldExecutor,
+        storage: MulticastStorage<Int, Never>,
+        send: @escaping @Sendable (Int) async -> Void
+    ) async throws -> [Task<Void, Never>] {
+        var senders: [Task<Void, Never>] = []
+        for (index, value) in values.enumerated() {
+            senders.append(Task(executorPreference: index == heldIndex ? held : nil) { await send(value) })
+            try await waitUntil("sender of \(value) waiting") { storage.producersWaitingForRoom == index + 1 }
+            if index == heldIndex { held.hold() }
+        }
+        return senders
+    }
+
+    /// Waits for every sender but the held one, then releases it and waits for it too.
+    private static func awaitAll(_ senders: [Task<Void, Never>], held: (index: Int, on: HeldExecutor)) async throws {
+        for (index, sender) in senders.enumerated() where index != held.index {
+            try await withTimeout("a released sender") { await sender.value }
+        }
+        held.on.release()
+        try await withTimeout("the held sender") { await senders[held.index].value }
+    }
+
+    @Test(
+        "senders waiting for room go in first in, first out when the last subscriber leaves, whichever task runs first",
+        arguments: 0..<20)
+    func waitingSendersKeepTheirOrderWhenTheLastSubscriberLeaves(round: Int) async throws {
+        // It replays everything, so the order stays visible once nobody subscribes.
+        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 16, buffering: .bounded(1))
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
+        subject.send(0)  // the reader is full
+        let held = HeldExecutor()
+        defer { held.release() }  // if the test fails before it does: no task stays frozen
+        let heldIndex = round % 5
+        let senders = try await Self.parkSenders(1...6, holding: heldIndex, on: held, storage: subject.storage) {
+            await subject.send(waitingForRoom: $0)
+        }
+        await reader.leave()
+        try await Self.awaitAll(senders, held: (heldIndex, held))
+        #expect(subject.replayCache == Array(0...6), "round \(round), sender #\(heldIndex) held")
+        #expect(subject.storage.producersWaitingForRoom == 0)
+    }
+
+    @Test(
+        "senders waiting for room go in first in, first out as a subscriber reads, whichever task runs first",
+        arguments: 0..<20)
+    func waitingSendersKeepTheirOrderAsASubscriberReads(round: Int) async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
+        subject.send(1)
+        subject.send(2)  // the reader is full
+        let held = HeldExecutor()
+        defer { held.release() }  // if the test fails before it does: no task stays frozen
+        let heldIndex = round % 5
+        let senders = try await Self.parkSenders(3...8, holding: heldIndex, on: held, storage: subject.storage) {
+            await subject.send(waitingForRoom: $0)
+        }
+        let reading = Task { await reader.take(8) }
+        try await Self.awaitAll(senders, held: (heldIndex, held))
+        let received = await reading.value
+        #expect(received == Array(1...8), "round \(round), sender #\(heldIndex) held")
+        await reader.leave()
+    }
+
     // MARK: Completion
 
     @Test("passthrough: send after finish is ignored; a later subscriber gets nil at once")

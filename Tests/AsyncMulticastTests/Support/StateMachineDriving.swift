@@ -37,6 +37,8 @@ extension Machine {
         case .element(let element, let producers):
             precondition(producers.isEmpty, "unexpected producers; use nextRequested(_:) directly")
             return .element(element)
+        case .elementReleasingSenders:
+            preconditionFailure("unexpected senders released; use nextRequested(_:) directly")
         case .suspend(let start):
             return .suspend(startUpstream: start)
         case .terminal(.success(nil)):
@@ -112,6 +114,7 @@ extension MulticastStateMachine.Effects {
     /// Resumes what the storage would resume.
     func perform() {
         for continuation in self.subscribers { continuation.resume(returning: self.subscriberResult) }
+        for (continuation, element) in self.handedOver { continuation.resume(returning: .success(element)) }
         for continuation in self.producers { continuation.resume(returning: self.producerResult) }
     }
 }
