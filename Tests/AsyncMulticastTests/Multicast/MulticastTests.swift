@@ -136,6 +136,35 @@ struct MulticastTests {
         await reader.leave()
     }
 
+    /// The other half of Guides/Multicast.md's "`cancel()` drains, then ends": an element the
+    /// base hands over after the cancel, here one it was still computing, reaches no one; the
+    /// subscribers present keep what was buffered at the cancel (nothing here).
+    @Test("cancel() while the base computes an element: that element reaches no one")
+    func elementHandedOverAfterTheCancelIsDiscarded() async throws {
+        let source = StubbornSource()
+        let probe = Probe()
+        let multicast = Instrumented(source, probe: probe).multicast()
+        let present = SubscriberBox(multicast.makeAsyncIterator())
+        let connection = multicast.connect()
+        _ = await source.control.pulled.next("the upstream asking the base for its first element")
+
+        connection.cancel()
+        source.control.answer(1)  // the base ignores the cancellation and hands 1 over
+        try await waitUntil("the cancelled upstream iteration to end") { probe.liveIterators == 0 }
+        #expect(probe.pulls == 1, "it was not asked again: it had seen the cancellation")
+        #expect(await present.next() == nil, "1 reached no one")
+
+        let later = SubscriberBox(multicast.makeAsyncIterator())
+        let reconnected = multicast.connect()
+        _ = await source.control.pulled.next("the new iteration asking for its first element")
+        source.control.answer(10)
+        #expect(await later.next() == 10, "the new iteration's element, not the discarded one")
+        _ = await source.control.pulled.next("the new iteration asking for its second element")
+        reconnected.cancel()
+        source.control.answer(nil)
+        try await waitUntil("the second iteration to end") { probe.liveIterators == 0 }
+    }
+
     @Test("cancelling twice is harmless; an old connection does not cancel a newer one")
     func staleCancelIsIgnored() async {
         let source = FedSource()
