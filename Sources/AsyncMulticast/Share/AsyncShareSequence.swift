@@ -6,8 +6,10 @@
 ///   created (after the replayed ones, for `replay`), in upstream order.
 /// - **Lazy start:** the first `next()` of any subscriber starts one task that iterates the
 ///   base. There is never more than one base iterator running.
-/// - **Per-subscriber cancellation:** cancelling a subscriber's task makes its `next()`
-///   return `nil` at once; the others are not affected.
+/// - **Per-subscriber cancellation:** cancelling a subscriber's task makes its waiting
+///   `next()` return `nil` at once (a later `next()` first returns the few elements its
+///   iterator had already taken, see ``SharedIterator/next(isolation:)``); the others are not
+///   affected.
 /// - **Last one out cancels the upstream**, even while this value is still referenced; a
 ///   later subscriber starts a fresh iteration with a new `makeAsyncIterator()`.
 /// - **Terminal events are sticky:** after the base finished or threw, every subscriber gets

@@ -537,9 +537,13 @@ struct CaughtUpReadAttackTests {
 
     /// A producer task against nonisolated and actor-isolated subscribers: each receives
     /// every element once, in order, whatever the interleaving of counts and reads.
+    ///
+    /// Under `.bounded(1)` that is 20,000 lock-step hand-offs, each a few scheduler round
+    /// trips: a loaded machine stretches it far beyond any fixed deadline, so the hang guard
+    /// is a watchdog that each element received feeds.
     @Test(arguments: [SharedBufferingPolicy.unbounded, .bounded(4), .bounded(1)])
     func everySubscriberReceivesEveryElementOnceInOrder(_ policy: SharedBufferingPolicy) async throws {
-        try await withTimeout {
+        try await withProgressWatchdog("20,000 elements to three subscribers") { progress in
             let count = 20_000
             let subject = AsyncPassthroughSubject<Int, Never>(buffering: policy)
             let plain = (0..<2).map { _ in SubscriberBox(subject.makeAsyncIterator()) }
@@ -550,14 +554,20 @@ struct CaughtUpReadAttackTests {
                     await start.wait()
                     var out: [Int] = []
                     out.reserveCapacity(count)
-                    while let element = await box.next() { out.append(element) }
+                    while let element = await box.next() {
+                        out.append(element)
+                        progress.tick()
+                    }
                     return out
                 }
             }
             let onActor = Task {
                 await start.wait()
                 var out: [Int] = []
-                while let element = await reader.next() { out.append(element) }
+                while let element = await reader.next() {
+                    out.append(element)
+                    progress.tick()
+                }
                 return out
             }
             let producer = Task {
@@ -573,9 +583,10 @@ struct CaughtUpReadAttackTests {
     }
 
     /// Lag reports under a race: what a `.bufferingNewest(4)` subscriber receives plus what
-    /// it is told it missed is exactly what was produced, in order.
+    /// it is told it missed is exactly what was produced, in order. Its length grows with
+    /// scheduler round trips: the hang guard is a watchdog that each event read feeds.
     @Test func lagReportsStayExactUnderARace() async throws {
-        try await withTimeout {
+        try await withProgressWatchdog("20,000 elements against lag reports") { progress in
             let count = 20_000
             let subject = AsyncPassthroughSubject<Int, Never>()
             var events = subject.events(buffering: .bufferingNewest(4)).makeAsyncIterator()
@@ -584,7 +595,10 @@ struct CaughtUpReadAttackTests {
             let other = Task {
                 await start.wait()
                 var n = 0
-                while await b.next() != nil { n += 1 }
+                while await b.next() != nil {
+                    n += 1
+                    progress.tick()
+                }
                 return n
             }
             let producer = Task {
@@ -599,6 +613,7 @@ struct CaughtUpReadAttackTests {
             var next = 0
             var inOrder = true
             while let event = await events.next() {
+                progress.tick()
                 switch event {
                 case .element(let element):
                     if element != next { inOrder = false }

@@ -104,6 +104,67 @@ struct MulticastTests {
         #expect(source.control.iteratorCount == 2)
     }
 
+    /// At `cancel()` the subscribers present keep exactly what was buffered for them, and that
+    /// includes the element the upstream was parked with: the upstream offers every element it
+    /// pulled before it parks for room (`.bounded(n)` parks once a subscriber holds `n`), so that
+    /// element is already in the buffer when the cancel resumes the parked upstream with
+    /// `false`. The base is asked for one more element only after the cancel, in the cancelled
+    /// task, so that it sees the cancellation (Guides/Share.md, "Last one out"); what it returns
+    /// reaches no one. The base here ignores cancellation, so that last answer is a real
+    /// element (2), and the test shows it is not delivered.
+    @Test("cancel() while the upstream is parked: subscribers keep exactly what was buffered, its last offer included")
+    func cancelWhileParkedKeepsExactlyWhatWasBuffered() async throws {
+        let probe = Probe()
+        let multicast = Instrumented((0..<10).async, probe: probe).multicast(buffering: .bounded(2))
+        let holder = SubscriberBox(multicast.makeAsyncIterator())  // reads nothing before the cancel
+        let reader = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let connection = multicast.connect()
+        // `reader` receiving 1 shows that 1 was offered: `holder` then holds 0 and 1, its bound,
+        // so the upstream parks after offering 1 and asks the base for nothing more.
+        #expect(await reader.take(2) == [0, 1])
+        #expect(probe.pulls == 2, "the base was asked for 0 and 1, then the upstream parked with 1 offered")
+
+        connection.cancel()
+        var kept: [Int] = []
+        while let element = await holder.next() { kept.append(element) }
+        #expect(kept == [0, 1], "exactly what was buffered, the element the upstream parked with included")
+        #expect(await reader.next() == nil)
+
+        try await waitUntil("the cancelled upstream iteration to end") { probe.liveIterators == 0 }
+        #expect(probe.pulls == 3, "asked once more, after the cancel, so that the base sees it")
+        #expect(await holder.next() == nil, "the element that last pull returned reached no one")
+        await reader.leave()
+    }
+
+    /// The other half of Guides/Multicast.md's "`cancel()` drains, then ends": an element the
+    /// base hands over after the cancel, here one it was still computing, reaches no one; the
+    /// subscribers present keep what was buffered at the cancel (nothing here).
+    @Test("cancel() while the base computes an element: that element reaches no one")
+    func elementHandedOverAfterTheCancelIsDiscarded() async throws {
+        let source = StubbornSource()
+        let probe = Probe()
+        let multicast = Instrumented(source, probe: probe).multicast()
+        let present = SubscriberBox(multicast.makeAsyncIterator())
+        let connection = multicast.connect()
+        _ = await source.control.pulled.next("the upstream asking the base for its first element")
+
+        connection.cancel()
+        source.control.answer(1)  // the base ignores the cancellation and hands 1 over
+        try await waitUntil("the cancelled upstream iteration to end") { probe.liveIterators == 0 }
+        #expect(probe.pulls == 1, "it was not asked again: it had seen the cancellation")
+        #expect(await present.next() == nil, "1 reached no one")
+
+        let later = SubscriberBox(multicast.makeAsyncIterator())
+        let reconnected = multicast.connect()
+        _ = await source.control.pulled.next("the new iteration asking for its first element")
+        source.control.answer(10)
+        #expect(await later.next() == 10, "the new iteration's element, not the discarded one")
+        _ = await source.control.pulled.next("the new iteration asking for its second element")
+        reconnected.cancel()
+        source.control.answer(nil)
+        try await waitUntil("the second iteration to end") { probe.liveIterators == 0 }
+    }
+
     @Test("cancelling twice is harmless; an old connection does not cancel a newer one")
     func staleCancelIsIgnored() async {
         let source = FedSource()

@@ -59,32 +59,47 @@ extension HeavyAndTimingSensitive {
 struct CancellationTests {
     // MARK: 3. Per-subscriber cancellation
 
-    /// The rule of the Share guide's "Per subscriber": cancellation is observed when the
-    /// iterator refills its batch or would wait, so a cancelled task gets at most the
-    /// elements its iterator had already taken, then `nil`, and the subscriber has left.
-    @Test func cancelledTaskGetsAtMostItsTakenBatchThenNil() async throws {
+    /// The one rule for a cancelled task's next `next()` (`SharedIterator.next`, the Share
+    /// guide's "Per subscriber", the Combine guide's "What behaves differently"): it returns the
+    /// elements its iterator had already taken, then `nil`, although more were buffered for it,
+    /// and the subscriber has left. An iterator takes, besides the element it returns, up to
+    /// `min(n / 2, 64)` ready elements under `.bounded(n)` or `.evicting(n)`, 64 under
+    /// `.unbounded`, none under a dropping policy.
+    ///
+    /// `a` has `produced` elements buffered (the other subscriber read them all, so they were
+    /// produced) when it reads 0, so what its iterator takes then depends on the policy only.
+    @Test(arguments: [
+        (SharedBufferingPolicy.bounded(8), 8, [1, 2, 3, 4]),
+        (.evicting(8), 8, [1, 2, 3, 4]),
+        (.unbounded, 100, Array(1...64)),
+        (.bufferingNewest(8), 8, []),
+        (.bufferingOldest(8), 8, []),
+    ])
+    func cancelledTaskGetsExactlyItsTakenBatchThenNil(
+        _ policy: SharedBufferingPolicy, produced: Int, taken: [Int]
+    ) async throws {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
-            let shared = stream.share()
+            let shared = stream.share(buffering: policy)
             let a = SubscriberBox(shared.makeAsyncIterator())
             let b = SubscriberBox(shared.makeAsyncIterator())
-            upstream.yield(0)
-            upstream.yield(1)
-            #expect(await b.next() == 0)
-            #expect(await b.next() == 1)  // both are in a's buffer now
-            #expect(await a.next() == 0)  // a may now also hold 1 in its iterator's batch
+            for element in 0..<produced { upstream.yield(element) }
+            for element in 0..<produced {
+                #expect(await b.next() == element)  // so every one is buffered for a
+            }
+            #expect(await a.next() == 0)  // its iterator takes `taken` with it
             let afterCancel = await Task {
                 withUnsafeCurrentTask { $0?.cancel() }
                 var received: [Int] = []
                 while let element = await a.next() { received.append(element) }
                 return received
             }.value
-            #expect(afterCancel == [] || afterCancel == [1], "at most what its iterator had taken: \(afterCancel)")
+            #expect(afterCancel == taken, "what its iterator had taken, not the rest of its buffer")
             #expect(shared.subscriberCount == 1)
-            #expect(await a.next() == nil)
-            upstream.yield(2)
+            #expect(await a.next() == nil, "a left for good")
+            upstream.yield(produced)
             upstream.finish()
-            #expect(await b.next() == 2)
+            #expect(await b.next() == produced)
             #expect(await b.next() == nil)
         }
     }

@@ -163,13 +163,16 @@ struct LagReportingTests {
         "lag counts are exact: every event, .missed position and count, matches a per-subscriber queue",
         arguments: PolicyFamily.allCases)
     func lagCountsAreExact(_ family: PolicyFamily) async throws {
-        let coverage = try await withTimeout { () -> Coverage in
+        // 200 seeded runs: the hang guard is a watchdog that each run feeds, not a deadline
+        // for all of them that a loaded machine could miss.
+        let coverage = try await withProgressWatchdog("200 seeded runs") { progress -> Coverage in
             var coverage = Coverage()
             for seed in 0..<Self.seeds {
                 if let failure = await Self.run(family: family, seed: seed, coverage: &coverage) {
                     Issue.record("\(family), seed \(seed): \(failure)")
                     break
                 }
+                progress.tick()
             }
             return coverage
         }
