@@ -137,7 +137,7 @@ extension MulticastStateMachine {
             guard !self.hasRoomToResume else { return "a producer waits while every subscriber has room" }
         }
         if self.keepAliveTimerIsRunning {
-            guard self.hasKeepAlive || self.replayExpiry == .afterWindow else {
+            guard self.keepAlive == .window || self.replayExpiry == .afterWindow else {
                 return "a timer without a window to time"
             }
         }

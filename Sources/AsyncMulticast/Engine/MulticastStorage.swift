@@ -94,10 +94,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case let window? where window >= Self.longestKeepAlive: expiry = .never
         case _?: expiry = .afterWindow
         }
+        // The same threshold: a window as long as forever is no window, and has no timer,
+        // so that no clock (one that jumps far ahead, one that fails) can close it.
+        let lingering: KeepAlive
+        switch keepAlive {
+        case .zero: lingering = .off
+        case Self.longestKeepAlive...: lingering = .forever
+        default: lingering = .window
+        }
         self.state = Lock(
             State(
                 machine: Machine(
-                    policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero, replayExpiry: expiry)))
+                    policy: policy, replay: replay, mode: mode, keepAlive: lingering, replayExpiry: expiry)))
         self.upstreamBody = upstream
         self.keepAlive = Swift.min(keepAlive, Self.longestKeepAlive)
         self.replayExpiration = Swift.min(replayExpiration ?? .zero, Self.longestKeepAlive)
@@ -112,8 +120,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         machine.replayExpiryPending ? replayExpiration : keepAlive
     }
 
-    /// Longer keep-alive windows are this one (about 35,000 years: forever, for a process),
-    /// so that computing a deadline can never overflow.
+    /// A keep-alive or replay-expiry window this long or longer (about 35,000 years) is
+    /// forever, for a process: it is never timed (`KeepAlive.forever`, `ReplayExpiry.never`).
+    /// Shorter ones are, and their deadlines never overflow.
     @inlinable
     static var longestKeepAlive: Duration { .seconds(1 << 40) }
 
