@@ -297,17 +297,27 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// The timer task: sleeps on `clock` until the deadline of the latest window (it moves
     /// each time the last subscriber leaves), then lets the machine decide. When that opens
     /// the next window (the keep-alive closed, the upstream stopped, and now the replay
-    /// cache's expiry window opens) it times that one too. Cancelled only when the upstream
-    /// ended.
+    /// cache's expiry window opens) it times that one too.
+    ///
+    /// Only a cancellation ends it early, and only the storage cancels it, when the upstream
+    /// ended (the machine then already knows that no timer runs). A sleep that throws while
+    /// the task is not cancelled is the clock failing (user code): the clock cannot time the
+    /// window, so the window open then closes at once, as if its deadline had passed. Never
+    /// "the timer is gone but the machine believes it runs", which left every later window
+    /// open for good.
     @inlinable
     func runKeepAliveTimer() async {
+        var sleepFailed = false
         while true {
             typealias Step = (
                 sleepUntil: Duration?, effects: Machine.Effects, upstream: Task<Void, Never>?, change: CountChange?
             )
-            let step = self.state.withLock { state -> Step in
+            let closesNow = sleepFailed
+            let step = self.state.withLock { state -> Step? in
+                // Cancelled (the upstream ended) after a sleep that returned or failed anyway.
+                guard state.machine.keepAliveTimerIsRunning else { return nil }
                 let now = self.clock.now()
-                if state.timerDeadline > now {
+                if state.timerDeadline > now, !closesNow {
                     return (Swift.min(state.timerDeadline, now + Self.longestTimerSleep), Machine.Effects(), nil, nil)
                 }
                 let effects = state.machine.keepAliveExpired()
@@ -326,13 +336,16 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                     Self.countChange(&state)
                 )
             }
+            guard let step else { return }
             self.perform(step.effects, cancelling: step.upstream)
             Self.announce(step.change)
             guard let deadline = step.sleepUntil else { return }
             do {
                 try await self.clock.sleepUntil(deadline)
+                sleepFailed = false
             } catch {
-                return  // cancelled: the upstream ended
+                if Task.isCancelled { return }  // the upstream ended: the machine knows
+                sleepFailed = true  // the clock failed: the open window closes at once
             }
         }
     }
