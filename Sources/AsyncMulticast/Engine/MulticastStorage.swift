@@ -25,9 +25,17 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// The keep-alive timer task, while the machine says one runs.
         @usableFromInline
         var timerTask: Task<Void, Never>?
+        /// Names `timerTask`: a timer task that finds another generation here (or no task)
+        /// was replaced or cancelled, and ends without acting.
+        @usableFromInline
+        var timerGeneration: UInt64 = 0
         /// When the open window (keep-alive, or replay expiry) closes, on `clock`.
         @usableFromInline
         var timerDeadline = Duration.zero
+        /// When the timer task wakes up next, on `clock`: the deadline, or a day from when it
+        /// fell asleep if that is earlier. `nil` until its first step decides.
+        @usableFromInline
+        var timerWakeUp: Duration?
         @usableFromInline
         var nextProducerToken: UInt64 = 0
         /// Observers of the subscriber count (`subscriberCounts`), and the count and change
@@ -267,8 +275,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         return running.task
     }
 
-    /// Under the lock: opens the keep-alive window `effects` asks for (a new deadline, and
-    /// the timer task if none runs), or takes the timer task to cancel outside the lock.
+    /// Under the lock: opens the window `effects` asks for (a new deadline, and the timer
+    /// task if none runs), or takes the timer task to cancel outside the lock.
+    ///
+    /// A window that ends before the instant the running timer task sleeps until replaces
+    /// that task (the old one is taken, to be cancelled outside the lock), so that each
+    /// window ends at its own deadline: the clock went back (a user's clock need not be
+    /// monotonic), or the timer was timing a longer window (a replay cache's expiry). Else
+    /// the task is only re-armed: it finds the new deadline when it wakes.
     @inlinable
     func armKeepAlive(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
         switch effects.keepAliveTimer {
@@ -279,19 +293,34 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                 self.clock.now()
                 + Self.window(
                     state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
-            return nil
+            guard let wakeUp = state.timerWakeUp, state.timerDeadline < wakeUp else { return nil }
+            let replaced = state.timerTask
+            self.startTimer(&state)
+            return replaced
         case .start:
             state.timerDeadline =
                 self.clock.now()
                 + Self.window(
                     state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
-            // Creating a task only enqueues it; it takes the lock when it runs.
-            state.timerTask = Task.detached { await self.runKeepAliveTimer() }
+            self.startTimer(&state)
             return nil
         case .cancel:
-            defer { state.timerTask = nil }
+            defer {
+                state.timerTask = nil
+                state.timerWakeUp = nil
+            }
             return state.timerTask
         }
+    }
+
+    /// Under the lock: creates the timer task of the open window, of a new generation.
+    @inlinable
+    func startTimer(_ state: inout State) {
+        state.timerGeneration &+= 1
+        let generation = state.timerGeneration
+        state.timerWakeUp = nil
+        // Creating a task only enqueues it; it takes the lock when it runs.
+        state.timerTask = Task.detached { await self.runKeepAliveTimer(generation: generation) }
     }
 
     /// The timer task: sleeps on `clock` until the deadline of the latest window (it moves
@@ -299,14 +328,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// the next window (the keep-alive closed, the upstream stopped, and now the replay
     /// cache's expiry window opens) it times that one too.
     ///
-    /// Only a cancellation ends it early, and only the storage cancels it, when the upstream
-    /// ended (the machine then already knows that no timer runs). A sleep that throws while
-    /// the task is not cancelled is the clock failing (user code): the clock cannot time the
-    /// window, so the window open then closes at once, as if its deadline had passed. Never
-    /// "the timer is gone but the machine believes it runs", which left every later window
-    /// open for good.
+    /// Only a cancellation ends it early, and only the storage cancels it: when the upstream
+    /// ended, or when it replaced the task (`armKeepAlive`), in both cases after updating the
+    /// state, so the task leaves it alone. A sleep that throws while the task is not
+    /// cancelled is the clock failing (user code): the clock cannot time the window, so the
+    /// window open then closes at once, as if its deadline had passed. Never "the timer is
+    /// gone but the machine believes it runs", which left every later window open for good.
     @inlinable
-    func runKeepAliveTimer() async {
+    func runKeepAliveTimer(generation: UInt64) async {
         var sleepFailed = false
         while true {
             typealias Step = (
@@ -314,16 +343,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             )
             let closesNow = sleepFailed
             let step = self.state.withLock { state -> Step? in
-                // Cancelled (the upstream ended) after a sleep that returned or failed anyway.
-                guard state.machine.keepAliveTimerIsRunning else { return nil }
+                // Cancelled or replaced, after a sleep that returned or failed anyway.
+                guard state.timerGeneration == generation, state.timerTask != nil else { return nil }
                 let now = self.clock.now()
                 if state.timerDeadline > now, !closesNow {
-                    return (Swift.min(state.timerDeadline, now + Self.longestTimerSleep), Machine.Effects(), nil, nil)
+                    state.timerWakeUp = Swift.min(state.timerDeadline, now + Self.longestTimerSleep)
+                    return (state.timerWakeUp, Machine.Effects(), nil, nil)
                 }
                 let effects = state.machine.keepAliveExpired()
                 let upstream = self.startAndTakeTasks(&state, for: effects)
                 guard effects.keepAliveTimer == .start else {
                     state.timerTask = nil
+                    state.timerWakeUp = nil
                     return (nil, effects, upstream, Self.countChange(&state))
                 }
                 // A new window opened: this task times it.
@@ -331,10 +362,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                     now
                     + Self.window(
                         state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
-                return (
-                    Swift.min(state.timerDeadline, now + Self.longestTimerSleep), effects, upstream,
-                    Self.countChange(&state)
-                )
+                state.timerWakeUp = Swift.min(state.timerDeadline, now + Self.longestTimerSleep)
+                return (state.timerWakeUp, effects, upstream, Self.countChange(&state))
             }
             guard let step else { return }
             self.perform(step.effects, cancelling: step.upstream)
@@ -344,7 +373,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                 try await self.clock.sleepUntil(deadline)
                 sleepFailed = false
             } catch {
-                if Task.isCancelled { return }  // the upstream ended: the machine knows
+                if Task.isCancelled { return }  // the upstream ended, or a new task replaced it
                 sleepFailed = true  // the clock failed: the open window closes at once
             }
         }

@@ -141,6 +141,42 @@ struct KeepAliveTests {
         await b.leave()
     }
 
+    @Test(
+        "replay(_:keepAlive:replayExpiration:): a keep-alive window opened while the timer times a longer expiry window ends at its own deadline"
+    )
+    func keepAliveWindowInsideLongerExpiryWindow() async throws {
+        let clock = ManualClock()
+        let source = FedSource()
+        let replayed = source.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: clock)
+        await self.startReadAndLeave(replayed, source, 1)
+        #expect(await clock.waitForSleepers(count: 1))
+        clock.advance(by: .seconds(5))
+        #expect(await source.control.waitForEnd()?.end == .cancelled, "the keep-alive window closed at 5")
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(65))], "the cache expires at 65")
+
+        clock.advance(to: self.at(.seconds(10)))
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        #expect(await b.next() == 1, "the cache has not expired")
+        b.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(2)
+        #expect(await b.answer() == 2)
+        await b.leave()  // a keep-alive window, 10 to 15
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(15))], "the timer sleeps toward the keep-alive's end")
+
+        clock.advance(to: self.at(.seconds(15)))
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.iteration == 1)
+        #expect(ended?.end == .cancelled, "at 15, not at 65")
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(75))], "then the cache expires 60 s later")
+        #expect(replayed.replayCache == [2])
+        clock.advance(to: self.at(.seconds(75)))
+        try await waitUntil("the cache to expire at 75") { replayed.replayCache.isEmpty }
+    }
+
     @Test("the upstream keeps running inside the window: what it produces meanwhile is replayed to the next subscriber")
     func upstreamKeepsRunningInsideWindow() async throws {
         let clock = ManualClock()

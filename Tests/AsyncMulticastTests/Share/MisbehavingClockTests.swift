@@ -98,6 +98,126 @@ struct MisbehavingClockTests {
         }
     }
 
+    // MARK: A clock that jumps
+
+    @Test("a clock set back: a window opened after the jump ends at its own deadline, not at the earlier window's")
+    func clockSetBackThenNewWindow() async {
+        let clock = ManualClock()
+        let source = FedSource()
+        let shared = source.share(keepAlive: .seconds(10), clock: clock)
+        clock.advance(to: self.at(.seconds(100)))
+        await self.startReadAndLeave(shared, source, 1)
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(110))], "the first window: 100 to 110")
+
+        clock.jump(to: self.at(.seconds(95)))
+        let b = await SubscriberTask.join { shared.makeAsyncIterator() }
+        source.control.yield(2)
+        #expect(await b.next() == 2, "back inside the first window: the same iteration")
+        await b.leave()  // the second window: 95 to 105
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(105))], "the timer sleeps toward the second window's end")
+        #expect(shared.storage.timer == .running)
+
+        clock.advance(to: self.at(.seconds(105) - .nanoseconds(1)))
+        #expect(clock.sleeperCount == 1, "not before its deadline")
+        #expect(source.control.end(of: 0) == nil)
+        clock.advance(by: .nanoseconds(1))
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.iteration == 0)
+        #expect(ended?.end == .cancelled, "at 105, the second window's deadline")
+        #expect(clock.sleeperCount == 0, "one timer: none is left sleeping toward 110")
+        #expect(shared.storage.timer == .idle)
+    }
+
+    @Test(
+        "a clock set back: a replay cache's expiry window opened after the jump ends at its own deadline, not at the earlier one's"
+    )
+    func clockSetBackThenNewExpiryWindow() async throws {
+        let clock = ManualClock()
+        let source = FedSource()
+        let replayed = source.replay(1, replayExpiration: .seconds(10), clock: clock)
+        clock.advance(to: self.at(.seconds(100)))
+        await self.startReadAndLeave(replayed, source, 1)
+        #expect(await source.control.waitForEnd()?.end == .cancelled, "no keep-alive: stopped at once")
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(110))], "the cache expires at 110")
+
+        clock.jump(to: self.at(.seconds(95)))
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        #expect(await b.next() == 1, "the cache has not expired")
+        b.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(2)
+        #expect(await b.answer() == 2)
+        await b.leave()  // stopped again: the cache's second expiry window, 95 to 105
+        #expect(await source.control.waitForEnd()?.iteration == 1)
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(105))], "the new cache expires at 105")
+
+        clock.advance(to: self.at(.seconds(105) - .nanoseconds(1)))
+        #expect(replayed.replayCache == [2], "not before its deadline")
+        clock.advance(by: .nanoseconds(1))
+        try await waitUntil("the cache to expire at 105") { replayed.replayCache.isEmpty }
+        #expect(clock.sleeperCount == 0)
+        #expect(replayed.storage.timer == .idle)
+    }
+
+    @Test("a clock set back, and no new window: the window ends when the clock reaches its deadline again")
+    func clockSetBackSameWindow() async {
+        let clock = ManualClock()
+        let source = FedSource()
+        let shared = source.share(keepAlive: .seconds(10), clock: clock)
+        clock.advance(to: self.at(.seconds(100)))
+        await self.startReadAndLeave(shared, source, 1)
+        #expect(await clock.waitForSleepers(count: 1))
+
+        clock.jump(to: self.at(.seconds(50)))
+        clock.advance(to: self.at(.seconds(110) - .nanoseconds(1)))
+        #expect(clock.sleeperCount == 1, "the clock has not read 110 yet")
+        #expect(source.control.end(of: 0) == nil)
+        clock.advance(by: .nanoseconds(1))
+        #expect(await source.control.waitForEnd()?.end == .cancelled)
+    }
+
+    @Test("a clock that jumps far past the deadline: the window closes when the timer wakes")
+    func clockJumpsAhead() async {
+        let clock = ManualClock()
+        let source = FedSource()
+        let shared = source.share(keepAlive: .seconds(10), clock: clock)
+        await self.startReadAndLeave(shared, source, 1)
+        #expect(await clock.waitForSleepers(count: 1))
+        clock.jump(to: self.at(.seconds(86_400 * 365 * 100)))
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.end == .cancelled)
+        #expect(shared.storage.timer == .idle)
+    }
+
+    @Test("a clock set back many times: each new window replaces the sleeping timer, one timer task at a time")
+    func clockSetBackManyTimes() async {
+        let clock = ManualClock()
+        let source = FedSource()
+        let shared = source.share(keepAlive: .seconds(10), clock: clock)
+        clock.advance(to: self.at(.seconds(1_000)))
+        await self.startReadAndLeave(shared, source, 1)
+        for back in 1...50 {
+            #expect(await clock.waitForSleepers(count: 1))
+            #expect(clock.sleeperCount == 1, "one sleeping timer")
+            let now = self.at(.seconds(1_000 - back))
+            clock.jump(to: now)
+            var iterator: SharedIterator<Int, Never>? = shared.makeAsyncIterator()
+            #expect(shared.subscriberCount == 1)
+            iterator = nil  // leaves: a new window, one second earlier than the last
+            _ = iterator
+            #expect(await clock.waitForSleepers(count: 1))
+            #expect(clock.sleeperDeadlines == [now.advanced(by: .seconds(10))])
+        }
+        #expect(source.control.end(of: 0) == nil)
+        clock.advance(to: self.at(.seconds(960)))
+        #expect(await source.control.waitForEnd()?.end == .cancelled, "at the last window's deadline, 950 + 10")
+        #expect(shared.storage.timer == .idle)
+    }
+
     // MARK: A sleep that does not return
 
     @Test(
