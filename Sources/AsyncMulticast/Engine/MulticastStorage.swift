@@ -332,8 +332,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// ended, or when it replaced the task (`armKeepAlive`), in both cases after updating the
     /// state, so the task leaves it alone. A sleep that throws while the task is not
     /// cancelled is the clock failing (user code): the clock cannot time the window, so the
-    /// window open then closes at once, as if its deadline had passed. Never "the timer is
-    /// gone but the machine believes it runs", which left every later window open for good.
+    /// window open then closes at once, as if its deadline had passed. So does a sleep that
+    /// returns before its wake-up instant without the clock having moved at all. Never "the
+    /// timer is gone but the machine believes it runs", which left every later window open
+    /// for good.
     @inlinable
     func runKeepAliveTimer(generation: UInt64) async {
         var sleepFailed = false
@@ -368,10 +370,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             guard let step else { return }
             self.perform(step.effects, cancelling: step.upstream)
             Self.announce(step.change)
-            guard let deadline = step.sleepUntil else { return }
+            guard let wakeUp = step.sleepUntil else { return }
+            let asleepAt = self.clock.now()
             do {
-                try await self.clock.sleepUntil(deadline)
-                sleepFailed = false
+                try await self.clock.sleepUntil(wakeUp)
+                // Returned early while the clock stood still: it cannot sleep either, and
+                // sleeping again would spin until the window's end.
+                let awakeAt = self.clock.now()
+                sleepFailed = awakeAt == asleepAt && awakeAt < wakeUp
             } catch {
                 if Task.isCancelled { return }  // the upstream ended, or a new task replaced it
                 sleepFailed = true  // the clock failed: the open window closes at once

@@ -215,4 +215,16 @@ struct ManualClockTests {
         }
         #expect(clock.failedSleeps == 5)
     }
+
+    @Test("returnEverySleepAtOnce() makes every later sleep return at once, without an error or the time moving")
+    func returnEverySleepAtOnce() async throws {
+        let clock = ManualClock()
+        clock.returnEverySleepAtOnce()
+        for _ in 0..<5 {
+            try await clock.sleep(until: clock.now.advanced(by: .seconds(60)))
+        }
+        #expect(clock.now == ManualClock.Instant(offset: .zero))
+        #expect(clock.failedSleeps == 5)
+        #expect(clock.sleeperCount == 0)
+    }
 }

@@ -98,6 +98,22 @@ struct MisbehavingClockTests {
         }
     }
 
+    @Test(
+        "a clock whose sleep returns at once without the time moving: the window closes at once instead of the timer spinning"
+    )
+    func sleepReturnsAtOnce() async {
+        let clock = ManualClock()
+        clock.returnEverySleepAtOnce()
+        let source = FedSource()
+        let shared = source.share(keepAlive: .seconds(10), clock: clock)
+        await self.startReadAndLeave(shared, source, 1)
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.iteration == 0)
+        #expect(ended?.end == .cancelled, "a window its clock cannot time closes at once")
+        #expect(clock.failedSleeps == 1, "after one sleep: the timer did not spin")
+        #expect(shared.storage.timer == .idle)
+    }
+
     // MARK: A clock that jumps
 
     @Test("a clock set back: a window opened after the jump ends at its own deadline, not at the earlier window's")
