@@ -403,7 +403,7 @@ struct ReliabilityTests {
     )
     func hugeKeepAliveInSeconds() async throws {
         try await withTimeout(seconds: 60) {
-            try await Self.checkKeepAliveContinues(.seconds(Int64.max))
+            try await Self.checkKeepAliveContinues(.seconds(Int64.max), timed: false)
         }
     }
 
@@ -413,15 +413,26 @@ struct ReliabilityTests {
     func largestDurationKeepAlive() async throws {
         try await withTimeout(seconds: 60) {
             try await Self.checkKeepAliveContinues(
-                Duration(secondsComponent: .max, attosecondsComponent: 999_999_999_999_999_999))
+                Duration(secondsComponent: .max, attosecondsComponent: 999_999_999_999_999_999), timed: false)
         }
     }
 
-    /// One subscriber starts the upstream, reads an element and leaves; the keep-alive timer
-    /// sleeps on the real clock with the extreme deadline; a new subscriber must continue the
-    /// same base iteration.
+    @Test(
+        "share(keepAlive:) with the longest timed window: the timer sleeps a day at most on the real clock, and a new subscriber continues the same iteration"
+    )
+    func longestTimedKeepAlive() async throws {
+        try await withTimeout(seconds: 60) {
+            try await Self.checkKeepAliveContinues(
+                MulticastStorage<Int, Never>.longestKeepAlive - .nanoseconds(1), timed: true)
+        }
+    }
+
+    /// One subscriber starts the upstream, reads an element and leaves; if the window is
+    /// `timed`, the keep-alive timer sleeps on the real clock toward the extreme deadline,
+    /// else (a window as long as forever) there is no timer; a new subscriber must continue
+    /// the same base iteration.
     private static func checkKeepAliveContinues(
-        _ keepAlive: Duration, sourceLocation: SourceLocation = #_sourceLocation
+        _ keepAlive: Duration, timed: Bool, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         let relay = Relay()
         let clock = ObservedContinuousClock()
@@ -435,12 +446,18 @@ struct ReliabilityTests {
         #expect(shared.subscriberCount == 0, sourceLocation: sourceLocation)
         #expect(shared.storage.isLingering, "the keep-alive window is open", sourceLocation: sourceLocation)
 
-        // The timer task computes its deadline and asks the real clock to sleep until it
-        // (a day at most at once): the step that used to trap.
-        let sleep = await clock.sleeps.next("the keep-alive timer's sleep", sourceLocation: sourceLocation)
-        #expect(
-            sleep.map { $0 > .seconds(86_000) && $0 <= .seconds(86_400) } == true,
-            "a day at most: \(String(describing: sleep))", sourceLocation: sourceLocation)
+        if timed {
+            // The timer task computes its deadline and asks the real clock to sleep until it
+            // (a day at most at once): the step that used to trap.
+            let sleep = await clock.sleeps.next("the keep-alive timer's sleep", sourceLocation: sourceLocation)
+            #expect(
+                sleep.map { $0 > .seconds(86_000) && $0 <= .seconds(86_400) } == true,
+                "a day at most: \(String(describing: sleep))", sourceLocation: sourceLocation)
+        } else {
+            #expect(
+                shared.storage.state.withLock { $0.timerTask } == nil, "a window as long as forever is not timed",
+                sourceLocation: sourceLocation)
+        }
         await letOthersRun()
 
         let second = SubscriberBox(shared.makeAsyncIterator())

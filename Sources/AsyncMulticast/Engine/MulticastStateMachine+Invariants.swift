@@ -14,6 +14,10 @@ extension MulticastStorage.State: InvariantChecking {
     @usableFromInline
     func checkInvariants() {
         self.machine.checkInvariants()
+        // The machine decides whether a timer runs; the storage holds its task.
+        precondition(
+            self.machine.keepAliveTimerIsRunning == (self.timerTask != nil),
+            "MulticastStorage invariant broken: the machine and the storage disagree on the keep-alive timer")
     }
 }
 
@@ -151,7 +155,7 @@ extension MulticastStateMachine {
             }
         }
         if self.keepAliveTimerIsRunning {
-            guard self.hasKeepAlive || self.replayExpiry == .afterWindow else {
+            guard self.keepAlive == .window || self.replayExpiry == .afterWindow else {
                 return "a timer without a window to time"
             }
         }

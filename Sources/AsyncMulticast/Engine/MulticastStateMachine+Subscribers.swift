@@ -153,12 +153,16 @@ extension MulticastStateMachine {
         if self.subscriberCount == 0, self.mode == .automatic {
             switch self.upstream {
             case .running(let epoch):
-                if self.hasKeepAlive {
+                switch self.keepAlive {
+                case .off:
+                    self.stopUpstream(epoch: epoch, into: &effects)
+                case .window:
                     self.upstream = .lingering(epoch: epoch)
                     effects.keepAliveTimer = self.keepAliveTimerIsRunning ? .restart : .start
                     self.keepAliveTimerIsRunning = true
-                } else {
-                    self.stopUpstream(epoch: epoch, into: &effects)
+                case .forever:
+                    // Nothing will stop it: no timer.
+                    self.upstream = .lingering(epoch: epoch)
                 }
             case .idle, .lingering, .terminated:
                 break

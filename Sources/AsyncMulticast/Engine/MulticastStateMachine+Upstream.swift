@@ -4,15 +4,19 @@
 
 extension MulticastStateMachine {
     /// What the storage must do with the keep-alive timer. There is at most one timer task
-    /// per machine (`keepAliveTimerIsRunning`), re-armed rather than replaced: leaving and
-    /// coming back many times within the window never piles up sleeping tasks.
+    /// per machine (`keepAliveTimerIsRunning`), usually re-armed rather than replaced:
+    /// leaving and coming back many times within the window never piles up sleeping tasks.
+    /// The machine knows no time: when the timer wakes, and whether it must be woken
+    /// earlier, is the storage's business.
     @usableFromInline
     enum KeepAliveTimerAction: Sendable, Equatable {
         case none
-        /// A keep-alive window opened now: its deadline is now + keepAlive. The running
-        /// timer task will see the new deadline when it wakes.
+        /// A window opened now and a timer task is running: the storage moves the deadline,
+        /// which the task sees when it wakes. If the task sleeps toward a later instant (the
+        /// clock went back, or it timed a longer window), the storage replaces it with a new
+        /// one: still one task that counts.
         case restart
-        /// A keep-alive window opened now and no timer task is running: start one.
+        /// A window opened now and no timer task is running: start one.
         case start
         /// The timer task is no longer needed (the upstream ended): cancel it.
         case cancel

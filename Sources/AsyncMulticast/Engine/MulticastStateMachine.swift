@@ -140,7 +140,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// An upstream iteration identified by `epoch` is running.
         case running(epoch: UInt64)
         /// No subscriber is left but the keep-alive window is open: iteration `epoch` goes
-        /// on until the window closes (`keepAliveExpired()`) or a subscriber comes back.
+        /// on until the window closes (`keepAliveExpired()`) or a subscriber comes back
+        /// (only the latter with `KeepAlive.forever`).
         case lingering(epoch: UInt64)
         /// The upstream finished or failed with this event: nothing starts again.
         case terminated(Terminal)
@@ -211,9 +212,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     let mode: UpstreamMode
 
-    /// Whether the last subscriber leaving opens a keep-alive window instead of cancelling.
+    /// What the last subscriber leaving does to a running upstream (`.automatic` mode only).
     @usableFromInline
-    let hasKeepAlive: Bool
+    let keepAlive: KeepAlive
 
     @usableFromInline
     let defaultPolicy: SharedBufferingPolicy
@@ -272,7 +273,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     @inlinable
     init(
-        policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: Bool = false,
+        policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: KeepAlive = .off,
         replayExpiry: ReplayExpiry = .never
     ) {
         // The public faces check their arguments, once, with messages that name them.
@@ -281,7 +282,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.replayCount = replay
         self.replayExpiry = replayExpiry
         self.mode = mode
-        self.hasKeepAlive = keepAlive
+        self.keepAlive = keepAlive
         if mode == .push { self.upstream = .running(epoch: 0) }
     }
 
@@ -310,6 +311,18 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// Number of elements currently stored in the shared buffer (for tests and diagnostics).
     @inlinable
     var bufferedCount: Int { self.elements.count }
+}
+
+/// What the last subscriber leaving does to a running upstream (`.automatic` mode only).
+@usableFromInline
+enum KeepAlive: Sendable, Hashable {
+    /// It is stopped at once.
+    case off
+    /// It lingers for a keep-alive window, timed by the storage: stopped when the window
+    /// closes unless a subscriber came back.
+    case window
+    /// It lingers until a subscriber comes back, however long that takes: no window to time.
+    case forever
 }
 
 /// What happens to a replay cache when its upstream is stopped because no subscriber is left.

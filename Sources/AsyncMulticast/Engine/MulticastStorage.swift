@@ -25,9 +25,17 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// The keep-alive timer task, while the machine says one runs.
         @usableFromInline
         var timerTask: Task<Void, Never>?
+        /// Names `timerTask`: a timer task that finds another generation here (or no task)
+        /// was replaced or cancelled, and ends without acting.
+        @usableFromInline
+        var timerGeneration: UInt64 = 0
         /// When the open window (keep-alive, or replay expiry) closes, on `clock`.
         @usableFromInline
         var timerDeadline = Duration.zero
+        /// When the timer task wakes up next, on `clock`: the deadline, or a day from when it
+        /// fell asleep if that is earlier. `nil` until its first step decides.
+        @usableFromInline
+        var timerWakeUp: Duration?
         @usableFromInline
         var nextProducerToken: UInt64 = 0
         /// Told once, outside the lock, when a push-fed storage completes: each running
@@ -100,10 +108,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         case let window? where window >= Self.longestKeepAlive: expiry = .never
         case _?: expiry = .afterWindow
         }
+        // The same threshold: a window as long as forever is no window, and has no timer,
+        // so that no clock (one that jumps far ahead, one that fails) can close it.
+        let lingering: KeepAlive
+        switch keepAlive {
+        case .zero: lingering = .off
+        case Self.longestKeepAlive...: lingering = .forever
+        default: lingering = .window
+        }
         self.state = Lock(
             State(
                 machine: Machine(
-                    policy: policy, replay: replay, mode: mode, keepAlive: keepAlive > .zero, replayExpiry: expiry)))
+                    policy: policy, replay: replay, mode: mode, keepAlive: lingering, replayExpiry: expiry)))
         self.upstreamBody = upstream
         self.keepAlive = Swift.min(keepAlive, Self.longestKeepAlive)
         self.replayExpiration = Swift.min(replayExpiration ?? .zero, Self.longestKeepAlive)
@@ -118,8 +134,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         machine.replayExpiryPending ? replayExpiration : keepAlive
     }
 
-    /// Longer keep-alive windows are this one (about 35,000 years: forever, for a process),
-    /// so that computing a deadline can never overflow.
+    /// A keep-alive or replay-expiry window this long or longer (about 35,000 years) is
+    /// forever, for a process: it is never timed (`KeepAlive.forever`, `ReplayExpiry.never`).
+    /// Shorter ones are, and their deadlines never overflow.
     @inlinable
     static var longestKeepAlive: Duration { .seconds(1 << 40) }
 
@@ -264,8 +281,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         return running.task
     }
 
-    /// Under the lock: opens the keep-alive window `effects` asks for (a new deadline, and
-    /// the timer task if none runs), or takes the timer task to cancel outside the lock.
+    /// Under the lock: opens the window `effects` asks for (a new deadline, and the timer
+    /// task if none runs), or takes the timer task to cancel outside the lock.
+    ///
+    /// A window that ends before the instant the running timer task sleeps until replaces
+    /// that task (the old one is taken, to be cancelled outside the lock), so that each
+    /// window ends at its own deadline: the clock went back (a user's clock need not be
+    /// monotonic), or the timer was timing a longer window (a replay cache's expiry). Else
+    /// the task is only re-armed: it finds the new deadline when it wakes.
     @inlinable
     func armKeepAlive(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
         switch effects.keepAliveTimer {
@@ -276,41 +299,70 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                 self.clock.now()
                 + Self.window(
                     state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
-            return nil
+            guard let wakeUp = state.timerWakeUp, state.timerDeadline < wakeUp else { return nil }
+            let replaced = state.timerTask
+            self.startTimer(&state)
+            return replaced
         case .start:
             state.timerDeadline =
                 self.clock.now()
                 + Self.window(
                     state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
-            // Creating a task only enqueues it; it takes the lock when it runs.
-            state.timerTask = Task.detached { await self.runKeepAliveTimer() }
+            self.startTimer(&state)
             return nil
         case .cancel:
-            defer { state.timerTask = nil }
+            defer {
+                state.timerTask = nil
+                state.timerWakeUp = nil
+            }
             return state.timerTask
         }
+    }
+
+    /// Under the lock: creates the timer task of the open window, of a new generation.
+    @inlinable
+    func startTimer(_ state: inout State) {
+        state.timerGeneration &+= 1
+        let generation = state.timerGeneration
+        state.timerWakeUp = nil
+        // Creating a task only enqueues it; it takes the lock when it runs.
+        state.timerTask = Task.detached { await self.runKeepAliveTimer(generation: generation) }
     }
 
     /// The timer task: sleeps on `clock` until the deadline of the latest window (it moves
     /// each time the last subscriber leaves), then lets the machine decide. When that opens
     /// the next window (the keep-alive closed, the upstream stopped, and now the replay
-    /// cache's expiry window opens) it times that one too. Cancelled only when the upstream
-    /// ended.
+    /// cache's expiry window opens) it times that one too.
+    ///
+    /// Only a cancellation ends it early, and only the storage cancels it: when the upstream
+    /// ended, or when it replaced the task (`armKeepAlive`), in both cases after updating the
+    /// state, so the task leaves it alone. A sleep that throws while the task is not
+    /// cancelled is the clock failing (user code): the clock cannot time the window, so the
+    /// window open then closes at once, as if its deadline had passed. So does a sleep that
+    /// returns before its wake-up instant without the clock having moved at all. Never "the
+    /// timer is gone but the machine believes it runs", which left every later window open
+    /// for good.
     @inlinable
-    func runKeepAliveTimer() async {
+    func runKeepAliveTimer(generation: UInt64) async {
+        var sleepFailed = false
         while true {
             typealias Step = (
                 sleepUntil: Duration?, effects: Machine.Effects, upstream: Task<Void, Never>?, change: CountChange?
             )
-            let step = self.state.withLock { state -> Step in
+            let closesNow = sleepFailed
+            let step = self.state.withLock { state -> Step? in
+                // Cancelled or replaced, after a sleep that returned or failed anyway.
+                guard state.timerGeneration == generation, state.timerTask != nil else { return nil }
                 let now = self.clock.now()
-                if state.timerDeadline > now {
-                    return (Swift.min(state.timerDeadline, now + Self.longestTimerSleep), Machine.Effects(), nil, nil)
+                if state.timerDeadline > now, !closesNow {
+                    state.timerWakeUp = Swift.min(state.timerDeadline, now + Self.longestTimerSleep)
+                    return (state.timerWakeUp, Machine.Effects(), nil, nil)
                 }
                 let effects = state.machine.keepAliveExpired()
                 let upstream = self.startAndTakeTasks(&state, for: effects)
                 guard effects.keepAliveTimer == .start else {
                     state.timerTask = nil
+                    state.timerWakeUp = nil
                     return (nil, effects, upstream, Self.countChange(&state))
                 }
                 // A new window opened: this task times it.
@@ -318,18 +370,23 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                     now
                     + Self.window(
                         state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
-                return (
-                    Swift.min(state.timerDeadline, now + Self.longestTimerSleep), effects, upstream,
-                    Self.countChange(&state)
-                )
+                state.timerWakeUp = Swift.min(state.timerDeadline, now + Self.longestTimerSleep)
+                return (state.timerWakeUp, effects, upstream, Self.countChange(&state))
             }
+            guard let step else { return }
             self.perform(step.effects, cancelling: step.upstream)
             Self.announce(step.change)
-            guard let deadline = step.sleepUntil else { return }
+            guard let wakeUp = step.sleepUntil else { return }
+            let asleepAt = self.clock.now()
             do {
-                try await self.clock.sleepUntil(deadline)
+                try await self.clock.sleepUntil(wakeUp)
+                // Returned early while the clock stood still: it cannot sleep either, and
+                // sleeping again would spin until the window's end.
+                let awakeAt = self.clock.now()
+                sleepFailed = awakeAt == asleepAt && awakeAt < wakeUp
             } catch {
-                return  // cancelled: the upstream ended
+                if Task.isCancelled { return }  // the upstream ended, or a new task replaced it
+                sleepFailed = true  // the clock failed: the open window closes at once
             }
         }
     }

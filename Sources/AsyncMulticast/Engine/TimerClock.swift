@@ -9,7 +9,8 @@ struct TimerClock: Sendable {
     /// The time elapsed on the clock since this value was created.
     @usableFromInline
     let now: @Sendable () -> Duration
-    /// Sleeps until the clock reads `deadline` (as returned by `now`); throws if cancelled.
+    /// Sleeps until the clock reads `deadline` (as returned by `now`); throws if cancelled,
+    /// or if the user's clock fails (the timer then closes the open window at once).
     @usableFromInline
     let sleepUntil: @Sendable (Duration) async throws -> Void
 

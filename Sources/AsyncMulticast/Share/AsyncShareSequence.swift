@@ -198,6 +198,23 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// ```swift
     /// let location = updates.share(keepAlive: .seconds(5), clock: clock)
     /// ```
+    ///
+    /// - Parameters:
+    ///   - buffering: how unconsumed elements are kept for each subscriber.
+    ///   - keepAlive: how long, on `clock`, the upstream outlives its last subscriber; not
+    ///     negative. One of 2^40 seconds (about 35,000 years) or longer, such as
+    ///     `.seconds(Int64.max)`, is not timed at all: subscribers leaving never stop the
+    ///     upstream, whatever the clock does.
+    ///   - clock: the clock that times the window: its `now` is read and its
+    ///     `sleep(until:)` awaited. A clock that misbehaves does not break the window. A
+    ///     sleep that throws without being cancelled, or returns before the deadline while
+    ///     the clock stands still, closes the open window at once; the next windows are
+    ///     timed as usual. A clock that jumps past the deadline closes the window when its
+    ///     sleep returns. A clock set back never delays a window opened after the jump: it
+    ///     ends when the clock reads its own deadline. A sleep must return once the clock
+    ///     reaches its deadline, and throw when its task is cancelled (the timer is
+    ///     cancelled when the upstream ends): a sleep that never returns keeps the window
+    ///     open, and so the upstream running, until the upstream ends.
     @inlinable
     public func share(
         buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration, clock: some Clock<Duration>
@@ -253,6 +270,27 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// ```swift
     /// let state = updates.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: clock)
     /// ```
+    ///
+    /// - Parameters:
+    ///   - count: how many of the latest elements a new subscriber receives first; `>= 0`.
+    ///   - buffering: how unconsumed elements are kept for each subscriber.
+    ///   - keepAlive: how long, on `clock`, the upstream outlives its last subscriber; not
+    ///     negative. One of 2^40 seconds (about 35,000 years) or longer, such as
+    ///     `.seconds(Int64.max)`, is not timed at all: subscribers leaving never stop the
+    ///     upstream, whatever the clock does.
+    ///   - replayExpiration: how long, on `clock`, the replayed elements outlive an upstream
+    ///     stopped because its last subscriber left; not negative. One of 2^40 seconds or
+    ///     longer keeps them for the life of the process, whatever the clock does.
+    ///   - clock: the clock that times both windows: its `now` is read and its
+    ///     `sleep(until:)` awaited. A clock that misbehaves does not break the windows. A
+    ///     sleep that throws without being cancelled, or returns before the deadline while
+    ///     the clock stands still, closes the open window at once (the upstream stops, or
+    ///     the cache expires); the next windows are timed as usual. A clock that jumps past
+    ///     the deadline closes the window when its sleep returns. A clock set back never
+    ///     delays a window opened after the jump: it ends when the clock reads its own
+    ///     deadline. A sleep must return once the clock reaches its deadline, and throw when
+    ///     its task is cancelled (the timer is cancelled when the upstream ends): a sleep
+    ///     that never returns keeps the window open until the upstream ends.
     @inlinable
     public func replay(
         _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero,

@@ -109,6 +109,27 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
     ///     return { monitor.stop() }
     /// }
     /// ```
+    ///
+    /// - Parameters:
+    ///   - buffering: how each subscriber keeps values it has not consumed yet. A callback
+    ///     cannot wait, so `.bounded(n)` buffers past `n` like `.unbounded` (the default).
+    ///   - replay: how many of the latest values a new subscriber receives first; `>= 0`.
+    ///   - keepAlive: how long, on `clock`, the producer keeps running after the last
+    ///     subscriber left. One of 2^40 seconds (about 35,000 years) or longer, such as
+    ///     `.seconds(Int64.max)`, is not timed at all: subscribers leaving never stop it.
+    ///   - replayExpiration: how long, on `clock`, the replayed values outlive a stopped
+    ///     session. One of 2^40 seconds or longer keeps them.
+    ///   - clock: the clock that times both windows: its `now` is read and its
+    ///     `sleep(until:)` awaited. A clock that misbehaves does not break the windows. A
+    ///     sleep that throws without being cancelled, or returns before the deadline while
+    ///     the clock stands still, closes the open window at once (`stop` is called, or the
+    ///     replayed values expire); the next windows are timed as usual. A clock that jumps
+    ///     past the deadline closes the window when its sleep returns. A clock set back
+    ///     never delays a window opened after the jump: it ends when the clock reads its
+    ///     own deadline. A sleep must return once the clock reaches its deadline, and throw
+    ///     when its task is cancelled (the timer is cancelled when the source ends): a sleep
+    ///     that never returns keeps the window open until the source ends.
+    ///   - start: starts the producer for a new session and returns the closure that stops it.
     @inlinable
     public init(
         buffering: SharedBufferingPolicy = .unbounded,

@@ -1,5 +1,6 @@
 // The test clock of Support/ManualClock.swift: time moves only when advanced, sleepers wake
-// when their deadline is reached and not before, and a cancelled sleeper throws at once.
+// when their deadline is reached and not before, and a cancelled sleeper throws at once. It
+// misbehaves only when told: a jump back in time, sleeps that throw.
 
 import Testing
 
@@ -165,5 +166,65 @@ struct ManualClockTests {
         clock.advance(by: .seconds(2))
         #expect(await self.outcome(first) == .some(ManualClock.Instant(offset: .seconds(2))))
         #expect(await self.outcome(second) == .some(ManualClock.Instant(offset: .seconds(2))))
+    }
+
+    @Test("jump(to:) sets the time back without waking anyone, and forward waking the sleepers it passes")
+    func jumpBackAndForth() async {
+        let clock = ManualClock()
+        clock.advance(by: .seconds(100))
+        let task = self.sleeper(on: clock, until: ManualClock.Instant(offset: .seconds(110)))
+        #expect(await clock.waitForSleepers(count: 1))
+
+        clock.jump(to: ManualClock.Instant(offset: .seconds(95)))
+        #expect(clock.now == ManualClock.Instant(offset: .seconds(95)), "the time went back")
+        #expect(clock.sleeperDeadlines == [ManualClock.Instant(offset: .seconds(110))], "still asleep")
+
+        clock.advance(by: .seconds(14))
+        #expect(clock.sleeperCount == 1, "at 109: still before the deadline")
+        clock.jump(to: ManualClock.Instant(offset: .seconds(200)))
+        #expect(await self.outcome(task) == .some(ManualClock.Instant(offset: .seconds(200))))
+    }
+
+    @Test("failNextSleeps(_:) makes that many sleeps throw at once; the sleeps after them work")
+    func failNextSleeps() async throws {
+        let clock = ManualClock()
+        clock.failNextSleeps(2)
+        for attempt in 1...2 {
+            await #expect(throws: ManualClock.SleepFailure.self, "sleep \(attempt)") {
+                try await clock.sleep(until: clock.now.advanced(by: .seconds(60)))
+            }
+        }
+        #expect(clock.failedSleeps == 2)
+        #expect(clock.sleeperCount == 0, "a failed sleep never registers")
+
+        let task = self.sleeper(on: clock, until: clock.now.advanced(by: .seconds(1)))
+        #expect(await clock.waitForSleepers(count: 1), "the third sleep sleeps")
+        clock.advance(by: .seconds(1))
+        #expect(await self.outcome(task) == .some(ManualClock.Instant(offset: .seconds(1))))
+        #expect(clock.failedSleeps == 2)
+    }
+
+    @Test("failEverySleep() makes every later sleep throw, even one whose deadline passed")
+    func failEverySleep() async {
+        let clock = ManualClock()
+        clock.failEverySleep()
+        for _ in 0..<5 {
+            await #expect(throws: ManualClock.SleepFailure.self) {
+                try await clock.sleep(until: clock.now)
+            }
+        }
+        #expect(clock.failedSleeps == 5)
+    }
+
+    @Test("returnEverySleepAtOnce() makes every later sleep return at once, without an error or the time moving")
+    func returnEverySleepAtOnce() async throws {
+        let clock = ManualClock()
+        clock.returnEverySleepAtOnce()
+        for _ in 0..<5 {
+            try await clock.sleep(until: clock.now.advanced(by: .seconds(60)))
+        }
+        #expect(clock.now == ManualClock.Instant(offset: .zero))
+        #expect(clock.failedSleeps == 5)
+        #expect(clock.sleeperCount == 0)
     }
 }

@@ -13,7 +13,7 @@ struct StateMachineKeepAliveTests {
         "last subscriberLeft while running lingers; subscriberJoined while lingering continues; keepAliveExpired while lingering cancels"
     )
     func lingeringThenRejoinThenExpiry() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: .window)
         let a = machine.subscriberJoined()
         #expect(machine.take(a) == .suspend(startUpstream: 0))
 
@@ -43,7 +43,7 @@ struct StateMachineKeepAliveTests {
     @Test(
         "keepAliveExpired after a subscriber came back stops nothing; the next last subscriberLeft starts a new timer")
     func keepAliveExpiredWhileRunningStopsNothing() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: .window)
         let a = machine.subscriberJoined()
         _ = machine.nextRequested(a)
         #expect(machine.subscriberLeft(a).keepAliveTimer == .start)
@@ -55,7 +55,7 @@ struct StateMachineKeepAliveTests {
 
     @Test("subscriberLeft while a timer runs re-arms it: many departures, one timer task")
     func subscriberLeftWhileATimerRunsReArmsIt() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: .window)
         var starts = 0
         var restarts = 0
         let first = machine.subscriberJoined()
@@ -77,12 +77,34 @@ struct StateMachineKeepAliveTests {
 
     @Test("upstreamEnded while lingering cancels the timer")
     func upstreamEndedWhileLingeringCancelsTheTimer() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: true)
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: .window)
         let a = machine.subscriberJoined()
         _ = machine.nextRequested(a)
         _ = machine.subscriberLeft(a)
         #expect(machine.upstreamEnded(epoch: 0, failure: nil).keepAliveTimer == .cancel)
         #expect(machine.upstream == .terminated(.finished))
+    }
+
+    @Test(
+        "KeepAlive.forever: the last subscriberLeft lingers without a timer, however often; upstreamEnded has none to cancel"
+    )
+    func lingeringForeverHasNoTimer() {
+        var machine = Machine(
+            policy: .unbounded, replay: 1, mode: .automatic, keepAlive: .forever, replayExpiry: .afterWindow)
+        let a = machine.subscriberJoined()
+        #expect(machine.take(a) == .suspend(startUpstream: 0))
+        for round in 0..<3 {
+            let leaving = round == 0 ? a : machine.subscriberJoined()
+            let leave = machine.subscriberLeft(leaving)
+            #expect(leave.isEmpty, "no timer, nothing cancelled")
+            #expect(machine.upstream == .lingering(epoch: 0))
+            #expect(!machine.keepAliveTimerIsRunning)
+            #expect(!machine.replayExpiryPending, "the upstream never stops, so the cache never expires")
+        }
+        _ = machine.subscriberJoined()
+        #expect(machine.upstream == .running(epoch: 0), "the same iteration continues")
+        #expect(machine.upstreamEnded(epoch: 0, failure: nil).keepAliveTimer == .none)
+        #expect(machine.invariantViolation() == nil)
     }
 
     @Test("last subscriberLeft without keep-alive cancels the upstream at once")

@@ -74,7 +74,7 @@ enum ModelStep: CustomStringConvertible, Sendable {
 struct ModelConfig: CustomStringConvertible, Sendable {
     var mode: UpstreamMode
     var replay: Int
-    var keepAlive: Bool
+    var keepAlive: KeepAlive
     var autoconnect: Bool
     var defaultPolicy: SharedBufferingPolicy
     var mixedPolicies: Bool
@@ -83,7 +83,9 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         var rng = LCG(seed: seed ^ 0x5EED)
         self.mode = [UpstreamMode.automatic, .manual, .push][Int(rng.next() % 3)]
         self.replay = [0, 0, 1, 3][Int(rng.next() % 4)]
-        self.keepAlive = self.mode == .automatic && rng.next() % 2 == 0
+        // Half of the automatic runs linger: most of them for a window, some forever.
+        let lingering: [KeepAlive] = [.off, .off, .off, .off, .window, .window, .window, .forever]
+        self.keepAlive = self.mode == .automatic ? lingering[Int(rng.next() % 8)] : .off
         self.autoconnect = self.mode == .manual && rng.next() % 2 == 0
         self.defaultPolicy = ModelRun.policies[Int(rng.next() % UInt64(ModelRun.policies.count))]
         self.mixedPolicies = rng.next() % 3 != 0
@@ -96,7 +98,8 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         case .manual: face = "multicast(replay: \(self.replay))" + (self.autoconnect ? ".autoconnect()" : "")
         case .push: face = "subject(replay: \(self.replay))"
         }
-        return "\(face), buffering \(self.defaultPolicy)\(self.keepAlive ? ", keepAlive" : "")"
+        let lingering = self.keepAlive == .off ? "" : ", keepAlive \(self.keepAlive)"
+        return "\(face), buffering \(self.defaultPolicy)\(lingering)"
             + (self.mixedPolicies ? ", with views" : "")
     }
 
@@ -120,7 +123,7 @@ struct ModelConfig: CustomStringConvertible, Sendable {
             case 80..<84: steps.append(self.mode == .push ? .cancelSender(pick: pick()) : .produceStale)
             case 84..<89 where self.mode == .manual: steps.append(.connect)
             case 89..<92 where self.mode == .manual: steps.append(.disconnect(stale: rng.next() % 4 == 0))
-            case 84..<92 where self.keepAlive: steps.append(.keepAliveExpires)
+            case 84..<92 where self.keepAlive == .window: steps.append(.keepAliveExpires)
             case 92..<93: steps.append(.finish(fail: rng.next() % 2 == 0))
             default: steps.append(.read(pick: pick(), wait: false))
             }
@@ -576,7 +579,8 @@ struct ModelRun {
             let effects = self.machine.subscriberLeft(leaving.id)
             let resumed = leaving.waiting.map { [$0] } ?? []
             if self.config.mode == .automatic, self.subscribers.isEmpty, case .running(let epoch) = self.upstream {
-                if self.config.keepAlive {
+                switch self.config.keepAlive {
+                case .window:
                     self.upstream = .lingering(epoch: epoch)
                     let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .restart : .start
                     self.timerRunning = true
@@ -584,7 +588,13 @@ struct ModelRun {
                     try await self.expect(
                         effects, resuming: resumed, with: .success(nil),
                         releasing: release.producers, with: true, handingOver: release.handover, timer: timer)
-                } else {
+                case .forever:
+                    self.upstream = .lingering(epoch: epoch)  // and no timer
+                    let release = self.releasedIfRoom()
+                    try await self.expect(
+                        effects, resuming: resumed, with: .success(nil),
+                        releasing: release.producers, with: true, handingOver: release.handover)
+                case .off:
                     try await self.expect(
                         effects, resuming: resumed, with: .success(nil),
                         releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)

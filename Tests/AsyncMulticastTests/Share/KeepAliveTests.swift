@@ -141,6 +141,42 @@ struct KeepAliveTests {
         await b.leave()
     }
 
+    @Test(
+        "replay(_:keepAlive:replayExpiration:): a keep-alive window opened while the timer times a longer expiry window ends at its own deadline"
+    )
+    func keepAliveWindowInsideLongerExpiryWindow() async throws {
+        let clock = ManualClock()
+        let source = FedSource()
+        let replayed = source.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: clock)
+        await self.startReadAndLeave(replayed, source, 1)
+        #expect(await clock.waitForSleepers(count: 1))
+        clock.advance(by: .seconds(5))
+        #expect(await source.control.waitForEnd()?.end == .cancelled, "the keep-alive window closed at 5")
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(65))], "the cache expires at 65")
+
+        clock.advance(to: self.at(.seconds(10)))
+        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        #expect(await b.next() == 1, "the cache has not expired")
+        b.request()
+        await source.control.waitForStart(of: 1)
+        source.control.yield(2)
+        #expect(await b.answer() == 2)
+        await b.leave()  // a keep-alive window, 10 to 15
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(15))], "the timer sleeps toward the keep-alive's end")
+
+        clock.advance(to: self.at(.seconds(15)))
+        let ended = await source.control.waitForEnd()
+        #expect(ended?.iteration == 1)
+        #expect(ended?.end == .cancelled, "at 15, not at 65")
+        #expect(await clock.waitForSleepers(count: 1))
+        #expect(clock.sleeperDeadlines == [self.at(.seconds(75))], "then the cache expires 60 s later")
+        #expect(replayed.replayCache == [2])
+        clock.advance(to: self.at(.seconds(75)))
+        try await waitUntil("the cache to expire at 75") { replayed.replayCache.isEmpty }
+    }
+
     @Test("the upstream keeps running inside the window: what it produces meanwhile is replayed to the next subscriber")
     func upstreamKeepsRunningInsideWindow() async throws {
         let clock = ManualClock()
@@ -194,31 +230,32 @@ struct KeepAliveTests {
     }
 
     @Test(
-        "a keep-alive too long for any clock is accepted, sleeps a day at a time and never ends the iteration",
+        "a keep-alive as long as forever starts no timer: however far the clock jumps, the iteration goes on",
         arguments: [
+            Duration.seconds(1 << 40),
             Duration.seconds(Int64.max),
             Duration(secondsComponent: .max, attosecondsComponent: 999_999_999_999_999_999),
             Duration.seconds(1e19),
         ])
-    func keepAliveBeyondAnyClock(keepAlive: Duration) async {
+    func keepAliveForeverHasNoTimer(keepAlive: Duration) async {
         let clock = ManualClock()
         let source = FedSource()
         let shared = source.share(keepAlive: keepAlive, clock: clock)
-        #expect(shared.storage.keepAlive == MulticastStorage<Int, Never>.longestKeepAlive)
         await self.startReadAndLeave(shared, source, 1)
-        // The timer task computes its deadline and sleeps, a day at most per sleep: the step
-        // that used to trap.
-        #expect(await clock.waitForSleepers(count: 1))
-        #expect(clock.sleeperDeadlines == [self.at(.seconds(86_400))])
-        clock.advance(by: .seconds(86_400))
-        #expect(await clock.waitForSleepers(count: 1), "a day later it sleeps another day")
-        #expect(clock.sleeperDeadlines == [self.at(.seconds(2 * 86_400))])
-        #expect(source.control.end(of: 0) == nil)
+        #expect(shared.storage.state.withLock { $0.timerTask } == nil, "no window to time")
+        #expect(clock.sleeperCount == 0)
+
+        // Far past any deadline a timer could have computed (2^40 s is the longest window).
+        clock.advance(by: .seconds(1 << 41))
+        await letOthersRun()
+        #expect(source.control.end(of: 0) == nil, "subscribers leaving never stop the upstream")
 
         let b = await SubscriberTask.join { shared.makeAsyncIterator() }
         source.control.yield(2)
         #expect(await b.next() == 2, "the same iteration continues")
         #expect(source.control.iteratorCount == 1)
         await b.leave()
+        #expect(shared.storage.state.withLock { $0.timerTask } == nil)
+        #expect(source.control.end(of: 0) == nil)
     }
 }

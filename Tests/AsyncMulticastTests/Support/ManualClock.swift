@@ -5,6 +5,12 @@
 //   deadline or past it, or until the sleeping task is cancelled (`CancellationError`).
 // - `waitForSleepers(count:)` returns once `count` tasks are asleep on the clock: "the
 //   timer is now sleeping", so that the test advances the time after, never before.
+//
+// It can also misbehave as a user's clock may, for the tests of what the library does then:
+// - `jump(to:)` sets the time to any instant, earlier ones too (a wall clock set back);
+// - `failNextSleeps(_:)` and `failEverySleep()` make `sleep(until:)` throw `SleepFailure` at
+//   once, without the task being cancelled; `returnEverySleepAtOnce()` makes it return at
+//   once without the time moving; `failedSleeps` counts the sleeps that did either.
 
 import Testing
 
@@ -12,6 +18,9 @@ import Testing
 
 final class ManualClock: Clock, Sendable {
     typealias Duration = Swift.Duration
+
+    /// What a sleep made to fail throws.
+    struct SleepFailure: Error, Equatable {}
 
     /// The time elapsed since the clock was created.
     struct Instant: InstantProtocol {
@@ -42,6 +51,11 @@ final class ManualClock: Clock, Sendable {
         var waiters: [Waiter] = []
         /// Sleeps and waits cancelled before their continuation was registered.
         var cancelled: Set<UInt64> = []
+        /// How many of the next sleeps fail (`Int.max`: all of them), and how.
+        var sleepsToFail = 0
+        var failuresThrow = true
+        /// How many sleeps failed.
+        var failedSleeps = 0
 
         mutating func makeID() -> UInt64 {
             self.nextID += 1
@@ -68,8 +82,45 @@ final class ManualClock: Clock, Sendable {
     /// The deadlines the sleeping tasks wait for, earliest first.
     var sleeperDeadlines: [Instant] { self.state.withLock { $0.sleepers.map(\.deadline).sorted() } }
 
+    /// How many sleeps failed: threw `SleepFailure`, or returned at once (see
+    /// `failNextSleeps(_:)`, `returnEverySleepAtOnce()`).
+    var failedSleeps: Int { self.state.withLock { $0.failedSleeps } }
+
+    /// The next `count` calls of `sleep(until:)` throw `SleepFailure` at once, whatever
+    /// their deadline, as a clock that fails may.
+    func failNextSleeps(_ count: Int = 1) {
+        precondition(count >= 0, "a count of sleeps, got \(count)")
+        self.state.withLock { state in
+            state.sleepsToFail = count
+            state.failuresThrow = true
+        }
+    }
+
+    /// Every later call of `sleep(until:)` throws `SleepFailure` at once.
+    func failEverySleep() {
+        self.failNextSleeps(.max)
+    }
+
+    /// Every later call of `sleep(until:)` returns at once, without an error and without
+    /// the time moving, whatever its deadline: a clock that cannot sleep, and does not say so.
+    func returnEverySleepAtOnce() {
+        self.state.withLock { state in
+            state.sleepsToFail = .max
+            state.failuresThrow = false
+        }
+    }
+
     func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-        let id = self.state.withLock { $0.makeID() }
+        let id = try self.state.withLock { state -> UInt64? in
+            if state.sleepsToFail > 0 {
+                if state.sleepsToFail != .max { state.sleepsToFail -= 1 }
+                state.failedSleeps += 1
+                if state.failuresThrow { throw SleepFailure() }
+                return nil
+            }
+            return state.makeID()
+        }
+        guard let id else { return }
         defer { self.state.withLock { _ = $0.cancelled.remove(id) } }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
@@ -109,6 +160,12 @@ final class ManualClock: Clock, Sendable {
             precondition(instant >= now, "a clock does not go back: \(instant) is before \(now)")
             return instant
         }
+    }
+
+    /// Sets the time to `instant`, earlier than now too (a clock that is not monotonic, as a
+    /// wall clock set back), and wakes the tasks whose deadline it reached, earliest first.
+    func jump(to instant: Instant) {
+        self.advance { _ in instant }
     }
 
     private func advance(_ move: (Instant) -> Instant) {
