@@ -114,8 +114,10 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
     }
 
     /// The next event: an element, what was missed before the next element or the end, or
-    /// the eviction; `nil` once the sequence finished, the subscriber was evicted, or its
-    /// task was cancelled; or the upstream's error.
+    /// the eviction; `nil` once the sequence finished or the subscriber was evicted; or the
+    /// upstream's error. Cancellation follows ``SharedIterator/next(isolation:)``: a waiting
+    /// `next()` returns `nil` at once, and a cancelled task that asks again first gets the
+    /// elements its iterator had already taken (none under a dropping policy), then `nil`.
     ///
     /// A `.missed(n)` takes nothing from the subscriber's buffer: the element after the gap
     /// stays there, where its policy may still drop it (then the next event is another
