@@ -321,6 +321,16 @@ func runInstructions(_ options: Options) {
         if options.mode == .smoke {
             stamp("(--smoke: checks that the mode runs; with so few deliveries the numbers mean little.)")
         }
+        var medians: [String: Double] = [:]
+        var order: [String] = []
+        for size in sizes {
+            for cell in options.deliveryCells(subscribers: size.subscribers) where cell != .base {
+                let key = InstructionThresholds.key(cell, subscribers: size.subscribers)
+                order.append(key)
+                medians[key] = perDelivery[size.subscribers]?[cell].flatMap(median)
+            }
+        }
+        applyThresholds(options, medians: medians, order: order)
         if let profiles = options.profiles {
             stamp(
                 """

@@ -70,6 +70,22 @@ struct CompareArguments: ParsableCommand {
             """)
     var profiles: String?
 
+    @Option(
+        name: .customLong("check-thresholds"),
+        help: """
+            With --instructions: fail (exit 1) if a median is above its threshold in this file by \
+            more than the file's tolerance (Thresholds/instructions.txt; CI's instruction gate).
+            """)
+    var checkThresholds: String?
+
+    @Option(
+        name: .customLong("write-thresholds"),
+        help: """
+            With --instructions: write the measured medians into this file as the new thresholds \
+            (for a change meant to move them; say why in the commit).
+            """)
+    var writeThresholds: String?
+
     static func scenarios(_ list: String) throws -> Set<String> {
         let names = Set(list.split(separator: ",").map { $0.trimmingCharacters() })
         let unknown = names.subtracting(Options.allScenarios)
@@ -107,6 +123,8 @@ struct Options {
     var valgrind: String?
     var deliveryCell: String?
     var profiles: String?
+    var checkThresholds: String?
+    var writeThresholds: String?
 
     init(_ arguments: CompareArguments) {
         self.mode = arguments.mode
@@ -116,6 +134,8 @@ struct Options {
         self.valgrind = arguments.valgrind
         self.deliveryCell = arguments.deliveryCell
         self.profiles = arguments.profiles
+        self.checkThresholds = arguments.checkThresholds
+        self.writeThresholds = arguments.writeThresholds
     }
 
     // Sizes per mode.
