@@ -86,6 +86,12 @@ let package = Package(
             dependencies: ["MulticastScenarios"],
             swiftSettings: swift6
         ),
+        // The instruction gate's thresholds file: parsing, checking, rewriting.
+        .testTarget(
+            name: "ThresholdTests",
+            dependencies: ["MulticastScenarios"],
+            swiftSettings: swift6
+        ),
         // Compile-time overload check with both AsyncAlgorithms and AsyncMulticast imported.
         .testTarget(
             name: "OverloadTests",

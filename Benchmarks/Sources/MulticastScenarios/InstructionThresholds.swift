@@ -1,0 +1,139 @@
+// The instruction gate's file: instructions per delivery that CI holds the engine to
+// (`compare --instructions --check-thresholds FILE`), rewritten on purpose with
+// `--write-thresholds FILE` when a change is meant to move the counts, as swift-nio keeps
+// `Benchmarks/Thresholds/`. Wall-clock figures stay out of it: only callgrind's counts are
+// repeatable on a shared machine. Parsing and checking live here, in the library, so that
+// the package's tests check them; `compare` reads and writes the file.
+
+/// The thresholds file: `#` comment lines (kept when the file is rewritten), then
+/// `key value` lines: `mode quick` (the `compare` mode the values were measured in: a check
+/// in another mode is refused), `tolerance-percent 5`, and one line per cell and subscriber
+/// count, such as `share N=64 143` (instructions per delivery, rounded up).
+public struct InstructionThresholds: Equatable, Sendable {
+    /// The `#` lines, kept as they are.
+    public var comments: [String]
+    /// The `compare` mode the values were measured in (`quick`, `full`, `smoke`).
+    public var mode: String
+    /// How far above its threshold a measured count may be, in percent.
+    public var tolerancePercent: Double
+    /// `(key, instructions per delivery)`, in the order of the file.
+    public var values: [Entry]
+
+    public struct Entry: Equatable, Sendable {
+        public var key: String
+        public var instructions: Int
+
+        public init(key: String, instructions: Int) {
+            self.key = key
+            self.instructions = instructions
+        }
+    }
+
+    public init(comments: [String] = [], mode: String, tolerancePercent: Double, values: [Entry]) {
+        self.comments = comments
+        self.mode = mode
+        self.tolerancePercent = tolerancePercent
+        self.values = values
+    }
+
+    /// The key of a cell's threshold: `share N=64`.
+    public static func key(_ cell: Scenarios.DeliveryCell, subscribers: Int) -> String {
+        "\(cell.rawValue) N=\(subscribers)"
+    }
+
+    /// Parses a file's text; the first malformed line otherwise.
+    public static func parse(_ text: String) -> Result<InstructionThresholds, ThresholdFileError> {
+        var thresholds = InstructionThresholds(mode: "", tolerancePercent: -1, values: [])
+        for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let words = raw.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+            guard let first = words.first else { continue }
+            if first.hasPrefix("#") {
+                thresholds.comments.append(String(raw))
+                continue
+            }
+            let malformed = ThresholdFileError(line: index + 1, text: String(raw))
+            guard words.count >= 2, let last = words.last else { return .failure(malformed) }
+            switch first {
+            case "mode" where words.count == 2:
+                thresholds.mode = last
+            case "tolerance-percent" where words.count == 2:
+                guard let value = Double(last), value >= 0 else { return .failure(malformed) }
+                thresholds.tolerancePercent = value
+            default:
+                guard let value = Int(last), value > 0 else { return .failure(malformed) }
+                thresholds.values.append(Entry(key: words.dropLast().joined(separator: " "), instructions: value))
+            }
+        }
+        guard !thresholds.mode.isEmpty, thresholds.tolerancePercent >= 0, !thresholds.values.isEmpty else {
+            return .failure(ThresholdFileError(line: 0, text: "needs a mode, a tolerance-percent and a threshold"))
+        }
+        return .success(thresholds)
+    }
+
+    /// The file's text: the comments, then the settings and the thresholds.
+    public var text: String {
+        var lines = self.comments
+        lines.append("mode \(self.mode)")
+        lines.append("tolerance-percent \(percentText(self.tolerancePercent))")
+        for entry in self.values { lines.append("\(entry.key) \(entry.instructions)") }
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A line per threshold (`ok` or `ABOVE`), and the problems: a measured count more than
+    /// the tolerance above its threshold, or a threshold that was not measured.
+    public func check(_ measured: [String: Double]) -> (report: [String], problems: [String]) {
+        var report: [String] = []
+        var problems: [String] = []
+        for entry in self.values {
+            guard let value = measured[entry.key] else {
+                problems.append("\(entry.key): not measured (threshold \(entry.instructions))")
+                continue
+            }
+            let change = (value / Double(entry.instructions) - 1) * 100
+            let line =
+                "\(entry.key): \(Int(value.rounded())) Ir/delivery, threshold \(entry.instructions) "
+                + "(\(change >= 0 ? "+" : "")\(percentText(change))%, allowed +\(percentText(self.tolerancePercent))%)"
+            if change > self.tolerancePercent {
+                report.append("ABOVE  " + line)
+                problems.append(line)
+            } else {
+                report.append("ok     " + line)
+            }
+        }
+        return (report, problems)
+    }
+
+    /// These thresholds with the measured counts, rounded up, in place of the old values;
+    /// measured keys the file did not have yet are appended in `order`.
+    public func updated(with measured: [String: Double], order: [String]) -> InstructionThresholds {
+        var copy = self
+        copy.values = self.values.map { entry in
+            Entry(key: entry.key, instructions: measured[entry.key].map { Int($0.rounded(.up)) } ?? entry.instructions)
+        }
+        for key in order where !copy.values.contains(where: { $0.key == key }) {
+            if let value = measured[key] { copy.values.append(Entry(key: key, instructions: Int(value.rounded(.up)))) }
+        }
+        return copy
+    }
+}
+
+/// A thresholds file that does not parse: the line (1-based; 0 for the whole file).
+public struct ThresholdFileError: Error, Equatable, CustomStringConvertible {
+    public let line: Int
+    public let text: String
+
+    public init(line: Int, text: String) {
+        self.line = line
+        self.text = text
+    }
+
+    public var description: String { self.line > 0 ? "line \(self.line): \(self.text)" : self.text }
+}
+
+/// `value` with one decimal, or none when it is whole (`5`, `-2.5`).
+func percentText(_ value: Double) -> String {
+    let tenths = Int((value * 10).rounded())
+    let sign = tenths < 0 ? "-" : ""
+    let magnitude = abs(tenths)
+    return magnitude % 10 == 0 ? "\(sign)\(magnitude / 10)" : "\(sign)\(magnitude / 10).\(magnitude % 10)"
+}

@@ -1,0 +1,77 @@
+// The instruction gate's file (Thresholds/instructions.txt): what CI fails on, and what
+// `--write-thresholds` writes.
+
+import MulticastScenarios
+import Testing
+
+@Suite("Instruction thresholds")
+struct InstructionThresholdsTests {
+    static let file = """
+        # a comment, kept
+        mode quick
+        tolerance-percent 5
+        share N=1 845
+        subject N=64 49
+
+        """
+
+    @Test("a file parses into its mode, tolerance and thresholds, and is written back the same")
+    func roundTrip() throws {
+        let thresholds = try InstructionThresholds.parse(Self.file).get()
+        #expect(thresholds.mode == "quick")
+        #expect(thresholds.tolerancePercent == 5)
+        #expect(thresholds.comments == ["# a comment, kept"])
+        #expect(
+            thresholds.values == [
+                .init(key: "share N=1", instructions: 845), .init(key: "subject N=64", instructions: 49),
+            ])
+        #expect(thresholds.text == Self.file)
+    }
+
+    @Test("a count within the tolerance passes; one above it fails; one not measured fails")
+    func check() throws {
+        let thresholds = try InstructionThresholds.parse(Self.file).get()
+        let within = thresholds.check(["share N=1": 887, "subject N=64": 49])  // +4.97 %, +0 %
+        #expect(within.problems.isEmpty)
+        #expect(within.report.allSatisfy { $0.hasPrefix("ok") })
+        let above = thresholds.check(["share N=1": 888, "subject N=64": 40])  // +5.09 %
+        #expect(above.problems.count == 1)
+        #expect(above.problems.first?.hasPrefix("share N=1: 888 Ir/delivery, threshold 845") == true)
+        let missing = thresholds.check(["share N=1": 800])
+        #expect(missing.problems == ["subject N=64: not measured (threshold 49)"])
+    }
+
+    @Test("writing keeps the comments and the order, rounds up, and appends new keys")
+    func updated() throws {
+        let thresholds = try InstructionThresholds.parse(Self.file).get()
+        let new = thresholds.updated(
+            with: ["subject N=64": 51.2, "share N=1": 840, "share N=64": 140.5],
+            order: ["share N=1", "share N=64", "subject N=64"])
+        #expect(
+            new.text == """
+                # a comment, kept
+                mode quick
+                tolerance-percent 5
+                share N=1 840
+                subject N=64 52
+                share N=64 141
+
+                """)
+    }
+
+    @Test(
+        "a malformed line is refused with its number",
+        arguments: ["share N=1", "share N=1 many", "mode", "share N=1 0"])
+    func malformed(line: String) {
+        let text = "mode quick\ntolerance-percent 5\n\(line)\n"
+        #expect(throws: ThresholdFileError(line: 3, text: line)) { try InstructionThresholds.parse(text).get() }
+    }
+
+    @Test("a file without a mode, a tolerance or a threshold is refused")
+    func incomplete() {
+        #expect(throws: ThresholdFileError.self) {
+            try InstructionThresholds.parse("mode quick\nshare N=1 845\n").get()
+        }
+        #expect(throws: ThresholdFileError.self) { try InstructionThresholds.parse("tolerance-percent 5\n").get() }
+    }
+}
