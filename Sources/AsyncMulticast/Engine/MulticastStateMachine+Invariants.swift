@@ -55,6 +55,9 @@ extension MulticastStateMachine {
             guard case .evicting = self.lanes[Int(self.slots[slot].lane)].policy else {
                 return "a greeting on a \(self.lanes[Int(self.slots[slot].lane)].policy) lane"
             }
+            guard self.slots[slot].cursor >= self.lanes[Int(self.slots[slot].lane)].minCursor else {
+                return "an evicted subscriber keeps its greeting"
+            }
         }
 
         var membersByLane = [Int](repeating: 0, count: self.lanes.count)
@@ -148,7 +151,7 @@ extension MulticastStateMachine {
             }
         }
         if !self.parkedProducers.isEmpty {
-            guard !self.hasRoomToResume else { return "a producer waits while every subscriber has room" }
+            guard !self.parkedMayGoOn else { return "a producer waits while it may go on" }
             for parked in self.parkedProducers where (parked.element != nil) != (self.mode == .push) {
                 return self.mode == .push
                     ? "a subject's sender waits without its element" : "an upstream's producer waits with an element"

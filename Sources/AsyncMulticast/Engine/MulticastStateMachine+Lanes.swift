@@ -108,13 +108,17 @@ extension MulticastStateMachine {
         /// Shared with the subscribers that joined at the same position: never mutated.
         @usableFromInline
         let elements: [Element]
+        /// The position of the first of them.
+        @usableFromInline
+        let start: Int
         /// The next one to read.
         @usableFromInline
         var next = 0
 
         @inlinable
-        init(elements: [Element]) {
+        init(elements: [Element], start: Int) {
             self.elements = elements
+            self.start = start
         }
 
         @inlinable

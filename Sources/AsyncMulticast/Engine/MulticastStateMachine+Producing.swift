@@ -46,6 +46,7 @@ extension MulticastStateMachine {
         var needed = self.replayCount > 0
         var keepFrom = Swift.max(newTail - self.replayCount, self.replayFloor)
         var hasRoom = true
+        var evictedAny = false
 
         // `.bufferingOldest(n)` lanes first: freezing a full cell and feeding the private
         // queues reach beyond the lane (the shared elements, the queues).
@@ -77,7 +78,11 @@ extension MulticastStateMachine {
                 }
                 // Members that would now hold `evictLimit + 1` are evicted: the cell goes.
                 let evictLimit = lanes[laneIndex].evictLimit
-                if evictLimit > 0 { lanes[laneIndex].evictCells(before: newTail - evictLimit) }
+                if evictLimit > 0 {
+                    let evicted = lanes[laneIndex].evicted
+                    lanes[laneIndex].evictCells(before: newTail - evictLimit)
+                    if lanes[laneIndex].evicted != evicted { evictedAny = true }
+                }
                 let minCursor = lanes[laneIndex].minCursor
                 if !lanes[laneIndex].counts.isEmpty { needed = true }
                 keepFrom = Swift.min(keepFrom, minCursor)
@@ -92,6 +97,7 @@ extension MulticastStateMachine {
         }
 
         if !self.waiters.isEmpty { self.handOver(resuming: &resuming) }
+        if evictedAny && !self.greetings.isEmpty { self.dropEvictedGreetings() }
         // What `trimElements()` would do, with the minimum computed above.
         self.trimElements(before: keepFrom)
         assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
@@ -109,7 +115,11 @@ extension MulticastStateMachine {
         self.lanes[0].elementAppended(at: self.tail)
         // Evicting: members that would now hold `evictLimit + 1` are evicted (the whole cell).
         let evictLimit = self.lanes[0].evictLimit
-        if evictLimit > 0 { self.lanes[0].evictCells(before: newTail - evictLimit) }
+        if evictLimit > 0 {
+            let evicted = self.lanes[0].evicted
+            self.lanes[0].evictCells(before: newTail - evictLimit)
+            if self.lanes[0].evicted != evicted && !self.greetings.isEmpty { self.dropEvictedGreetings() }
+        }
         let laneStart = self.lanes[0].minCursor
         if laneStart < newTail || self.replayCount > 0 || !self.elements.isEmpty {
             self.elements.append(element)
@@ -215,6 +225,17 @@ extension MulticastStateMachine {
         return self.parkedProducers.remove(at: index).continuation
     }
 
+    /// Whether the parked producers may go on now. An upstream's producer waits until every
+    /// bounded subscriber is down to its resume level (`hasRoomToResume`): one wake-up then
+    /// buys half a bound of elements. A subject's senders go in as soon as there is room for
+    /// the first one (`hasRoom`), as a sender that finds room takes it: a subscriber that
+    /// answers into its own subject holds what it has not read yet, so if it had to wait
+    /// for the resume level, next to another full subscriber it could wait for itself.
+    @inlinable
+    var parkedMayGoOn: Bool {
+        self.mode == .push ? self.hasRoom : self.hasRoomToResume
+    }
+
     /// A subject's `send(waitingForRoom:)` that found no room (`elementProducedIfRoom`
     /// returned `nil`) waits with `element`, behind the senders already waiting: the machine
     /// appends it when its turn comes (`releaseProducersIfRoom(into:)`), and the effects of
@@ -256,20 +277,20 @@ extension MulticastStateMachine {
         return effects
     }
 
-    /// Room was made (a subscriber read or left). Once every bounded subscriber is down to
-    /// its resume level (`hasRoomToResume`), the parked producers go on in the order they
-    /// parked, and `effects` resumes them with `true`: an upstream's producer produces its
-    /// next element itself; a subject's sender has its element appended here, while there is
-    /// room for it (`hasRoom`), so that the senders' elements go in in the order the senders
-    /// began waiting, whichever of their tasks runs first. From the first sender that finds
-    /// no room on, the senders stay parked, in order.
+    /// Room was made (a subscriber read or left). Once the parked producers may go on
+    /// (`parkedMayGoOn`), they go on in the order they parked, and `effects` resumes them
+    /// with `true`: an upstream's producer produces its next element itself; a subject's
+    /// sender has its element appended here, while there is room for it (`hasRoom`), so that
+    /// the senders' elements go in in the order the senders began waiting, whichever of
+    /// their tasks runs first. From the first sender that finds no room on, the senders stay
+    /// parked, in order.
     ///
     /// Not on the producer's hot path: a read pays one `isEmpty` test when nobody is parked.
     @inlinable
     mutating func releaseProducersIfRoom(into effects: inout Effects) {
-        guard !self.parkedProducers.isEmpty, self.hasRoomToResume else { return }
+        guard !self.parkedProducers.isEmpty, self.parkedMayGoOn else { return }
         assert(effects.producers.isEmpty, "producers released twice by one transition")
-        var hasRoom = true  // `hasRoomToResume` implies it
+        var hasRoom = true  // `parkedMayGoOn` implies it
         var released = 0
         for parked in self.parkedProducers {
             if let element = parked.element {

@@ -88,7 +88,10 @@ extension MulticastStateMachine {
         self.slots[Int(slotIndex)] = Slot(
             cursor: cursor, generation: generation, lane: UInt32(laneIndex), isLive: true)
 
-        if !greeting.isEmpty { self.greetings[slotIndex] = Greeting(elements: greeting) }
+        if !greeting.isEmpty {
+            self.greetings[slotIndex] = Greeting(elements: greeting, start: self.tail - greeting.count)
+            self.lastGreetingSlot = slotIndex
+        }
         self.lanes[laneIndex].members += 1
         if cursor == self.tail {
             self.lanes[laneIndex].atTail += 1
@@ -108,13 +111,26 @@ extension MulticastStateMachine {
     /// The stored elements from `start` to the tail, for a greeting: the previous copy if it
     /// holds the same ones (subscribers joining at one position share one array).
     @inlinable
-    mutating func greetingCopy(from start: Int) -> [Element] {
-        if let last = self.lastGreeting, last.start == start, last.elements.count == self.tail - start {
+    func greetingCopy(from start: Int) -> [Element] {
+        // Positions are absolute and an element's never changes: the same range is the
+        // same elements, whoever holds the slot now.
+        if let slot = self.lastGreetingSlot, let last = self.greetings[slot], last.start == start,
+            last.elements.count == self.tail - start
+        {
             return last.elements
         }
-        let copy = (start..<self.tail).map { self.elements[$0] }
-        self.lastGreeting = (start, copy)
-        return copy
+        return (start..<self.tail).map { self.elements[$0] }
+    }
+
+    /// Members of an `.evicting` lane were just evicted: those still holding a greeting drop
+    /// it now, as an evicted subscriber's buffer is released at once (they learn of the
+    /// eviction when they next read). Rare: only while greetings are being read.
+    @inlinable
+    mutating func dropEvictedGreetings() {
+        for (key, _) in self.greetings {
+            let slot = self.slots[Int(key)]
+            if slot.cursor < self.lanes[Int(slot.lane)].minCursor { self.greetings[key] = nil }
+        }
     }
 
     @inlinable

@@ -64,7 +64,6 @@ extension MulticastStateMachine {
     mutating func replayCacheReset() {
         self.replayFloor = self.tail
         self.replayExpiryPending = false
-        self.lastGreeting = nil
         self.trimElements()
     }
 

@@ -35,11 +35,13 @@
 //   past a subject's synchronous `send`, which cannot wait.)
 // - A subscriber of an ended connection (`Slot.noLane`) reads only its private queue, which
 //   ends it, and is never waiting.
-// - A producer is parked only while some member holds more than its lane's resume level.
+// - An upstream's producer is parked only while some member holds more than its lane's
+//   resume level; a subject's senders only while some member has no room for one more.
 // - A subject's parked producers are its senders, each with the element it waits to send, in
 //   the order they parked; an upstream's producer parks without one (its element is in).
 // - The end (finished or failed) is part of the upstream state: `.terminated(Terminal)`.
-// - A greeting belongs to a live, not waiting, `.evicting` subscriber, and is not used up.
+// - A greeting belongs to a live, not waiting, not evicted `.evicting` subscriber, and is not
+//   used up.
 
 /// Identifies one subscriber inside a ``MulticastStateMachine``.
 ///
@@ -250,9 +252,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var greetings: [UInt32: Greeting] = [:]
 
-    /// The last greeting copied: subscribers joining at the same position share it.
+    /// The slot of the subscriber given the last greeting: one joining at the same position
+    /// shares its copy. Only a key: nothing is kept once its greeting is read or dropped.
     @usableFromInline
-    var lastGreeting: (start: Int, elements: [Element])?
+    var lastGreetingSlot: UInt32?
 
     /// Producers waiting for room, in the order they parked (see `ParkedProducer`).
     @usableFromInline

@@ -162,23 +162,23 @@ struct StateMachinePushModeTests {
     }
 
     @Test(
-        "parked senders resume at the resume level and new senders queue behind them; one parking with room and nobody before it goes in at once"
+        "a parked sender goes in as soon as there is room for it, not at the resume level; one parking with room and nobody before it goes in at once"
     )
     func senderParkedDecidedAtOnce() async {
         var machine = Machine(policy: .bounded(4), replay: 0, mode: .push)
         let a = machine.subscriberJoined()
         for value in 0..<4 { #expect(machine.produceIfRoom(value, epoch: 0) != nil) }
         let waiting = await Self.park(4, in: &machine)
-        // Room for one, but not down to the resume level (2): it waits on.
-        #expect(machine.take(a) == .element(0))
-        #expect(machine.hasRoom && !machine.hasRoomToResume)
-        #expect(machine.produceIfRoom(9, epoch: 0) == nil, "there is room, but a new sender queues behind")
-        guard case .elementReleasingSenders(1, let released) = machine.nextRequested(a) else {
-            Issue.record("the read down to the resume level should release the sender")
+        #expect(machine.produceIfRoom(9, epoch: 0) == nil, "full, and a sender waits: a new one queues behind")
+        // Room for one, though not down to the resume level (2): the sender goes in.
+        guard case .elementReleasingSenders(0, let released) = machine.nextRequested(a) else {
+            Issue.record("the read that made room for one should release the sender")
             return
         }
+        #expect(!machine.hasRoom, "its element took the room")
         released.perform()
         #expect(await waiting.value() == true)
+        #expect(machine.take(a) == .element(1))
 
         // Full again, then room for one: a sender refused before the read parks after it.
         #expect(machine.produceIfRoom(5, epoch: 0) != nil)
