@@ -3,7 +3,8 @@
 /// Each iterator is a subscriber of the same underlying shared iteration (or subject) whose
 /// unconsumed elements are kept according to the view's policy instead of the default one.
 /// Create it with `buffering(_:)` on ``AsyncShareSequence``, ``AsyncMulticastSequence``,
-/// ``AsyncPassthroughSubject`` or ``AsyncCurrentValueSubject``.
+/// ``AsyncSharedSource``, ``AsyncPassthroughSubject``, ``AsyncCurrentValueSubject`` or
+/// ``AsyncReplaySubject``.
 ///
 /// ```swift
 /// let events = AsyncPassthroughSubject<Event, Never>()          // .unbounded by default

@@ -12,15 +12,10 @@
 // know that a sender has parked or that a reader waits in `next()`: the public API has no
 // way to tell, and the order the tests check depends on it. No gate decides an outcome.
 //
-// Known issues (`withKnownIssue`, each explained where it is recorded):
-// - An evicted subscriber's greeting stays referenced until it next reads ("Its buffer is
-//   released at once").
-// - The last greeting copy keeps elements that left the replay window (documentation silent).
-// - An `.evicting(n)` subscriber holds its greeting on top of `n`; the Serving clients guide's
-//   memory bound says `n` (the documentation contradicts itself).
-// - A reader answering into its own `.bounded(n)` subject (n >= 4) next to a second bounded
-//   reader waits for itself: a parked answer resumes only once every subscriber, the
-//   answering one included, is down to half the bound.
+// What this round found, fixed since and checked here: an evicted subscriber's greeting is
+// released at once; a greeting's copy lives no longer than its readers; an `.evicting(n)`
+// subscriber's greeting is on top of `n` (the guides say so); a reader answering into its own
+// `.bounded(n)` subject next to a second bounded reader no longer waits for itself.
 
 import Testing
 
@@ -915,15 +910,8 @@ struct AttackRound2Tests {
         #expect(boxes.allSatisfy { $0.token != nil }, "owed to the subscriber")
         subject.send(Token(3))
         subject.send(Token(4))  // two live ones: evicted
-        withKnownIssue(
-            """
-            SharedBufferingPolicy.evicting: "Its buffer is released at once". Expected: the greeting \
-            of an evicted subscriber is released when it is evicted. Observed: it stays referenced \
-            (MulticastStateMachine.greetings) until the subscriber next reads or is released.
-            """
-        ) {
-            #expect(boxes.allSatisfy { $0.token == nil }, "evicted: its greeting should go with its buffer")
-        }
+        // "Its buffer is released at once": the greeting too, before the subscriber notices.
+        #expect(boxes.allSatisfy { $0.token == nil }, "evicted: its greeting goes with its buffer")
         #expect(reader != nil)
         reader = nil
         #expect(boxes.allSatisfy { $0.token == nil }, "released with the subscriber")
@@ -962,18 +950,7 @@ struct AttackRound2Tests {
         }  // the reader leaves
         #expect(subject.replayCache.map(\.value) == [2])
         #expect(subject.subscriberCount == 0)
-        withKnownIssue(
-            """
-            Documentation silent. Expected: nothing holds 1 once it left the replay window and its \
-            only subscriber read it and left ("keeps the latest bufferSize elements"). Observed: the \
-            last greeting copy (MulticastStateMachine.lastGreeting) keeps it until another \
-            subscriber joins at another position or the cache is reset.
-            """
-        ) {
-            #expect(box?.token == nil)
-        }
-        subject.resetReplayCache()
-        #expect(box?.token == nil, "a reset lets it go")
+        #expect(box?.token == nil, "out of the window, read, and its reader gone: nothing keeps it")
     }
 
     // MARK: - 3. Subject senders
@@ -1026,25 +1003,27 @@ struct AttackRound2Tests {
         }
     }
 
-    @Test("a sender that comes while others wait waits behind them even with room; a synchronous send goes first")
-    func laterSenderWaitsBehindEvenWithRoom() async throws {
+    @Test(
+        "a waiting sender goes in as soon as a read makes room; a later one waits behind; a synchronous send goes first"
+    )
+    func laterSenderWaitsBehind() async throws {
         try await withTimeout(seconds: 30) {
-            // .bounded(4): room below 4, resume at 2; a read takes up to 2 extra elements.
+            // .bounded(4): room below 4; a read takes up to 2 extra elements.
             let subject = AsyncReplaySubject<Int, Never>(bufferSize: 100, buffering: .bounded(4))
             let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
             for value in 1...6 { subject.send(value) }  // holds 6, past the bound
             let first = try await Self.parkInOrder([7], storage: subject.storage) {
                 await subject.send(waitingForRoom: $0)
             }
-            #expect(await reader.next() == 1)  // takes 2 and 3: holds 3, room but above 2
-            let second = try await Self.parkInOrder([8], storage: subject.storage, alreadyParked: 1) {
+            #expect(await reader.next() == 1)  // takes 2 and 3: holds 3, room for one: 7 goes in
+            await first[0].value
+            #expect(subject.replayCache.last == 7, "the waiting sender went in with the read that made room")
+            let second = try await Self.parkInOrder([8], storage: subject.storage) {
                 await subject.send(waitingForRoom: $0)
             }
-            #expect(subject.replayCache.last == 6, "neither waiting sender went in")
             subject.send(9)
-            #expect(subject.replayCache.last == 9, "the synchronous send went in at once")
-            #expect(await reader.take(8) == [2, 3, 4, 5, 6, 9, 7, 8])
-            await first[0].value
+            #expect(subject.replayCache.last == 9, "the synchronous send went in at once, ahead of 8")
+            #expect(await reader.take(8) == [2, 3, 4, 5, 6, 7, 9, 8])
             await second[0].value
             await reader.leave()
         }
@@ -1172,24 +1151,13 @@ struct AttackRound2Tests {
             // The other reads everything it holds and waits for more.
             let otherIterator = SubscriberBox(other)
             for value in 4...8 { #expect(await otherIterator.next() == value) }  // 4 from its batch
-            let otherWaits = otherIterator.startNext()
-            try await waitUntil("the other waits in next()") { subject.storage.waitingCount == 1 }
-            await letOthersRun()
-            withKnownIssue(
-                """
-                Subjects guide: "every number it reads makes room for its answer and it never waits \
-                for itself" (exceptions listed: a burst past the bound, a second sender). Expected: \
-                once the other reader has read everything, the echo's answer goes in (it holds 3 of \
-                4). Observed: the parked answer waits until every subscriber is down to half the \
-                bound (2), and the echo, which holds 3, cannot read while it sends: it waits for itself.
-                """
-            ) {
-                #expect(answered.isSet, "the answer should have gone in")
-            }
-            // Only the echo reading again lets its own answer in.
-            #expect(await echo.next() == 6)  // takes 6, 7, 8
+            // Subjects guide: "every number it reads makes room for its answer and it never waits
+            // for itself". The other reader made room, so the answer went in, although the echo
+            // (holding 3 of 4) is above half the bound: the echo did not have to read first.
             await answer.value
-            #expect(await otherWaits.value == 9)
+            #expect(answered.isSet)
+            #expect(await otherIterator.next() == 9)
+            #expect(await echo.next() == 6)  // takes 6, 7, 8
             subject.finish()
         }
     }
@@ -1579,18 +1547,7 @@ struct AttackRound2Tests {
         }
         let alive = boxes.filter { $0.token != nil }.count
         #expect(alive == 5, "the greeting (4) and the live element (1) are all owed")
-        withKnownIssue(
-            """
-            Documentation contradicts itself. ServingClients: "a .bufferingNewest(n), \
-            .bufferingOldest(n) or .evicting(n) subscriber holds at most n elements (an evicting or \
-            bounded one may also hold up to min(n / 2, 64) that its iterator has already taken)". \
-            SharedBufferingPolicy.evicting: replayed elements are "a greeting that counts against no \
-            limit". Observed: an .evicting(1) subscriber holds 5 (greeting 4 + 1 live), as the \
-            second sentence says; the memory bound of the first does not mention greetings.
-            """
-        ) {
-            #expect(alive <= 1, "at most n, per the memory bound of the Serving clients guide")
-        }
+        // The Serving clients guide's memory bound: `n`, plus a greeting not read yet.
         var received: [Int] = []
         subject.finish()
         while let token = await reader.next() { received.append(token.value) }
