@@ -87,16 +87,6 @@ struct CursorHistogram: Sendable {
         return self.behind.first?.count ?? self.counts[self.counts.startIndex]
     }
 
-    /// How many subscribers are at `position` (zero if none).
-    @inlinable
-    @inline(__always)
-    subscript(position: Int) -> Int {
-        if position >= self.counts.startIndex {
-            return position < self.counts.endIndex ? self.counts[position] : 0
-        }
-        return self.behind.first { $0.position == position }?.count ?? 0
-    }
-
     /// The producer appended the element at `endIndex`: `count` subscribers, caught up
     /// until now, have it pending (their cursor is that position).
     @inlinable

@@ -167,12 +167,4 @@ extension MulticastStateMachine {
         guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
         return nil
     }
-
-    /// What subscriber `id` will still receive if nothing more is produced, in order:
-    /// everything not yet handed to it (its iterator's batch is not included).
-    @usableFromInline
-    func undelivered(_ id: SubscriberID) -> [Element] {
-        guard let slotIndex = self.liveSlot(id) else { return [] }
-        return self.pendingElements(of: slotIndex)
-    }
 }
