@@ -28,7 +28,7 @@
 ///     counts:                                [ 2 ][ 0 ][ 1 ][ 0 ][ 5 ] (zeros, not stored)
 ///                                            first positive (zeros at the end may stay)
 ///
-/// Invariants (checked by `invariantViolation()`, in MulticastStateMachine+Invariants.swift):
+/// Invariants (checked by `invariantViolation()`, in CursorHistogram+Invariants.swift):
 /// `members` is the sum of all counts and none is negative; nothing is stored when
 /// `members` is zero; otherwise the first stored count is positive, the stored counts end at
 /// or before `endIndex`, and the cells of `behind` are positive, ascending and before the
@@ -85,26 +85,6 @@ struct CursorHistogram: Sendable {
     var first: Int? {
         guard self.members > 0 else { return nil }
         return self.behind.first?.count ?? self.counts[self.counts.startIndex]
-    }
-
-    /// The positions with subscribers, oldest first (for tests and invariant checks).
-    @inlinable
-    var nonEmptyCells: [Cell] {
-        self.behind
-            + (self.counts.startIndex..<self.counts.endIndex).compactMap { position in
-                let count = self.counts[position]
-                return count == 0 ? nil : Cell(position: position, count: count)
-            }
-    }
-
-    /// How many subscribers are at `position` (zero if none).
-    @inlinable
-    @inline(__always)
-    subscript(position: Int) -> Int {
-        if position >= self.counts.startIndex {
-            return position < self.counts.endIndex ? self.counts[position] : 0
-        }
-        return self.behind.first { $0.position == position }?.count ?? 0
     }
 
     /// The producer appended the element at `endIndex`: `count` subscribers, caught up

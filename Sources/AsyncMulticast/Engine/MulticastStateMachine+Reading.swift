@@ -209,18 +209,10 @@ extension MulticastStateMachine {
 
     /// The fast path of a subscriber's `next()`: takes a ready element or terminal event
     /// without suspending; otherwise says to suspend (and whether to start the upstream).
+    /// Batching and the report: see `read(_:batch:report:)`.
     ///
     /// `connectsOnDemand`: the subscriber belongs to an autoconnecting multicast, so its
     /// demand starts an idle upstream even in `.manual` mode.
-    @inlinable
-    mutating func nextRequested(_ id: SubscriberID, connectsOnDemand: Bool = false) -> NextAction {
-        var noBatch: [Element]? = nil
-        var report = ReadReport()
-        return self.nextRequested(id, batch: &noBatch, report: &report, connectsOnDemand: connectsOnDemand)
-    }
-
-    /// `nextRequested(_:connectsOnDemand:)` with batching and a report; see
-    /// `read(_:batch:report:)`.
     @inlinable
     mutating func nextRequested(
         _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool

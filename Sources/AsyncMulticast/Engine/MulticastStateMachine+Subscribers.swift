@@ -150,12 +150,6 @@ extension MulticastStateMachine {
         return Int(self.slots[slotIndex].lane)
     }
 
-    /// Whether `id` still names a registered subscriber.
-    @inlinable
-    func isSubscribed(_ id: SubscriberID) -> Bool {
-        self.liveSlot(id) != nil
-    }
-
     /// The subscriber leaves: its task was cancelled or its iterator was released.
     /// A suspended `next()` is resumed with `nil`. Leaving twice is harmless.
     @inlinable

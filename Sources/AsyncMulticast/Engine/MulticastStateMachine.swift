@@ -310,10 +310,6 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         let start = Swift.max(self.replayStart, self.elements.startIndex)
         return (start..<self.tail).map { self.elements[$0] }
     }
-
-    /// Number of elements currently stored in the shared buffer (for tests and diagnostics).
-    @inlinable
-    var bufferedCount: Int { self.elements.count }
 }
 
 /// What the last subscriber leaving does to a running upstream (`.automatic` mode only).

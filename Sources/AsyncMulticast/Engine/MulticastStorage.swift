@@ -496,7 +496,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ///   continuation: it returns an element that arrived uncounted, the end, an error or
     ///   an eviction at once, and its cancellation handler removes a cancelled subscriber
     ///   before that read. The count only decides how often that happens.
-    /// - `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:connectsOnDemand:)`.
+    /// - `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:batch:report:connectsOnDemand:)`.
     /// - `report`: what the subscriber missed just before the element (or end) returned,
     ///   and whether its end is an eviction.
     @inlinable

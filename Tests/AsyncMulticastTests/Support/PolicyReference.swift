@@ -48,3 +48,11 @@ extension SharedBufferingPolicy {
         return Array(replayed.suffix(limit))
     }
 }
+
+extension SharedBufferingPolicy {
+    /// Policies whose limit never binds in the reliability tests: each must behave like
+    /// `.unbounded`.
+    static let effectivelyUnbounded: [SharedBufferingPolicy] = [
+        .bounded(Int.max), .bufferingNewest(Int.max), .bufferingOldest(Int.max), .unbounded,
+    ]
+}

@@ -290,6 +290,32 @@ struct StubbornSource: AsyncSequence, Sendable {
     }
 }
 
+/// A restartable push source: every `makeAsyncIterator()` opens a channel of its own
+/// (iteration 0, 1, 2, …) that the test feeds with `yield(_:to:)` and ends with `finish(_:)`.
+/// An iteration waits for its channel, so an idle upstream costs nothing.
+final class Relay: AsyncSequence, Sendable {
+    typealias Element = Int
+    typealias Failure = Never
+    private let channels = Lock<[AsyncStream<Int>.Continuation]>([])
+
+    /// How many iterations were started.
+    var iterations: Int { self.channels.withLock { $0.count } }
+
+    func makeAsyncIterator() -> AsyncStream<Int>.Iterator {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
+        self.channels.withLock { $0.append(continuation) }
+        return stream.makeAsyncIterator()
+    }
+
+    func yield(_ element: Int, to iteration: Int) {
+        _ = self.channels.withLock { $0[iteration] }.yield(element)
+    }
+
+    func finish(_ iteration: Int) {
+        self.channels.withLock { $0[iteration] }.finish()
+    }
+}
+
 // MARK: - Observing a base
 
 /// What an instrumented source observed: iterations started and ended, `next()` calls,

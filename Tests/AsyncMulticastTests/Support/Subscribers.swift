@@ -39,6 +39,15 @@ extension SubscriberBox where Failure == Never {
     }
 }
 
+extension SharedIterator where Failure == Never {
+    /// The next `count` elements (fewer if the sequence ends first).
+    mutating func take(_ count: Int) async -> [Element] {
+        var elements: [Element] = []
+        while elements.count < count, let element = await self.next() { elements.append(element) }
+        return elements
+    }
+}
+
 // MARK: - SubscriberTask: reads in a task of its own
 
 /// One subscriber (one `SharedIterator`) owned by a task of its own and driven by commands, so

@@ -1,21 +1,14 @@
-// Attacks on the skipped read after catching up (`ElementBatch.offersWhenCaughtUp`): every
-// producer path must count its offers, a skip forced by an offer not counted yet must give
-// the subscriber exactly what a read would have (elements, `missed`, `evicted`, the end),
-// on every policy and per-subscriber view, on an actor too, and across the count's wrap-around.
+// A subscriber that caught up skips its next read while the producers' offer count has not
+// moved (see CaughtUpOfferCountTests.swift), and `wait`, reading under the lock, stands in
+// for it. The skip cannot change what a subscriber receives, so these tests check that the
+// cases where the guess is wrong or the task was cancelled still come out right: a skip
+// forced by an offer not counted yet gives exactly what a read would have (elements,
+// `missed`, `evicted`, the end), on every policy and per-subscriber view, for a subscriber
+// left alone, on an actor, echoing into its own subject, and under concurrent producers.
 
-import Synchronization
 import Testing
 
 @testable import AsyncMulticast
-
-extension SharedIterator where Failure == Never {
-    /// The next `count` elements (fewer if the sequence ends first).
-    fileprivate mutating func take(_ count: Int) async -> [Element] {
-        var elements: [Element] = []
-        while elements.count < count, let element = await self.next() { elements.append(element) }
-        return elements
-    }
-}
 
 /// A subscriber isolated to an actor: its `next()` runs with `isolation` = the actor
 /// (no catch-up spin, `withUnsafeContinuation(isolation:)`).
@@ -47,8 +40,96 @@ private actor ActorReader {
 
 // Long: its races scale with scheduler round trips, so on a loaded machine they may take
 // minutes. A hang fails sooner, by each test's no-progress watchdog or hang guard.
-@Suite("Skipping the read after catching up: attacks", .timeLimit(.minutes(15)))
-struct CaughtUpReadAttackTests {
+@Suite("Skipping the read after catching up: what the subscriber still receives", .timeLimit(.minutes(15)))
+struct CaughtUpSkippedReadTests {
+    // MARK: What still comes out right
+
+    @Test func anElementOfferedAfterCatchingUpIsRead() async {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
+        var a = subject.makeAsyncIterator()
+        let b = subject.makeAsyncIterator()
+        subject.send(1)
+        #expect(await a.next() == 1)
+        #expect(a.batch.offersWhenCaughtUp == 1)
+        subject.send(2)
+        #expect(await a.next() == 2, "the count moved: it reads")
+        #expect(a.batch.offersWhenCaughtUp == 2, "read and caught up again (a wait would have left it unset)")
+        withExtendedLifetime(b) {}
+    }
+
+    /// The producer records its offer after releasing the lock. A subscriber that compares
+    /// the count in between guesses wrong: it waits, and `wait`, reading under the lock,
+    /// finds the element at once.
+    @Test func anElementProducedButNotYetCountedIsStillReturned() async {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
+        var a = subject.makeAsyncIterator()
+        let b = subject.makeAsyncIterator()
+        subject.send(1)
+        #expect(await a.next() == 1)
+        let counted = subject.storage.catchUp.offerCount
+        #expect(a.batch.offersWhenCaughtUp == counted)
+        // Produced under the lock, as `offer` does, but not counted yet.
+        #expect(subject.storage.offerUncounted(2) == 0, "nobody was waiting")
+        #expect(subject.storage.catchUp.offerCount == counted, "the count has not moved")
+        #expect(await a.next() == 2)
+        #expect(a.batch.offersWhenCaughtUp == 0, "the remembered count is used once")
+        withExtendedLifetime(b) {}
+    }
+
+    @Test func theEndAfterCatchingUpIsReturned() async {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
+        var a = subject.makeAsyncIterator()
+        var b = subject.makeAsyncIterator()
+        subject.send(1)
+        #expect(await a.next() == 1)
+        #expect(a.batch.offersWhenCaughtUp != 0)
+        subject.finish()  // an end is no offer: the count stays
+        #expect(await a.next() == nil)
+        #expect(await b.next() == 1)
+        #expect(await b.next() == nil)
+    }
+
+    /// The skipped read is also where cancellation is observed; `wait` observes it
+    /// instead, before it suspends.
+    @Test func aCancelledCaughtUpSubscriberLeavesAtItsNextCall() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
+            var a = subject.makeAsyncIterator()
+            var b = subject.makeAsyncIterator()
+            subject.send(1)
+            #expect(await a.next() == 1)
+            #expect(a.batch.offersWhenCaughtUp != 0)
+            let afterCancel = await Task { [a] in
+                var iterator = a
+                withUnsafeCurrentTask { $0?.cancel() }
+                return await iterator.next()
+            }.value
+            #expect(afterCancel == nil)
+            #expect(subject.subscriberCount == 1, "it left")
+            subject.send(2)
+            #expect(await b.next() == 1)
+            #expect(await b.next() == 2)
+        }
+    }
+
+    @Test func aWaitAfterTheSkippedReadIsHandedTheNextElement() async throws {
+        try await withTimeout {
+            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
+            var a = subject.makeAsyncIterator()
+            let b = subject.makeAsyncIterator()
+            subject.send(1)
+            #expect(await a.next() == 1)
+            let reader = Task { [a] in
+                var iterator = a
+                return await iterator.next()
+            }
+            try await waitUntil("a waiting") { subject.storage.waitingCount == 1 }
+            subject.send(2)
+            #expect(await reader.value == 2)
+            withExtendedLifetime(b) {}
+        }
+    }
+
     // MARK: A forced skip gives what a read gives
 
     static let policies: [SharedBufferingPolicy] = [
@@ -111,148 +192,32 @@ struct CaughtUpReadAttackTests {
         #expect(skip.events == [.element(0), .evicted])
     }
 
-    // MARK: Every producer path counts its offers
+    // MARK: Who skips
 
-    enum ProducerPath: String, Sendable, CaseIterable, CustomStringConvertible {
-        case send, sendWaitingForRoom, sendContentsOf, currentValueSet, currentValueUpdate, replaySend
-        case sharedSourceEmitter, shareUpstream
-        var description: String { self.rawValue }
-    }
-
-    /// Two subscribers; `a` catches up on 1, then 2 is produced through `path`. If the path
-    /// counts its offer, `a`'s next refill reads (and remembers the count again); had it
-    /// skipped, `wait` would return the element and leave the count unremembered.
-    @Test("an offer through every producer path moves the count", arguments: ProducerPath.allCases)
-    func everyProducerPathMovesTheCount(_ path: ProducerPath) async throws {
-        try await withTimeout {
-            switch path {
-            case .send, .sendWaitingForRoom, .sendContentsOf:
-                let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-                var a = subject.makeAsyncIterator()
-                var b = subject.makeAsyncIterator()
-                subject.send(1)
-                #expect(await a.next() == 1)
-                #expect(a.batch.offersWhenCaughtUp == 1)
-                switch path {
-                case .send: subject.send(2)
-                case .sendWaitingForRoom: await subject.send(waitingForRoom: 2)
-                default: await subject.send(contentsOf: [2].async)
-                }
-                #expect(await a.next() == 2)
-                #expect(a.batch.offersWhenCaughtUp == 2, "read, not waited for")
-                #expect(await b.next() == 1)
-                #expect(await b.next() == 2)
-            case .currentValueSet, .currentValueUpdate:
-                let subject = AsyncCurrentValueSubject<Int, Never>(1, buffering: .bounded(8))
-                var a = subject.makeAsyncIterator()
-                var b = subject.makeAsyncIterator()
-                #expect(await a.next() == 1)
-                #expect(a.batch.offersWhenCaughtUp == subject.storage.catchUp.offerCount)
-                if path == .currentValueSet { subject.value = 2 } else { subject.update { $0 + 1 } }
-                #expect(await a.next() == 2)
-                #expect(a.batch.offersWhenCaughtUp == subject.storage.catchUp.offerCount, "read, not waited for")
-                #expect(await b.next() == 1)
-                #expect(await b.next() == 2)
-            case .replaySend:
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2, buffering: .bounded(8))
-                subject.send(0)
-                var a = subject.makeAsyncIterator()
-                var b = subject.makeAsyncIterator()
-                #expect(await a.next() == 0, "replayed")
-                subject.send(1)
-                #expect(await a.next() == 1)
-                #expect(a.batch.offersWhenCaughtUp == 2)
-                subject.send(2)
-                #expect(await a.next() == 2)
-                #expect(a.batch.offersWhenCaughtUp == 3, "read, not waited for")
-                #expect(await b.take(3) == [0, 1, 2])
-            case .sharedSourceEmitter:
-                let emitter = Lock<AsyncSharedSource<Int, Never>.Emitter?>(nil)
-                let source = AsyncSharedSource<Int, Never>(buffering: .bounded(8)) { sessionEmitter in
-                    emitter.withLock { $0 = sessionEmitter }
-                    return {}
-                }
-                let a = SubscriberBox(source.makeAsyncIterator())
-                var b = source.makeAsyncIterator()
-                let first = a.startNext()  // starts the session
-                try await waitUntil("session started") { emitter.withLock { $0 } != nil }
-                try await waitUntil("a waiting") { source.storage.waitingCount == 1 }
-                emitter.withLock { $0 }!.send(1)
-                #expect(await first.value == 1)
-                #expect(await b.next() == 1)
-                #expect(b.batch.offersWhenCaughtUp == 1)
-                emitter.withLock { $0 }!.send(2)
-                #expect(await b.next() == 2)
-                #expect(b.batch.offersWhenCaughtUp == 2, "read, not waited for")
-                emitter.withLock { $0 }!.finish()
-                #expect(await b.next() == nil)
-                #expect(await a.next() == 2)
-                #expect(await a.next() == nil)
-            case .shareUpstream:
-                let source = FedSource()
-                let shared = source.share()
-                var a = shared.makeAsyncIterator()
-                let b = SubscriberBox(shared.makeAsyncIterator())
-                let first = b.startNext()  // starts the upstream
-                await source.control.waitForStart(of: 0)
-                try await shared.waitForWaiting(1)
-                source.control.yield(1)
-                #expect(await first.value == 1)
-                try await waitUntil("1 counted") { shared.storage.catchUp.offerCount == 1 }
-                #expect(await a.next() == 1)
-                #expect(a.batch.offersWhenCaughtUp == 1)
-                source.control.yield(2)
-                try await waitUntil("2 counted") { shared.storage.catchUp.offerCount == 2 }
-                #expect(await a.next() == 2)
-                #expect(a.batch.offersWhenCaughtUp == 2, "read, not waited for")
-                source.control.finish()
-                #expect(await a.next() == nil)
-                #expect(await b.next() == 2)
-                #expect(await b.next() == nil)
-            }
-        }
-    }
-
-    // MARK: Wrap-around
-
-    @Test func theCountWrapsAroundWithoutHidingAnOffer() async throws {
+    /// `a` remembered the count while `b` was there; `b` leaves, so `a` is now the sole
+    /// subscriber that would have waited for offers. Its skip goes to `wait`, which still
+    /// receives the next element.
+    @Test func aSubscriberLeftAloneAfterRememberingStillGetsTheNextElement() async throws {
         try await withTimeout {
             let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-            let storage = subject.storage
-            storage.catchUp.offers.store(.max - 1, ordering: .relaxed)
-            let a = SubscriberBox(subject.makeAsyncIterator())
-            var b = subject.makeAsyncIterator()
+            var first = subject.makeAsyncIterator()
+            let b = SubscriberBox(subject.makeAsyncIterator())
             subject.send(1)
-            #expect(storage.catchUp.offerCount == .max)
-            #expect(await a.next() == 1)
+            #expect(await first.next() == 1)
+            #expect(first.batch.offersWhenCaughtUp == 1)
+            let a = SubscriberBox(first)
+            b.release()
+            #expect(subject.subscriberCount == 1)
+            let second = a.startNext()
+            try await waitUntil("a waiting") { subject.storage.waitingCount == 1 }
             subject.send(2)
-            #expect(storage.catchUp.offerCount == 0, "wrapped")
-            #expect(await a.next() == 2)
-            // Caught up at 0, which is never remembered: the next call reads, finds nothing
-            // and waits.
+            #expect(await second.value == 2)
             let third = a.startNext()
-            try await waitUntil("a waiting") { storage.waitingCount == 1 }
-            subject.send(3)
-            #expect(await third.value == 3)
-            #expect(await b.take(3) == [1, 2, 3])
+            try await waitUntil("a waiting again") { subject.storage.waitingCount == 1 }
+            third.cancel()
+            #expect(await third.value == nil)
+            #expect(subject.subscriberCount == 0)
         }
-    }
-
-    @Test func theRememberedCountAcrossTheWrapIsExact() async {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-        subject.storage.catchUp.offers.store(.max - 1, ordering: .relaxed)
-        var a = subject.makeAsyncIterator()
-        let b = subject.makeAsyncIterator()
-        subject.send(1)
-        #expect(await a.next() == 1)
-        #expect(a.batch.offersWhenCaughtUp == .max)
-        subject.send(2)
-        #expect(await a.next() == 2, "0 != UInt32.max: it reads")
-        #expect(a.batch.offersWhenCaughtUp == 0, "a count of 0 is not remembered")
-        subject.send(3)
-        #expect(await a.next() == 3)
-        #expect(a.batch.offersWhenCaughtUp == 1, "remembered again past the wrap")
-        withExtendedLifetime(b) {}
     }
 
     // MARK: Ends after catching up
@@ -375,34 +340,6 @@ struct CaughtUpReadAttackTests {
         source.control.yield(3)
         #expect(await third.value == 3, sourceLocation: sourceLocation)
         #expect(await other.take(3) == [1, 2, 3], sourceLocation: sourceLocation)
-    }
-
-    // MARK: Who skips
-
-    /// `a` remembered the count while `b` was there; `b` leaves, so `a` is now the sole
-    /// subscriber that would have waited for offers. Its skip goes to `wait`, which still
-    /// receives the next element.
-    @Test func aSubscriberLeftAloneAfterRememberingStillGetsTheNextElement() async throws {
-        try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-            var first = subject.makeAsyncIterator()
-            let b = SubscriberBox(subject.makeAsyncIterator())
-            subject.send(1)
-            #expect(await first.next() == 1)
-            #expect(first.batch.offersWhenCaughtUp == 1)
-            let a = SubscriberBox(first)
-            b.release()
-            #expect(subject.subscriberCount == 1)
-            let second = a.startNext()
-            try await waitUntil("a waiting") { subject.storage.waitingCount == 1 }
-            subject.send(2)
-            #expect(await second.value == 2)
-            let third = a.startNext()
-            try await waitUntil("a waiting again") { subject.storage.waitingCount == 1 }
-            third.cancel()
-            #expect(await third.value == nil)
-            #expect(subject.subscriberCount == 0)
-        }
     }
 
     // MARK: On an actor
