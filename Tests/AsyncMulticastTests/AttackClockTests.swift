@@ -12,8 +12,12 @@
 // that tell when the shared storage (and so its upstream and timer tasks) is gone. Order comes
 // from gates and from driving the clock; deadlines are hang guards only.
 //
-// Tests that found a defect, or behaviour the docs do not cover, are marked `withKnownIssue`
-// with what was expected and what was observed.
+// What this round found: a clock read near `Duration`'s upper limit trapped the timer's
+// arithmetic (fixed: it saturates; the three child-process tests). Two open questions stay
+// marked `withKnownIssue`, with what was expected and what was observed: a sleep that returns
+// at once while `now` creeps makes the timer loop without suspending until the deadline (the
+// docs cover only a clock that stands still), and a clock that passed the deadline but was set
+// back before the timer read it keeps the window open to its deadline.
 
 import Dispatch
 import Testing
@@ -1041,76 +1045,45 @@ struct AttackClockTests {
         try await waitUntil("the cache to expire", seconds: 20) { replayed.replayCache.isEmpty }
     }
 
-    // Near `Duration`'s upper limit the timer's arithmetic overflows and traps: each scenario
-    // runs in a child process. Docs: "A clock that misbehaves does not break the window", "A
-    // clock that jumps past the deadline closes the window when its sleep returns". Expected:
-    // the window is timed (or closed) as usual. Observed: "Fatal error: Overflow in +" in
-    // `MulticastStorage`: `now + longestTimerSleep` (the timer's one-day chunk, in
-    // `runKeepAliveTimer`), `clock.now() + window` (in `armKeepAlive` when the last subscriber
-    // leaves, under the storage's lock, from the iterator's deinit; in `runKeepAliveTimer` when
-    // the replay-expiry window opens). Duration's limit is about 1.7e20 s; the timer counts
-    // from the clock's reading when the sequence was made.
+    // Near `Duration`'s upper limit the timer's arithmetic used to overflow and trap ("Overflow
+    // in +" in `now + longestTimerSleep`, and in `clock.now() + window` when the last
+    // subscriber left, under the storage's lock, or when the replay-expiry window opened). It
+    // saturates now. Each scenario runs in a child process, so that a trap fails only it.
 
-    /// Runs `scenario` in a child process twice: expecting it to succeed (a known issue while
-    /// it crashes), and, while it crashes, checking that it was `Duration` arithmetic that
-    /// trapped (RogueClock saturates instead of trapping, so it is the library's).
+    /// Runs `scenario` in a child process and expects it to end normally.
     private func expectNoCrash(
-        _ issue: Comment, _ scenario: Int, sourceLocation: SourceLocation = #_sourceLocation
+        _ comment: Comment, _ scenario: Int, sourceLocation: SourceLocation = #_sourceLocation
     ) async {
-        // The exit tests below cannot capture `scenario`: one pair per scenario.
-        var crash: String?
+        // The exit tests below cannot capture `scenario`: one per scenario.
         switch scenario {
         case 0:
-            await withKnownIssue(issue, sourceLocation: sourceLocation) {
-                await #expect(processExitsWith: .success) { try await nearLimitTimerChunk() }
-            }
-            await withKnownIssue(isIntermittent: true) {
-                let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-                    try await nearLimitTimerChunk()
-                }
-                crash = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) }
+            await #expect(processExitsWith: .success, comment, sourceLocation: sourceLocation) {
+                try await nearLimitTimerChunk()
             }
         case 1:
-            await withKnownIssue(issue, sourceLocation: sourceLocation) {
-                await #expect(processExitsWith: .success) { try await nearLimitLeave() }
-            }
-            await withKnownIssue(isIntermittent: true) {
-                let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-                    try await nearLimitLeave()
-                }
-                crash = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) }
+            await #expect(processExitsWith: .success, comment, sourceLocation: sourceLocation) {
+                try await nearLimitLeave()
             }
         default:
-            await withKnownIssue(issue, sourceLocation: sourceLocation) {
-                await #expect(processExitsWith: .success) { try await nearLimitExpiry() }
-            }
-            await withKnownIssue(isIntermittent: true) {
-                let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-                    try await nearLimitExpiry()
-                }
-                crash = result.map { String(decoding: $0.standardErrorContent, as: UTF8.self) }
+            await #expect(processExitsWith: .success, comment, sourceLocation: sourceLocation) {
+                try await nearLimitExpiry()
             }
         }
-        guard let crash else { return }
-        // The child's backtrace has no symbols: the frame above `Duration.+` is not named.
-        #expect(
-            crash.contains("Overflow in +") && crash.contains("Duration.+"), "\(crash.prefix(2_000))",
-            sourceLocation: sourceLocation)
     }
 
-    @Test("a subscriber leaves an hour before Duration's upper limit: the timer crashes the process")
+    @Test("a subscriber leaves an hour before Duration's upper limit: the timer does not trap")
     func nearDurationMaxTimerChunk() async {
-        await self.expectNoCrash("the timer traps on overflow: now + one day past Duration's limit", 0)
+        await self.expectNoCrash("now + one day past Duration's limit", 0)
     }
 
-    @Test("a subscriber leaves a second before Duration's upper limit: leaving crashes the process")
+    @Test("a subscriber leaves a second before Duration's upper limit: leaving does not trap")
     func nearDurationMaxLeave() async {
-        await self.expectNoCrash("leaving traps on overflow: now + keepAlive past Duration's limit", 1)
+        await self.expectNoCrash("now + keepAlive past Duration's limit", 1)
     }
 
-    @Test("replay: the clock jumps to a second before Duration's limit during keep-alive: the expiry window crashes")
+    @Test("replay: the clock jumps to a second before Duration's limit during keep-alive: the expiry window does not trap")
     func nearDurationMaxExpiry() async {
-        await self.expectNoCrash("opening the replay-expiry window traps on overflow: now + replayExpiration", 2)
+        await self.expectNoCrash("now + replayExpiration past Duration's limit", 2)
     }
 
     // MARK: Joining and leaving around the window

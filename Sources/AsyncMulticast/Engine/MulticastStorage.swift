@@ -140,6 +140,17 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     static var longestKeepAlive: Duration { .seconds(1 << 40) }
 
+    /// `instant + window`, or the largest `Duration` where that sum would overflow: a clock
+    /// read near `Duration`'s limit (a user's clock may jump there) must not trap under the
+    /// lock. Such a deadline is never reached; the window then stays open, as for a clock
+    /// that stands still.
+    @inlinable
+    static func saturating(_ instant: Duration, plus window: Duration) -> Duration {
+        let (sum, overflow) = instant.attoseconds.addingReportingOverflow(window.attoseconds)
+        guard overflow else { return Duration(attoseconds: sum) }
+        return Duration(attoseconds: window.attoseconds > 0 ? .max : .min)
+    }
+
     /// The timer task never sleeps longer than this at once: it wakes, finds the deadline
     /// still ahead, and sleeps again, so that no duration is too long for the clock.
     @inlinable
@@ -296,18 +307,20 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             return nil
         case .restart:
             state.timerDeadline =
-                self.clock.now()
-                + Self.window(
-                    state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
+                Self.saturating(
+                    self.clock.now(),
+                    plus: Self.window(
+                        state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration))
             guard let wakeUp = state.timerWakeUp, state.timerDeadline < wakeUp else { return nil }
             let replaced = state.timerTask
             self.startTimer(&state)
             return replaced
         case .start:
             state.timerDeadline =
-                self.clock.now()
-                + Self.window(
-                    state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
+                Self.saturating(
+                    self.clock.now(),
+                    plus: Self.window(
+                        state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration))
             self.startTimer(&state)
             return nil
         case .cancel:
@@ -355,7 +368,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                 guard state.timerGeneration == generation, state.timerTask != nil else { return nil }
                 let now = self.clock.now()
                 if state.timerDeadline > now, !closesNow {
-                    state.timerWakeUp = Swift.min(state.timerDeadline, now + Self.longestTimerSleep)
+                    state.timerWakeUp = Swift.min(
+                        state.timerDeadline, Self.saturating(now, plus: Self.longestTimerSleep))
                     return (state.timerWakeUp, Machine.Effects(), nil, nil)
                 }
                 let effects = state.machine.keepAliveExpired()
@@ -367,10 +381,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                 }
                 // A new window opened: this task times it.
                 state.timerDeadline =
-                    now
-                    + Self.window(
-                        state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration)
-                state.timerWakeUp = Swift.min(state.timerDeadline, now + Self.longestTimerSleep)
+                    Self.saturating(
+                        now,
+                        plus: Self.window(
+                            state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration))
+                state.timerWakeUp = Swift.min(state.timerDeadline, Self.saturating(now, plus: Self.longestTimerSleep))
                 return (state.timerWakeUp, effects, upstream, Self.countChange(&state))
             }
             guard let step else { return }
