@@ -1081,7 +1081,9 @@ struct AttackClockTests {
         await self.expectNoCrash("now + keepAlive past Duration's limit", 1)
     }
 
-    @Test("replay: the clock jumps to a second before Duration's limit during keep-alive: the expiry window does not trap")
+    @Test(
+        "replay: the clock jumps to a second before Duration's limit during keep-alive: the expiry window does not trap"
+    )
     func nearDurationMaxExpiry() async {
         await self.expectNoCrash("now + replayExpiration past Duration's limit", 2)
     }
