@@ -78,7 +78,7 @@ extension MulticastStateMachine {
                 guard var group = self.lanes[laneIndex].frozen.removeValue(forKey: cursor) else {
                     preconditionFailure("bufferingOldest subscriber behind the window without a frozen group")
                 }
-                self.detached[UInt32(slotIndex)] = Detached(queue: group.elements, nextPosition: cursor + limit)
+                self.detached[UInt32(slotIndex)] = PrivateQueue(queue: group.elements, nextPosition: cursor + limit)
                 self.slots[slotIndex].isDetached = true
                 group.members -= 1
                 if group.members > 0 { self.lanes[laneIndex].frozen[cursor] = group }

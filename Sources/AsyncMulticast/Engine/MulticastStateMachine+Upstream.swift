@@ -144,7 +144,7 @@ extension MulticastStateMachine {
                 copies[slot.cursor] = pending
             }
             self.leaveLane(slotIndex)
-            self.detached[UInt32(slotIndex)] = Detached(queue: pending, endsWhenEmpty: true)
+            self.detached[UInt32(slotIndex)] = PrivateQueue(queue: pending, endsWhenEmpty: true)
             self.detached[UInt32(slotIndex)]!.endsEvicted = wasEvicted
             // What its policy had dropped is still reported where it was (lag reports).
             self.detached[UInt32(slotIndex)]!.gaps = gaps

@@ -235,7 +235,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     var waiters: [Waiter] = []
 
     @usableFromInline
-    var detached: [UInt32: Detached] = [:]
+    var detached: [UInt32: PrivateQueue] = [:]
 
     /// Elements a `.bufferingOldest` subscriber missed after its private queue ran out and
     /// it rejoined the shared buffer at the tail, reported by its next read (`ReadReport`).
