@@ -59,12 +59,12 @@ extension MulticastStateMachine {
 
         var membersByLane = [Int](repeating: 0, count: self.lanes.count)
         var waitingByLane = [Int](repeating: 0, count: self.lanes.count)
-        var detachedByLane = [Int](repeating: 0, count: self.lanes.count)
+        var privateByLane = [Int](repeating: 0, count: self.lanes.count)
         var live = 0
         for (slotIndex, slot) in self.slots.enumerated() where slot.isLive {
             live += 1
             if slot.lane == Slot.noLane {
-                guard slot.isDetached && self.detached[UInt32(slotIndex)]?.endsWhenEmpty == true else {
+                guard slot.readsPrivateQueue && self.privateQueues[UInt32(slotIndex)]?.endsWhenEmpty == true else {
                     return "an ended connection's subscriber without its final queue"
                 }
                 guard slot.waiterIndex < 0 else { return "an ended connection's subscriber is waiting" }
@@ -73,11 +73,11 @@ extension MulticastStateMachine {
             let laneIndex = Int(slot.lane)
             guard laneIndex < self.lanes.count else { return "slot \(slotIndex) in a lane that does not exist" }
             membersByLane[laneIndex] += 1
-            if slot.isDetached {
-                guard self.detached[UInt32(slotIndex)]?.endsWhenEmpty == false else {
+            if slot.readsPrivateQueue {
+                guard self.privateQueues[UInt32(slotIndex)]?.endsWhenEmpty == false else {
                     return "a subscriber in a lane reads a final queue"
                 }
-                detachedByLane[laneIndex] += 1
+                privateByLane[laneIndex] += 1
             }
             if slot.waiterIndex >= 0 {
                 waitingByLane[laneIndex] += 1
@@ -85,15 +85,17 @@ extension MulticastStateMachine {
                     Int(slot.waiterIndex) < self.waiters.count
                         && self.waiters[Int(slot.waiterIndex)].slot == UInt32(slotIndex)
                 else { return "slot \(slotIndex) and its waiter entry disagree" }
-                guard slot.cursor == self.tail && !slot.isDetached else { return "a waiting subscriber is behind" }
+                guard slot.cursor == self.tail && !slot.readsPrivateQueue else {
+                    return "a waiting subscriber is behind"
+                }
             }
         }
         guard live == self.subscriberCount else { return "\(live) live slots, subscriberCount \(self.subscriberCount)" }
         guard self.waiters.count == waitingByLane.reduce(0, +) else {
             return "\(self.waiters.count) waiters, \(waitingByLane.reduce(0, +)) waiting slots"
         }
-        for key in self.detached.keys {
-            guard self.slots[Int(key)].isLive && self.slots[Int(key)].isDetached else {
+        for key in self.privateQueues.keys {
+            guard self.slots[Int(key)].isLive && self.slots[Int(key)].readsPrivateQueue else {
                 return "a private queue without its subscriber"
             }
         }
@@ -116,9 +118,9 @@ extension MulticastStateMachine {
             }
             let histogram = lane.counts.total
             let frozen = lane.frozen.values.reduce(0) { $0 + $1.members }
-            guard lane.members == lane.atTail + histogram + frozen + detachedByLane[laneIndex] + lane.evicted else {
+            guard lane.members == lane.atTail + histogram + frozen + privateByLane[laneIndex] + lane.evicted else {
                 return
-                    "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[laneIndex]) detached + \(lane.evicted) evicted"
+                    "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(privateByLane[laneIndex]) on a private queue + \(lane.evicted) evicted"
             }
             if lane.evictLimit > 0 {
                 guard self.tail - lane.minCursor <= lane.evictLimit else {
@@ -136,7 +138,7 @@ extension MulticastStateMachine {
                 }
             }
             for (index, key) in lane.roomList.enumerated() {
-                let queue = self.detached[key]!
+                let queue = self.privateQueues[key]!
                 guard queue.roomIndex == index && queue.pending < lane.freezeLimit else {
                     return "lane \(laneIndex): the room list holds a full or misplaced queue"
                 }

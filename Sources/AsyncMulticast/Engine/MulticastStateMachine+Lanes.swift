@@ -41,7 +41,7 @@ extension MulticastStateMachine {
         /// `.bufferingOldest`: frozen cells by the cursor their members still hold.
         @usableFromInline
         var frozen: [Int: FrozenGroup] = [:]
-        /// `.bufferingOldest`: detached members whose queue has room.
+        /// `.bufferingOldest`: members whose private queue has room.
         @usableFromInline
         var roomList: [UInt32] = []
 
@@ -226,13 +226,13 @@ extension MulticastStateMachine {
 
     @inlinable
     mutating func removeFromRoomList(_ key: UInt32, lane laneIndex: Int) {
-        guard let index = self.detached[key]?.roomIndex, index >= 0 else { return }
+        guard let index = self.privateQueues[key]?.roomIndex, index >= 0 else { return }
         let last = self.lanes[laneIndex].roomList.removeLast()
         if last != key {
             self.lanes[laneIndex].roomList[index] = last
-            self.detached[last]!.roomIndex = index
+            self.privateQueues[last]!.roomIndex = index
         }
-        self.detached[key]!.roomIndex = -1
+        self.privateQueues[key]!.roomIndex = -1
     }
 
     /// Drops stored elements nobody will read again (outside the replay window).
@@ -261,10 +261,10 @@ extension MulticastStateMachine {
         let slot = self.slots[slotIndex]
         let laneIndex = Int(slot.lane)
         assert(slot.waiterIndex < 0, "a waiting subscriber leaves its lane")
-        if slot.isDetached {
+        if slot.readsPrivateQueue {
             self.removeFromRoomList(UInt32(slotIndex), lane: laneIndex)
-            self.detached[UInt32(slotIndex)] = nil
-            self.slots[slotIndex].isDetached = false
+            self.privateQueues[UInt32(slotIndex)] = nil
+            self.slots[slotIndex].readsPrivateQueue = false
         } else if slot.cursor < self.lanes[laneIndex].minCursor {
             switch self.lanes[laneIndex].policy {
             case .bufferingNewest, .bufferingOldest(0):
@@ -315,10 +315,10 @@ extension MulticastStateMachine {
     @inlinable
     func pendingAfterGreeting(of slotIndex: Int) -> (elements: [Element], gaps: [(index: Int, missed: Int)]) {
         let slot = self.slots[slotIndex]
-        if slot.isDetached {
+        if slot.readsPrivateQueue {
             // A private queue (a `.bufferingOldest` overflow): its own gaps, then what it had
             // no room for since its last queued element.
-            let queue = self.detached[UInt32(slotIndex)]!
+            let queue = self.privateQueues[UInt32(slotIndex)]!
             var gaps = queue.gaps.map { (index: $0.index - queue.popped, missed: $0.missed) }
             if self.tail > queue.nextPosition { gaps.append((queue.pending, self.tail - queue.nextPosition)) }
             return (queue.remaining, gaps)
@@ -377,8 +377,8 @@ extension MulticastStateMachine {
         var index = 0
         while index < self.lanes[laneIndex].roomList.count {
             let key = self.lanes[laneIndex].roomList[index]
-            self.detached[key]!.push(element, at: self.tail)
-            if self.detached[key]!.pending >= limit {
+            self.privateQueues[key]!.push(element, at: self.tail)
+            if self.privateQueues[key]!.pending >= limit {
                 self.removeFromRoomList(key, lane: laneIndex)  // swaps the last one into `index`
             } else {
                 index += 1

@@ -61,8 +61,8 @@ extension MulticastStateMachine {
             report.missed += missed
             if report.reportsGaps { return .gap }
         }
-        if self.slots[slotIndex].isDetached {
-            return self.readDetached(slotIndex, report: &report)
+        if self.slots[slotIndex].readsPrivateQueue {
+            return self.readPrivateQueue(slotIndex, report: &report)
         }
         let laneIndex = Int(self.slots[slotIndex].lane)
         let cursor = self.slots[slotIndex].cursor
@@ -78,11 +78,12 @@ extension MulticastStateMachine {
                 guard var group = self.lanes[laneIndex].frozen.removeValue(forKey: cursor) else {
                     preconditionFailure("bufferingOldest subscriber behind the window without a frozen group")
                 }
-                self.detached[UInt32(slotIndex)] = PrivateQueue(queue: group.elements, nextPosition: cursor + limit)
-                self.slots[slotIndex].isDetached = true
+                self.privateQueues[UInt32(slotIndex)] = PrivateQueue(
+                    queue: group.elements, nextPosition: cursor + limit)
+                self.slots[slotIndex].readsPrivateQueue = true
                 group.members -= 1
                 if group.members > 0 { self.lanes[laneIndex].frozen[cursor] = group }
-                return self.readDetached(slotIndex, report: &report)
+                return self.readPrivateQueue(slotIndex, report: &report)
             case .evicting:
                 self.removeSubscriber(slotIndex)
                 report.evicted = true
@@ -147,41 +148,41 @@ extension MulticastStateMachine {
         return element
     }
 
-    /// Reads from the subscriber's private queue (`Slot.isDetached`).
+    /// Reads from the subscriber's private queue (`Slot.readsPrivateQueue`).
     @inlinable
-    mutating func readDetached(_ slotIndex: Int, report: inout ReadReport) -> ReadResult {
+    mutating func readPrivateQueue(_ slotIndex: Int, report: inout ReadReport) -> ReadResult {
         let key = UInt32(slotIndex)
-        if self.detached[key]!.endsWhenEmpty {
+        if self.privateQueues[key]!.endsWhenEmpty {
             // What an ended connection left it: no lane, nothing more will come.
-            guard self.detached[key]!.pending > 0 else {
+            guard self.privateQueues[key]!.pending > 0 else {
                 // A gap left after the last element is reported before the end.
-                for gap in self.detached[key]!.gaps { report.missed += gap.missed }
+                for gap in self.privateQueues[key]!.gaps { report.missed += gap.missed }
                 if report.reportsGaps && report.missed > 0 {
-                    self.detached[key]!.gaps = []
+                    self.privateQueues[key]!.gaps = []
                     return .gap
                 }
-                report.evicted = self.detached[key]!.endsEvicted
+                report.evicted = self.privateQueues[key]!.endsEvicted
                 self.removeSubscriber(slotIndex)
                 return .terminal(.success(nil))
             }
-            if report.reportsGaps, self.detached[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
-            return .element(self.detached[key]!.pop(missed: &report.missed))
+            if report.reportsGaps, self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
+            return .element(self.privateQueues[key]!.pop(missed: &report.missed))
         }
-        if report.reportsGaps, self.detached[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
+        if report.reportsGaps, self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
         let laneIndex = Int(self.slots[slotIndex].lane)
-        let element = self.detached[key]!.pop(missed: &report.missed)
-        if self.detached[key]!.pending == 0 {
+        let element = self.privateQueues[key]!.pop(missed: &report.missed)
+        if self.privateQueues[key]!.pending == 0 {
             // Nothing private is left: rejoin the shared buffer at the tail. What was
             // produced since the last queued element was missed: the next read says so.
-            let missed = self.tail - self.detached[key]!.nextPosition
+            let missed = self.tail - self.privateQueues[key]!.nextPosition
             if missed > 0 { self.missedOnRejoin[key, default: 0] += missed }
             self.removeFromRoomList(key, lane: laneIndex)
-            self.detached[key] = nil
-            self.slots[slotIndex].isDetached = false
+            self.privateQueues[key] = nil
+            self.slots[slotIndex].readsPrivateQueue = false
             self.slots[slotIndex].cursor = self.tail
             self.lanes[laneIndex].atTail += 1
-        } else if self.detached[key]!.roomIndex < 0 {
-            self.detached[key]!.roomIndex = self.lanes[laneIndex].roomList.count
+        } else if self.privateQueues[key]!.roomIndex < 0 {
+            self.privateQueues[key]!.roomIndex = self.lanes[laneIndex].roomList.count
             self.lanes[laneIndex].roomList.append(key)
         }
         return .element(element)

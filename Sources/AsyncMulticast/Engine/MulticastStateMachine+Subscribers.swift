@@ -14,10 +14,10 @@ extension MulticastStateMachine {
         var lane: UInt32 = 0
         @usableFromInline
         var isLive = false
-        /// The subscriber reads from `detached[slot]`: a `.bufferingOldest` overflow, or what
-        /// an ended connection left it.
+        /// The subscriber reads its private queue, `privateQueues[slot]`: a `.bufferingOldest`
+        /// overflow, or what an ended connection left it.
         @usableFromInline
-        var isDetached = false
+        var readsPrivateQueue = false
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
         @usableFromInline
         var waiterIndex: Int32 = -1
@@ -192,13 +192,13 @@ extension MulticastStateMachine {
             self.slots[slotIndex].waiterIndex = -1
         }
         if self.slots[slotIndex].lane == Slot.noLane {
-            self.detached[UInt32(slotIndex)] = nil
+            self.privateQueues[UInt32(slotIndex)] = nil
         } else {
             self.leaveLane(slotIndex)
         }
         if !self.missedOnRejoin.isEmpty { self.missedOnRejoin[UInt32(slotIndex)] = nil }
         self.slots[slotIndex].isLive = false
-        self.slots[slotIndex].isDetached = false
+        self.slots[slotIndex].readsPrivateQueue = false
         self.slots[slotIndex].generation &+= 1
         self.freeSlots.append(UInt32(slotIndex))
         self.subscriberCount -= 1

@@ -135,7 +135,7 @@ extension MulticastStateMachine {
             let wasEvicted = lane.evictLimit > 0 && slot.cursor < lane.minCursor
             let pending: [Element]
             var gaps: [(index: Int, missed: Int)] = []
-            if slot.isDetached || slot.cursor < lane.minCursor || self.greetings[UInt32(slotIndex)] != nil {
+            if slot.readsPrivateQueue || slot.cursor < lane.minCursor || self.greetings[UInt32(slotIndex)] != nil {
                 (pending, gaps) = self.pending(of: slotIndex)
             } else if let shared = copies[slot.cursor] {
                 pending = shared
@@ -144,11 +144,11 @@ extension MulticastStateMachine {
                 copies[slot.cursor] = pending
             }
             self.leaveLane(slotIndex)
-            self.detached[UInt32(slotIndex)] = PrivateQueue(queue: pending, endsWhenEmpty: true)
-            self.detached[UInt32(slotIndex)]!.endsEvicted = wasEvicted
+            self.privateQueues[UInt32(slotIndex)] = PrivateQueue(queue: pending, endsWhenEmpty: true)
+            self.privateQueues[UInt32(slotIndex)]!.endsEvicted = wasEvicted
             // What its policy had dropped is still reported where it was (lag reports).
-            self.detached[UInt32(slotIndex)]!.gaps = gaps
-            self.slots[slotIndex].isDetached = true
+            self.privateQueues[UInt32(slotIndex)]!.gaps = gaps
+            self.slots[slotIndex].readsPrivateQueue = true
         }
         self.trimElements()
         return effects

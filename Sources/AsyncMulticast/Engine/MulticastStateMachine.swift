@@ -16,7 +16,7 @@
 //   - A `.bufferingNewest(n)` cell that would hold n + 1 moves forward (drops its oldest).
 //   - A `.bufferingOldest(n)` cell that is full freezes: its n elements are copied into a
 //     FrozenGroup keyed by its old cursor (< minCursor); each member then reads a private
-//     queue (`detached`) with room for n, and rejoins at the tail when it is empty.
+//     queue (`privateQueues`) with room for n, and rejoins at the tail when it is empty.
 //   - Elements taken into an iterator's batch are past the cursor: handed over, not counted.
 //   - An `.evicting` subscriber joins at the tail; its replayed elements are a private
 //     greeting (`greetings`) it reads first, so only what is produced after it joined can
@@ -234,8 +234,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var waiters: [Waiter] = []
 
+    /// The private queues of the subscribers that read one (`Slot.readsPrivateQueue`), by slot.
     @usableFromInline
-    var detached: [UInt32: PrivateQueue] = [:]
+    var privateQueues: [UInt32: PrivateQueue] = [:]
 
     /// Elements a `.bufferingOldest` subscriber missed after its private queue ran out and
     /// it rejoined the shared buffer at the tail, reported by its next read (`ReadReport`).

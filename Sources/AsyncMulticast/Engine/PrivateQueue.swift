@@ -22,7 +22,7 @@ extension MulticastStateMachine {
     }
 
     /// A subscriber's private queue: what it reads instead of the shared buffer, in the
-    /// machine's `detached`, by slot (`Slot.isDetached`). Two kinds:
+    /// machine's `privateQueues`, by slot (`Slot.readsPrivateQueue`). Two kinds:
     /// - a `.bufferingOldest(n)` member whose cell froze starts one from its `FrozenGroup`; it
     ///   receives new elements only while it holds fewer than `n` (its lane's `roomList`),
     ///   and the member rejoins the shared buffer at the tail when it is empty;
