@@ -52,7 +52,7 @@ extension MulticastStateMachine {
             guard slot < self.slots.count, self.slots[slot].isLive, self.slots[slot].lane != Slot.noLane,
                 self.slots[slot].waiterIndex < 0, greeting.remaining > 0
             else { return "a greeting kept for slot \(slot): not live, off its lane, waiting, or used up" }
-            guard case .evicting = self.lanes[Int(self.slots[slot].lane)].policy else {
+            guard case .evict = self.lanes[Int(self.slots[slot].lane)].overflow else {
                 return "a greeting on a \(self.lanes[Int(self.slots[slot].lane)].policy) lane"
             }
         }
@@ -122,31 +122,11 @@ extension MulticastStateMachine {
                 return
                     "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(privateByLane[laneIndex]) on a private queue + \(lane.evicted) evicted"
             }
-            if lane.evictLimit > 0 {
-                guard self.tail - lane.minCursor <= lane.evictLimit else {
-                    return "lane \(laneIndex) holds more than its eviction limit \(lane.evictLimit)"
-                }
-            } else {
-                guard lane.evicted == 0 else { return "lane \(laneIndex) evicted members without an eviction limit" }
-            }
             guard lane.atTail >= lane.waiting else {
                 return "lane \(laneIndex): more waiting members than members at the tail"
             }
-            for (position, group) in lane.frozen {
-                guard position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit else {
-                    return "lane \(laneIndex): a frozen group at \(position) is not a full, older cell"
-                }
-            }
-            for (index, key) in lane.roomList.enumerated() {
-                let queue = self.privateQueues[key]!
-                guard queue.roomIndex == index && queue.pending < lane.freezeLimit else {
-                    return "lane \(laneIndex): the room list holds a full or misplaced queue"
-                }
-            }
-            if lane.dropLimit >= 0 {
-                guard self.tail - lane.minCursor <= lane.dropLimit else {
-                    return "lane \(laneIndex) holds more than \(lane.dropLimit)"
-                }
+            if let violation = self.overflowViolation(lane, privateQueues: privateByLane[laneIndex]) {
+                return "lane \(laneIndex) (\(lane.policy)): \(violation)"
             }
         }
         if !self.parkedProducers.isEmpty {
@@ -167,6 +147,36 @@ extension MulticastStateMachine {
             }
         }
         guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
+        return nil
+    }
+
+    /// The first broken rule of `lane`'s `overflow`, or `nil`.
+    func overflowViolation(_ lane: Lane, privateQueues: Int) -> String? {
+        let held = self.tail - lane.minCursor
+        var freezeKeep = 0
+        switch lane.overflow {
+        case .evict(let limit):
+            guard held <= limit else { return "holds more than its eviction limit \(limit)" }
+        case .dropOldest(let keep):
+            guard held <= keep else { return "holds more than \(keep)" }
+            guard lane.evicted == 0 else { return "evicted members without an eviction limit" }
+        case .freeze(let keep):
+            freezeKeep = keep
+            guard lane.evicted == 0 else { return "evicted members without an eviction limit" }
+        case .park, .keepAll:
+            guard lane.evicted == 0 else { return "evicted members without an eviction limit" }
+        }
+        for (position, group) in lane.frozen {
+            guard position < lane.minCursor && group.members > 0 && group.elements.count == freezeKeep else {
+                return "a frozen group at \(position) is not a full, older cell"
+            }
+        }
+        for (index, key) in lane.roomList.enumerated() {
+            let queue = self.privateQueues[key]!
+            guard queue.roomIndex == index && queue.pending < freezeKeep else {
+                return "the room list holds a full or misplaced queue"
+            }
+        }
         return nil
     }
 

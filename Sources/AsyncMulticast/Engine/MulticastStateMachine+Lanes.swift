@@ -24,8 +24,13 @@ extension MulticastStateMachine {
 
     @usableFromInline
     struct Lane: Sendable {
+        /// The lane's identity: one lane per policy in use.
         @usableFromInline
         let policy: SharedBufferingPolicy
+        /// What `policy` does when a member would hold too much: every decision that depends
+        /// on the policy switches on this.
+        @usableFromInline
+        let overflow: Overflow
         @usableFromInline
         var members = 0
         /// `counts[p]`: members whose cursor is `p`, for `p` in `minCursor..<tail` (see
@@ -38,43 +43,39 @@ extension MulticastStateMachine {
         /// Members suspended in `next()` (all of them have cursor `tail`).
         @usableFromInline
         var waiting = 0
-        /// `.bufferingOldest`: frozen cells by the cursor their members still hold.
+        /// `.freeze`: frozen cells by the cursor their members still hold.
         @usableFromInline
         var frozen: [Int: FrozenGroup] = [:]
-        /// `.bufferingOldest`: members whose private queue has room.
+        /// `.freeze`: members whose private queue has room.
         @usableFromInline
         var roomList: [UInt32] = []
+        /// `.evict`: members evicted that have not noticed yet. They left the histogram when
+        /// they were evicted; their stored cursor is below `minCursor`.
+        @usableFromInline
+        var evicted = 0
 
         @inlinable
         init(policy: SharedBufferingPolicy, tail: Int) {
+            let overflow = Overflow(policy)
             self.policy = policy
+            self.overflow = overflow
             self.counts = CursorHistogram(startIndex: tail)
-            // The policy's numbers, unpacked once: `append` reads them for every element.
-            switch policy {
-            case .bounded(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (Swift.min(limit / 2, Self.maxBatch), limit, -1, 0, 0)
-            case .evicting(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (Swift.min(limit / 2, Self.maxBatch), .max, -1, 0, limit)
-            case .unbounded:
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (Self.maxBatch, .max, -1, 0, 0)
-            case .bufferingNewest(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (0, .max, limit, 0, 0)
-            case .bufferingOldest(0):
-                // Drops like `.bufferingNewest(0)`: the new element is the only one a
-                // member holds, so whole cells move.
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (0, .max, 0, 0, 0)
-            case .bufferingOldest(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (0, .max, -1, limit, 0)
+            // The numbers read for every element, derived once (see each one's docs).
+            switch overflow {
+            case .park(let bound):
+                (self.bound, self.isLossless, self.batchLimit) = (bound, true, Swift.min(bound / 2, Self.maxBatch))
+            case .evict(let limit):
+                (self.bound, self.isLossless, self.batchLimit) = (.max, true, Swift.min(limit / 2, Self.maxBatch))
+            case .keepAll:
+                (self.bound, self.isLossless, self.batchLimit) = (.max, true, Self.maxBatch)
+            case .dropOldest, .freeze:
+                (self.bound, self.isLossless, self.batchLimit) = (.max, false, 0)
             }
         }
 
-        /// `.bounded(n)`: `n`; otherwise `Int.max`. A producer parks once a member holds this many.
+        /// Derived from `overflow`: `.park(bound)`'s bound, a producer parks once a member
+        /// holds this many; `Int.max` for the other rules, which never make it park, so that
+        /// the room levels below need no test of the rule.
         @usableFromInline
         let bound: Int
         /// A producer may append while every member holds at most this many: `bound - 1`.
@@ -84,25 +85,17 @@ extension MulticastStateMachine {
         /// `hasRoomToResume`): `bound - max(1, bound / 2)`.
         @inlinable
         var resumeLevel: Int { self.bound - Swift.max(1, self.bound / 2) }
-        /// Members holding more than this drop their oldest (`.bufferingNewest(n)`, and
-        /// `.bufferingOldest(0)`); -1 for the other policies.
+        /// Derived from `overflow`: no member ever loses an element (`.park`, `.evict`,
+        /// `.keepAll`). Alone, such a lane takes `append`'s one-lane path
+        /// (`appendToSoleLosslessLane`), which has no per-rule work but an eviction.
         @usableFromInline
-        let dropLimit: Int
-        /// `.bufferingOldest(n)` with n > 0: `n` (full cells freeze); otherwise 0.
-        @usableFromInline
-        let freezeLimit: Int
-        /// `.evicting(n)`: `n` (members that would hold `n + 1` are evicted); otherwise 0.
-        @usableFromInline
-        let evictLimit: Int
-        /// `.evicting`: members evicted that have not noticed yet. They left the histogram
-        /// when they were evicted; their stored cursor is below `minCursor`.
-        @usableFromInline
-        var evicted = 0
+        let isLossless: Bool
 
-        /// How many ready elements beyond the one returned a member may take per lock
-        /// acquisition (see `read`). Lossless lanes only: a dropping policy must be able to
-        /// drop what a subscriber has not consumed. Half the bound, so the upstream can
-        /// refill the other half while a subscriber works through its batch.
+        /// Derived from `overflow`: how many ready elements beyond the one returned a member
+        /// may take per lock acquisition (see `read`). Lossless lanes only (0 for `.dropOldest`
+        /// and `.freeze`): a dropping rule must be able to drop what a subscriber has not
+        /// consumed. Half the bound or limit, so the upstream can refill the other half while
+        /// a subscriber works through its batch; `maxBatch` for `.keepAll`.
         @usableFromInline
         let batchLimit: Int
         /// The largest batch.
@@ -266,19 +259,20 @@ extension MulticastStateMachine {
             self.privateQueues[UInt32(slotIndex)] = nil
             self.slots[slotIndex].readsPrivateQueue = false
         } else if slot.cursor < self.lanes[laneIndex].minCursor {
-            switch self.lanes[laneIndex].policy {
-            case .bufferingNewest, .bufferingOldest(0):
+            switch self.lanes[laneIndex].overflow {
+            case .dropOldest:
+                // Its cell moved on without it: it is counted at the window start.
                 self.decrementCount(at: self.lanes[laneIndex].minCursor, lane: laneIndex)
-            case .bufferingOldest:
+            case .freeze:
                 let group = self.lanes[laneIndex].frozen[slot.cursor]!
                 if group.members == 1 {
                     self.lanes[laneIndex].frozen[slot.cursor] = nil
                 } else {
                     self.lanes[laneIndex].frozen[slot.cursor]!.members -= 1
                 }
-            case .evicting:
+            case .evict:
                 self.lanes[laneIndex].evicted -= 1
-            case .bounded, .unbounded:
+            case .park, .keepAll:
                 preconditionFailure("lossless subscriber behind the shared window")
             }
         } else {
@@ -327,18 +321,20 @@ extension MulticastStateMachine {
         guard slot.cursor < lane.minCursor else {
             return ((slot.cursor..<self.tail).map { self.elements[$0] }, [])
         }
-        switch lane.policy {
-        case .bufferingOldest(let limit) where limit > 0:
+        switch lane.overflow {
+        case .freeze:
             // A frozen cell: its oldest elements, then everything since was missed.
             let frozen = lane.frozen[slot.cursor]!.elements
             let missed = self.tail - (slot.cursor + frozen.count)
             return (frozen, missed > 0 ? [(frozen.count, missed)] : [])
-        case .evicting:
+        case .evict:
             return ([], [])
-        default:
+        case .dropOldest:
             // Moved forward while it was not looking: the gap comes first.
             let elements = (lane.minCursor..<self.tail).map { self.elements[$0] }
             return (elements, [(0, lane.minCursor - slot.cursor)])
+        case .park, .keepAll:
+            preconditionFailure("lossless subscriber behind the shared window")
         }
     }
 
@@ -355,30 +351,32 @@ extension MulticastStateMachine {
         }
     }
 
-    /// `.bufferingOldest(limit)`: the members holding `limit` elements cannot take the one
-    /// being appended at `position`. Copy their `limit` pending elements once and let the
-    /// cell stop pinning the shared buffer.
+    /// `.freeze(keep)`: the members holding `keep` elements cannot take the one being
+    /// appended at `position`. Copy their `keep` pending elements once and let the cell stop
+    /// pinning the shared buffer.
     @inlinable
-    mutating func freezeFullCell(lane laneIndex: Int, limit: Int, appending position: Int) {
-        let full = position - limit
+    mutating func freezeFullCell(lane laneIndex: Int, keep: Int, appending position: Int) {
+        let full = position - keep
         guard !self.lanes[laneIndex].counts.isEmpty, self.lanes[laneIndex].minCursor == full else { return }
         let members = self.lanes[laneIndex].counts.first!
         assert(members > 0, "histogram cells at the window start are positive")
         assert(self.lanes[laneIndex].frozen[full] == nil, "a cell freezes once")
         var copy: [Element] = []
-        copy.reserveCapacity(limit)
+        copy.reserveCapacity(keep)
         for p in full..<position { copy.append(self.elements[p]) }
         self.lanes[laneIndex].frozen[full] = FrozenGroup(elements: copy, members: members)
         self.lanes[laneIndex].counts.removeFirst()
     }
 
+    /// `.freeze(keep)`: the element being appended goes to every private queue of the lane
+    /// that holds fewer than `keep`; a queue that it fills leaves the room list.
     @inlinable
-    mutating func deliverToRoomList(_ element: Element, lane laneIndex: Int, limit: Int) {
+    mutating func deliverToRoomList(_ element: Element, lane laneIndex: Int, keep: Int) {
         var index = 0
         while index < self.lanes[laneIndex].roomList.count {
             let key = self.lanes[laneIndex].roomList[index]
             self.privateQueues[key]!.push(element, at: self.tail)
-            if self.privateQueues[key]!.pending >= limit {
+            if self.privateQueues[key]!.pending >= keep {
                 self.removeFromRoomList(key, lane: laneIndex)  // swaps the last one into `index`
             } else {
                 index += 1

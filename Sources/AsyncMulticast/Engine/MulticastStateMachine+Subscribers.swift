@@ -61,17 +61,17 @@ extension MulticastStateMachine {
 
         var replay = self.tail - Swift.max(self.replayStart, self.elements.startIndex)
         var greeting: [Element] = []
-        switch policy {
-        case .bufferingNewest(let limit), .bufferingOldest(let limit):
-            // A dropping subscriber never holds more than `limit` (the lane invariant
-            // `append` relies on), so it gets at most `limit` replayed elements: the newest,
-            // whatever the policy, since a replay is about the latest values.
-            replay = Swift.min(replay, limit)
-        case .evicting:
+        switch self.lanes[laneIndex].overflow {
+        case .dropOldest(let keep), .freeze(let keep):
+            // A dropping subscriber never holds more than `keep` (the lane invariant
+            // `append` relies on), so it gets at most `keep` replayed elements: the newest,
+            // whatever the rule, since a replay is about the latest values.
+            replay = Swift.min(replay, keep)
+        case .evict:
             // All of them, as a greeting of its own: they count against no limit.
             if replay > 0 { greeting = self.greetingCopy(from: self.tail - replay) }
             replay = 0
-        case .bounded, .unbounded:
+        case .park, .keepAll:
             break
         }
         let cursor = self.tail - replay

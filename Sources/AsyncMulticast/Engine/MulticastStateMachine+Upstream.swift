@@ -132,7 +132,11 @@ extension MulticastStateMachine {
         where self.slots[slotIndex].isLive && self.slots[slotIndex].lane != Slot.noLane {
             let slot = self.slots[slotIndex]
             let lane = self.lanes[Int(slot.lane)]
-            let wasEvicted = lane.evictLimit > 0 && slot.cursor < lane.minCursor
+            let wasEvicted: Bool
+            switch lane.overflow {
+            case .evict: wasEvicted = slot.cursor < lane.minCursor
+            case .park, .dropOldest, .freeze, .keepAll: wasEvicted = false
+            }
             let pending: [Element]
             var gaps: [(index: Int, missed: Int)] = []
             if slot.readsPrivateQueue || slot.cursor < lane.minCursor || self.greetings[UInt32(slotIndex)] != nil {
