@@ -125,7 +125,7 @@ extension MulticastStateMachine {
             guard lane.atTail >= lane.waiting else {
                 return "lane \(laneIndex): more waiting members than members at the tail"
             }
-            if let violation = self.overflowViolation(lane, privateQueues: privateByLane[laneIndex]) {
+            if let violation = self.overflowViolation(lane, readingPrivateQueues: privateByLane[laneIndex]) {
                 return "lane \(laneIndex) (\(lane.policy)): \(violation)"
             }
         }
@@ -150,32 +150,44 @@ extension MulticastStateMachine {
         return nil
     }
 
-    /// The first broken rule of `lane`'s `overflow`, or `nil`.
-    func overflowViolation(_ lane: Lane, privateQueues: Int) -> String? {
+    /// The first broken rule of `lane`'s `overflow`, or `nil`. `readingPrivateQueues`: how many
+    /// of its members read a private queue.
+    func overflowViolation(_ lane: Lane, readingPrivateQueues: Int) -> String? {
+        guard lane.overflow == Overflow(lane.policy) else { return "overflow \(lane.overflow)" }
+        // The most a member in the histogram holds (the oldest cell's).
         let held = self.tail - lane.minCursor
-        var freezeKeep = 0
+        // Evicted members, frozen cells and private queues belong to one rule each.
+        let evicts: Bool
+        let freezes: Bool
         switch lane.overflow {
-        case .evict(let limit):
-            guard held <= limit else { return "holds more than its eviction limit \(limit)" }
-        case .dropOldest(let keep):
-            guard held <= keep else { return "holds more than \(keep)" }
-            guard lane.evicted == 0 else { return "evicted members without an eviction limit" }
-        case .freeze(let keep):
-            freezeKeep = keep
-            guard lane.evicted == 0 else { return "evicted members without an eviction limit" }
         case .park, .keepAll:
-            guard lane.evicted == 0 else { return "evicted members without an eviction limit" }
-        }
-        for (position, group) in lane.frozen {
-            guard position < lane.minCursor && group.members > 0 && group.elements.count == freezeKeep else {
-                return "a frozen group at \(position) is not a full, older cell"
+            // `.park`: a member may hold more than its bound past a subject's synchronous
+            // `send`, which cannot wait.
+            (evicts, freezes) = (false, false)
+        case .evict(let limit):
+            guard held <= limit else { return "holds \(held), more than its eviction limit \(limit)" }
+            (evicts, freezes) = (true, false)
+        case .dropOldest(let keep):
+            guard held <= keep else { return "holds \(held), more than \(keep)" }
+            (evicts, freezes) = (false, false)
+        case .freeze(let keep):
+            guard held <= keep else { return "holds \(held), more than \(keep)" }
+            for (position, group) in lane.frozen {
+                guard position < lane.minCursor && group.members > 0 && group.elements.count == keep else {
+                    return "a frozen group at \(position) is not a full, older cell"
+                }
             }
-        }
-        for (index, key) in lane.roomList.enumerated() {
-            let queue = self.privateQueues[key]!
-            guard queue.roomIndex == index && queue.pending < freezeKeep else {
-                return "the room list holds a full or misplaced queue"
+            for (index, key) in lane.roomList.enumerated() {
+                let queue = self.privateQueues[key]!
+                guard queue.roomIndex == index && queue.pending < keep else {
+                    return "the room list holds a full or misplaced queue"
+                }
             }
+            (evicts, freezes) = (false, true)
+        }
+        guard evicts || lane.evicted == 0 else { return "\(lane.evicted) evicted members" }
+        guard freezes || (lane.frozen.isEmpty && lane.roomList.isEmpty && readingPrivateQueues == 0) else {
+            return "frozen cells or private queues"
         }
         return nil
     }
