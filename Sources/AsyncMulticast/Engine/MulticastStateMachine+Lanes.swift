@@ -118,7 +118,7 @@ extension MulticastStateMachine {
             self.waiting = 0
         }
 
-        /// Evicts every cell before `position`: `.evicting` members that would hold too much.
+        /// Evicts every cell before `position`: `.evict` members that would hold too much.
         @inlinable
         mutating func evictCells(before position: Int) {
             while !self.counts.isEmpty && self.minCursor < position {

@@ -1,10 +1,10 @@
-// Private queues: what a subscriber reads instead of the shared buffer once its
-// `.bufferingOldest` cell froze (with the `FrozenGroup` it starts from), or once its multicast
-// connection ended.
+// Private queues: what a subscriber reads instead of the shared buffer once its cell froze
+// (`Overflow.freeze`, with the `FrozenGroup` it starts from), or once its multicast connection
+// ended.
 
 extension MulticastStateMachine {
-    /// The pending elements of the members of a `.bufferingOldest(n)` cell that froze: the
-    /// `n` elements they held, copied once, and how many of them have not yet taken their
+    /// The pending elements of the members of a cell that froze (`.freeze(keep)`): the `keep`
+    /// elements they held, copied once, and how many of them have not yet taken their
     /// private queue from it (each does on its next read). Kept in the lane's `frozen`, by
     /// the cursor its members still hold.
     @usableFromInline
@@ -23,9 +23,10 @@ extension MulticastStateMachine {
 
     /// A subscriber's private queue: what it reads instead of the shared buffer, in the
     /// machine's `privateQueues`, by slot (`Slot.readsPrivateQueue`). Two kinds:
-    /// - a `.bufferingOldest(n)` member whose cell froze starts one from its `FrozenGroup`; it
-    ///   receives new elements only while it holds fewer than `n` (its lane's `roomList`),
-    ///   and the member rejoins the shared buffer at the tail when it is empty;
+    /// - a `.freeze(keep)` member (`.bufferingOldest(keep)`) whose cell froze starts one from
+    ///   its `FrozenGroup`; it receives new elements only while it holds fewer than `keep`
+    ///   (its lane's `roomList`), and the member rejoins the shared buffer at the tail when
+    ///   it is empty;
     /// - a subscriber whose multicast connection ended leaves its lane with one holding what
     ///   it still had to read (`endsWhenEmpty`), and ends when it is empty.
     @usableFromInline
