@@ -52,7 +52,7 @@ extension MulticastStateMachine {
             guard slot < self.slots.count, self.slots[slot].isLive, self.slots[slot].lane != Slot.noLane,
                 self.slots[slot].waiterIndex < 0, greeting.remaining > 0
             else { return "a greeting kept for slot \(slot): not live, off its lane, waiting, or used up" }
-            guard case .evicting = self.lanes[Int(self.slots[slot].lane)].policy else {
+            guard case .evict = self.lanes[Int(self.slots[slot].lane)].overflow else {
                 return "a greeting on a \(self.lanes[Int(self.slots[slot].lane)].policy) lane"
             }
             guard self.slots[slot].cursor >= self.lanes[Int(self.slots[slot].lane)].minCursor else {
@@ -62,12 +62,12 @@ extension MulticastStateMachine {
 
         var membersByLane = [Int](repeating: 0, count: self.lanes.count)
         var waitingByLane = [Int](repeating: 0, count: self.lanes.count)
-        var detachedByLane = [Int](repeating: 0, count: self.lanes.count)
+        var privateByLane = [Int](repeating: 0, count: self.lanes.count)
         var live = 0
         for (slotIndex, slot) in self.slots.enumerated() where slot.isLive {
             live += 1
             if slot.lane == Slot.noLane {
-                guard slot.isDetached && self.detached[UInt32(slotIndex)]?.endsWhenEmpty == true else {
+                guard slot.readsPrivateQueue && self.privateQueues[UInt32(slotIndex)]?.endsWhenEmpty == true else {
                     return "an ended connection's subscriber without its final queue"
                 }
                 guard slot.waiterIndex < 0 else { return "an ended connection's subscriber is waiting" }
@@ -76,11 +76,11 @@ extension MulticastStateMachine {
             let laneIndex = Int(slot.lane)
             guard laneIndex < self.lanes.count else { return "slot \(slotIndex) in a lane that does not exist" }
             membersByLane[laneIndex] += 1
-            if slot.isDetached {
-                guard self.detached[UInt32(slotIndex)]?.endsWhenEmpty == false else {
+            if slot.readsPrivateQueue {
+                guard self.privateQueues[UInt32(slotIndex)]?.endsWhenEmpty == false else {
                     return "a subscriber in a lane reads a final queue"
                 }
-                detachedByLane[laneIndex] += 1
+                privateByLane[laneIndex] += 1
             }
             if slot.waiterIndex >= 0 {
                 waitingByLane[laneIndex] += 1
@@ -88,15 +88,17 @@ extension MulticastStateMachine {
                     Int(slot.waiterIndex) < self.waiters.count
                         && self.waiters[Int(slot.waiterIndex)].slot == UInt32(slotIndex)
                 else { return "slot \(slotIndex) and its waiter entry disagree" }
-                guard slot.cursor == self.tail && !slot.isDetached else { return "a waiting subscriber is behind" }
+                guard slot.cursor == self.tail && !slot.readsPrivateQueue else {
+                    return "a waiting subscriber is behind"
+                }
             }
         }
         guard live == self.subscriberCount else { return "\(live) live slots, subscriberCount \(self.subscriberCount)" }
         guard self.waiters.count == waitingByLane.reduce(0, +) else {
             return "\(self.waiters.count) waiters, \(waitingByLane.reduce(0, +)) waiting slots"
         }
-        for key in self.detached.keys {
-            guard self.slots[Int(key)].isLive && self.slots[Int(key)].isDetached else {
+        for key in self.privateQueues.keys {
+            guard self.slots[Int(key)].isLive && self.slots[Int(key)].readsPrivateQueue else {
                 return "a private queue without its subscriber"
             }
         }
@@ -119,35 +121,15 @@ extension MulticastStateMachine {
             }
             let histogram = lane.counts.total
             let frozen = lane.frozen.values.reduce(0) { $0 + $1.members }
-            guard lane.members == lane.atTail + histogram + frozen + detachedByLane[laneIndex] + lane.evicted else {
+            guard lane.members == lane.atTail + histogram + frozen + privateByLane[laneIndex] + lane.evicted else {
                 return
-                    "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(detachedByLane[laneIndex]) detached + \(lane.evicted) evicted"
-            }
-            if lane.evictLimit > 0 {
-                guard self.tail - lane.minCursor <= lane.evictLimit else {
-                    return "lane \(laneIndex) holds more than its eviction limit \(lane.evictLimit)"
-                }
-            } else {
-                guard lane.evicted == 0 else { return "lane \(laneIndex) evicted members without an eviction limit" }
+                    "lane \(laneIndex): \(lane.members) members, \(lane.atTail) at the tail + \(histogram) + \(frozen) frozen + \(privateByLane[laneIndex]) on a private queue + \(lane.evicted) evicted"
             }
             guard lane.atTail >= lane.waiting else {
                 return "lane \(laneIndex): more waiting members than members at the tail"
             }
-            for (position, group) in lane.frozen {
-                guard position < lane.minCursor && group.members > 0 && group.elements.count == lane.freezeLimit else {
-                    return "lane \(laneIndex): a frozen group at \(position) is not a full, older cell"
-                }
-            }
-            for (index, key) in lane.roomList.enumerated() {
-                let queue = self.detached[key]!
-                guard queue.roomIndex == index && queue.pending < lane.freezeLimit else {
-                    return "lane \(laneIndex): the room list holds a full or misplaced queue"
-                }
-            }
-            if lane.dropLimit >= 0 {
-                guard self.tail - lane.minCursor <= lane.dropLimit else {
-                    return "lane \(laneIndex) holds more than \(lane.dropLimit)"
-                }
+            if let violation = self.overflowViolation(lane, readingPrivateQueues: privateByLane[laneIndex]) {
+                return "lane \(laneIndex) (\(lane.policy)): \(violation)"
             }
         }
         if !self.parkedProducers.isEmpty {
@@ -168,6 +150,48 @@ extension MulticastStateMachine {
             }
         }
         guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
+        return nil
+    }
+
+    /// The first broken rule of `lane`'s `overflow`, or `nil`. `readingPrivateQueues`: how many
+    /// of its members read a private queue.
+    func overflowViolation(_ lane: Lane, readingPrivateQueues: Int) -> String? {
+        guard lane.overflow == Overflow(lane.policy) else { return "overflow \(lane.overflow)" }
+        // The most a member in the histogram holds (the oldest cell's).
+        let held = self.tail - lane.minCursor
+        // Evicted members, frozen cells and private queues belong to one rule each.
+        let evicts: Bool
+        let freezes: Bool
+        switch lane.overflow {
+        case .park, .keepAll:
+            // `.park`: a member may hold more than its bound past a subject's synchronous
+            // `send`, which cannot wait.
+            (evicts, freezes) = (false, false)
+        case .evict(let limit):
+            guard held <= limit else { return "holds \(held), more than its eviction limit \(limit)" }
+            (evicts, freezes) = (true, false)
+        case .dropOldest(let keep):
+            guard held <= keep else { return "holds \(held), more than \(keep)" }
+            (evicts, freezes) = (false, false)
+        case .freeze(let keep):
+            guard held <= keep else { return "holds \(held), more than \(keep)" }
+            for (position, group) in lane.frozen {
+                guard position < lane.minCursor && group.members > 0 && group.elements.count == keep else {
+                    return "a frozen group at \(position) is not a full, older cell"
+                }
+            }
+            for (index, key) in lane.roomList.enumerated() {
+                let queue = self.privateQueues[key]!
+                guard queue.roomIndex == index && queue.pending < keep else {
+                    return "the room list holds a full or misplaced queue"
+                }
+            }
+            (evicts, freezes) = (false, true)
+        }
+        guard evicts || lane.evicted == 0 else { return "\(lane.evicted) evicted members" }
+        guard freezes || (lane.frozen.isEmpty && lane.roomList.isEmpty && readingPrivateQueues == 0) else {
+            return "frozen cells or private queues"
+        }
         return nil
     }
 }

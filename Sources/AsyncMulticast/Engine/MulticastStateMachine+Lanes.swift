@@ -1,107 +1,8 @@
 // Lanes: one per buffering policy in use. Each keeps a histogram of its members' cursors, the
-// `.bufferingOldest` frozen cells and private queues, and the room rules. All the index
-// arithmetic of the shared buffer lives here.
+// `.bufferingOldest` frozen cells and private queues (PrivateQueue.swift), and the room
+// rules. All the index arithmetic of the shared buffer lives here.
 
 extension MulticastStateMachine {
-    /// The pending elements of subscribers of a `.bufferingOldest(n)` cell that overflowed.
-    @usableFromInline
-    struct FrozenGroup: Sendable {
-        @usableFromInline
-        var elements: [Element]
-        @usableFromInline
-        var members: Int
-
-        @inlinable
-        init(elements: [Element], members: Int) {
-            self.elements = elements
-            self.members = members
-        }
-    }
-
-    /// A `.bufferingOldest` subscriber reading from its own queue after an overflow.
-    @usableFromInline
-    struct Detached: Sendable {
-        @usableFromInline
-        var queue: [Element]
-        @usableFromInline
-        var head = 0
-        /// Index in its lane's `roomList`, or -1 while the queue is full.
-        @usableFromInline
-        var roomIndex = -1
-        /// The queue is all the subscriber will ever receive: once it is empty the
-        /// subscriber ends (its multicast connection was cancelled).
-        @usableFromInline
-        var endsWhenEmpty = false
-        /// With `endsWhenEmpty`: the subscriber had been evicted, and ends as evicted.
-        @usableFromInline
-        var endsEvicted = false
-        /// The absolute position following the last element queued: an element queued
-        /// later at a higher position means the ones in between were missed.
-        @usableFromInline
-        var nextPosition = 0
-        /// Elements missed before the queue element of absolute index `index` (elements
-        /// ever popped plus its index in `queue`), oldest first: what lag reports say.
-        @usableFromInline
-        var gaps: [(index: Int, missed: Int)] = []
-        /// Elements popped before `queue[head]`, over the queue's life.
-        @usableFromInline
-        var popped = 0
-
-        @inlinable
-        init(queue: [Element], endsWhenEmpty: Bool = false, nextPosition: Int = 0) {
-            self.queue = queue
-            self.endsWhenEmpty = endsWhenEmpty
-            self.nextPosition = nextPosition
-        }
-
-        @inlinable
-        var pending: Int { self.queue.count - self.head }
-
-        /// The elements still to be read, in order.
-        @inlinable
-        var remaining: [Element] { Array(self.queue[self.head...]) }
-
-        /// Queues the element of absolute position `position`, noting a gap before it if
-        /// the queue had no room for the ones since `nextPosition`.
-        @inlinable
-        mutating func push(_ element: Element, at position: Int) {
-            if position > self.nextPosition {
-                self.gaps.append((self.popped + self.pending, position - self.nextPosition))
-            }
-            self.queue.append(element)
-            self.nextPosition = position + 1
-        }
-
-        /// If elements were missed just before the next element, adds them to `missed`,
-        /// forgets that gap and returns `true`; the element stays queued.
-        @inlinable
-        mutating func takeGapBeforeHead(missed: inout Int) -> Bool {
-            guard let gap = self.gaps.first, gap.index == self.popped else { return false }
-            missed += gap.missed
-            self.gaps.removeFirst()
-            return true
-        }
-
-        /// Takes the next element; adds to `missed` what was missed just before it.
-        @inlinable
-        mutating func pop(missed: inout Int) -> Element {
-            _ = self.takeGapBeforeHead(missed: &missed)
-            return self.pop()
-        }
-
-        @inlinable
-        mutating func pop() -> Element {
-            let element = self.queue[self.head]
-            self.head += 1
-            self.popped += 1
-            if self.head >= 32, self.head * 2 >= self.queue.count {
-                self.queue.removeFirst(self.head)
-                self.head = 0
-            }
-            return element
-        }
-    }
-
     /// An `.evicting` subscriber's replayed elements, read before its cursor's (`greetings`).
     @usableFromInline
     struct Greeting: Sendable {
@@ -127,8 +28,13 @@ extension MulticastStateMachine {
 
     @usableFromInline
     struct Lane: Sendable {
+        /// The lane's identity: one lane per policy in use.
         @usableFromInline
         let policy: SharedBufferingPolicy
+        /// What `policy` does when a member would hold too much: every decision that depends
+        /// on the policy switches on this.
+        @usableFromInline
+        let overflow: Overflow
         @usableFromInline
         var members = 0
         /// `counts[p]`: members whose cursor is `p`, for `p` in `minCursor..<tail` (see
@@ -141,43 +47,39 @@ extension MulticastStateMachine {
         /// Members suspended in `next()` (all of them have cursor `tail`).
         @usableFromInline
         var waiting = 0
-        /// `.bufferingOldest`: frozen cells by the cursor their members still hold.
+        /// `.freeze`: frozen cells by the cursor their members still hold.
         @usableFromInline
         var frozen: [Int: FrozenGroup] = [:]
-        /// `.bufferingOldest`: detached members whose queue has room.
+        /// `.freeze`: members whose private queue has room.
         @usableFromInline
         var roomList: [UInt32] = []
+        /// `.evict`: members evicted that have not noticed yet. They left the histogram when
+        /// they were evicted; their stored cursor is below `minCursor`.
+        @usableFromInline
+        var evicted = 0
 
         @inlinable
         init(policy: SharedBufferingPolicy, tail: Int) {
+            let overflow = Overflow(policy)
             self.policy = policy
+            self.overflow = overflow
             self.counts = CursorHistogram(startIndex: tail)
-            // The policy's numbers, unpacked once: `append` reads them for every element.
-            switch policy {
-            case .bounded(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (Swift.min(limit / 2, Self.maxBatch), limit, -1, 0, 0)
-            case .evicting(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (Swift.min(limit / 2, Self.maxBatch), .max, -1, 0, limit)
-            case .unbounded:
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (Self.maxBatch, .max, -1, 0, 0)
-            case .bufferingNewest(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (0, .max, limit, 0, 0)
-            case .bufferingOldest(0):
-                // Drops like `.bufferingNewest(0)`: the new element is the only one a
-                // member holds, so whole cells move.
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (0, .max, 0, 0, 0)
-            case .bufferingOldest(let limit):
-                (self.batchLimit, self.bound, self.dropLimit, self.freezeLimit, self.evictLimit) =
-                    (0, .max, -1, limit, 0)
+            // The numbers read for every element, derived once (see each one's docs).
+            switch overflow {
+            case .park(let bound):
+                (self.bound, self.isLossless, self.batchLimit) = (bound, true, Swift.min(bound / 2, Self.maxBatch))
+            case .evict(let limit):
+                (self.bound, self.isLossless, self.batchLimit) = (.max, true, Swift.min(limit / 2, Self.maxBatch))
+            case .keepAll:
+                (self.bound, self.isLossless, self.batchLimit) = (.max, true, Self.maxBatch)
+            case .dropOldest, .freeze:
+                (self.bound, self.isLossless, self.batchLimit) = (.max, false, 0)
             }
         }
 
-        /// `.bounded(n)`: `n`; otherwise `Int.max`. A producer parks once a member holds this many.
+        /// Derived from `overflow`: `.park(bound)`'s bound, a producer parks once a member
+        /// holds this many; `Int.max` for the other rules, which never make it park, so that
+        /// the room levels below need no test of the rule.
         @usableFromInline
         let bound: Int
         /// A producer may append while every member holds at most this many: `bound - 1`.
@@ -187,25 +89,17 @@ extension MulticastStateMachine {
         /// `hasRoomToResume`): `bound - max(1, bound / 2)`.
         @inlinable
         var resumeLevel: Int { self.bound - Swift.max(1, self.bound / 2) }
-        /// Members holding more than this drop their oldest (`.bufferingNewest(n)`, and
-        /// `.bufferingOldest(0)`); -1 for the other policies.
+        /// Derived from `overflow`: no member ever loses an element (`.park`, `.evict`,
+        /// `.keepAll`). Alone, such a lane takes `append`'s one-lane path
+        /// (`appendToSoleLosslessLane`), which has no per-rule work but an eviction.
         @usableFromInline
-        let dropLimit: Int
-        /// `.bufferingOldest(n)` with n > 0: `n` (full cells freeze); otherwise 0.
-        @usableFromInline
-        let freezeLimit: Int
-        /// `.evicting(n)`: `n` (members that would hold `n + 1` are evicted); otherwise 0.
-        @usableFromInline
-        let evictLimit: Int
-        /// `.evicting`: members evicted that have not noticed yet. They left the histogram
-        /// when they were evicted; their stored cursor is below `minCursor`.
-        @usableFromInline
-        var evicted = 0
+        let isLossless: Bool
 
-        /// How many ready elements beyond the one returned a member may take per lock
-        /// acquisition (see `read`). Lossless lanes only: a dropping policy must be able to
-        /// drop what a subscriber has not consumed. Half the bound, so the upstream can
-        /// refill the other half while a subscriber works through its batch.
+        /// Derived from `overflow`: how many ready elements beyond the one returned a member
+        /// may take per lock acquisition (see `read`). Lossless lanes only (0 for `.dropOldest`
+        /// and `.freeze`): a dropping rule must be able to drop what a subscriber has not
+        /// consumed. Half the bound or limit, so the upstream can refill the other half while
+        /// a subscriber works through its batch; `maxBatch` for `.keepAll`.
         @usableFromInline
         let batchLimit: Int
         /// The largest batch.
@@ -228,7 +122,7 @@ extension MulticastStateMachine {
             self.waiting = 0
         }
 
-        /// Evicts every cell before `position`: `.evicting` members that would hold too much.
+        /// Evicts every cell before `position`: `.evict` members that would hold too much.
         @inlinable
         mutating func evictCells(before position: Int) {
             while !self.counts.isEmpty && self.minCursor < position {
@@ -329,13 +223,13 @@ extension MulticastStateMachine {
 
     @inlinable
     mutating func removeFromRoomList(_ key: UInt32, lane laneIndex: Int) {
-        guard let index = self.detached[key]?.roomIndex, index >= 0 else { return }
+        guard let index = self.privateQueues[key]?.roomIndex, index >= 0 else { return }
         let last = self.lanes[laneIndex].roomList.removeLast()
         if last != key {
             self.lanes[laneIndex].roomList[index] = last
-            self.detached[last]!.roomIndex = index
+            self.privateQueues[last]!.roomIndex = index
         }
-        self.detached[key]!.roomIndex = -1
+        self.privateQueues[key]!.roomIndex = -1
     }
 
     /// Drops stored elements nobody will read again (outside the replay window).
@@ -364,24 +258,25 @@ extension MulticastStateMachine {
         let slot = self.slots[slotIndex]
         let laneIndex = Int(slot.lane)
         assert(slot.waiterIndex < 0, "a waiting subscriber leaves its lane")
-        if slot.isDetached {
+        if slot.readsPrivateQueue {
             self.removeFromRoomList(UInt32(slotIndex), lane: laneIndex)
-            self.detached[UInt32(slotIndex)] = nil
-            self.slots[slotIndex].isDetached = false
+            self.privateQueues[UInt32(slotIndex)] = nil
+            self.slots[slotIndex].readsPrivateQueue = false
         } else if slot.cursor < self.lanes[laneIndex].minCursor {
-            switch self.lanes[laneIndex].policy {
-            case .bufferingNewest, .bufferingOldest(0):
+            switch self.lanes[laneIndex].overflow {
+            case .dropOldest:
+                // Its cell moved on without it: it is counted at the window start.
                 self.decrementCount(at: self.lanes[laneIndex].minCursor, lane: laneIndex)
-            case .bufferingOldest:
+            case .freeze:
                 let group = self.lanes[laneIndex].frozen[slot.cursor]!
                 if group.members == 1 {
                     self.lanes[laneIndex].frozen[slot.cursor] = nil
                 } else {
                     self.lanes[laneIndex].frozen[slot.cursor]!.members -= 1
                 }
-            case .evicting:
+            case .evict:
                 self.lanes[laneIndex].evicted -= 1
-            case .bounded, .unbounded:
+            case .park, .keepAll:
                 preconditionFailure("lossless subscriber behind the shared window")
             }
         } else {
@@ -418,10 +313,10 @@ extension MulticastStateMachine {
     @inlinable
     func pendingAfterGreeting(of slotIndex: Int) -> (elements: [Element], gaps: [(index: Int, missed: Int)]) {
         let slot = self.slots[slotIndex]
-        if slot.isDetached {
+        if slot.readsPrivateQueue {
             // A private queue (a `.bufferingOldest` overflow): its own gaps, then what it had
             // no room for since its last queued element.
-            let queue = self.detached[UInt32(slotIndex)]!
+            let queue = self.privateQueues[UInt32(slotIndex)]!
             var gaps = queue.gaps.map { (index: $0.index - queue.popped, missed: $0.missed) }
             if self.tail > queue.nextPosition { gaps.append((queue.pending, self.tail - queue.nextPosition)) }
             return (queue.remaining, gaps)
@@ -430,18 +325,20 @@ extension MulticastStateMachine {
         guard slot.cursor < lane.minCursor else {
             return ((slot.cursor..<self.tail).map { self.elements[$0] }, [])
         }
-        switch lane.policy {
-        case .bufferingOldest(let limit) where limit > 0:
+        switch lane.overflow {
+        case .freeze:
             // A frozen cell: its oldest elements, then everything since was missed.
             let frozen = lane.frozen[slot.cursor]!.elements
             let missed = self.tail - (slot.cursor + frozen.count)
             return (frozen, missed > 0 ? [(frozen.count, missed)] : [])
-        case .evicting:
+        case .evict:
             return ([], [])
-        default:
+        case .dropOldest:
             // Moved forward while it was not looking: the gap comes first.
             let elements = (lane.minCursor..<self.tail).map { self.elements[$0] }
             return (elements, [(0, lane.minCursor - slot.cursor)])
+        case .park, .keepAll:
+            preconditionFailure("lossless subscriber behind the shared window")
         }
     }
 
@@ -458,30 +355,32 @@ extension MulticastStateMachine {
         }
     }
 
-    /// `.bufferingOldest(limit)`: the members holding `limit` elements cannot take the one
-    /// being appended at `position`. Copy their `limit` pending elements once and let the
-    /// cell stop pinning the shared buffer.
+    /// `.freeze(keep)`: the members holding `keep` elements cannot take the one being
+    /// appended at `position`. Copy their `keep` pending elements once and let the cell stop
+    /// pinning the shared buffer.
     @inlinable
-    mutating func freezeFullCell(lane laneIndex: Int, limit: Int, appending position: Int) {
-        let full = position - limit
+    mutating func freezeFullCell(lane laneIndex: Int, keep: Int, appending position: Int) {
+        let full = position - keep
         guard !self.lanes[laneIndex].counts.isEmpty, self.lanes[laneIndex].minCursor == full else { return }
         let members = self.lanes[laneIndex].counts.first!
         assert(members > 0, "histogram cells at the window start are positive")
         assert(self.lanes[laneIndex].frozen[full] == nil, "a cell freezes once")
         var copy: [Element] = []
-        copy.reserveCapacity(limit)
+        copy.reserveCapacity(keep)
         for p in full..<position { copy.append(self.elements[p]) }
         self.lanes[laneIndex].frozen[full] = FrozenGroup(elements: copy, members: members)
         self.lanes[laneIndex].counts.removeFirst()
     }
 
+    /// `.freeze(keep)`: the element being appended goes to every private queue of the lane
+    /// that holds fewer than `keep`; a queue that it fills leaves the room list.
     @inlinable
-    mutating func deliverToRoomList(_ element: Element, lane laneIndex: Int, limit: Int) {
+    mutating func deliverToRoomList(_ element: Element, lane laneIndex: Int, keep: Int) {
         var index = 0
         while index < self.lanes[laneIndex].roomList.count {
             let key = self.lanes[laneIndex].roomList[index]
-            self.detached[key]!.push(element, at: self.tail)
-            if self.detached[key]!.pending >= limit {
+            self.privateQueues[key]!.push(element, at: self.tail)
+            if self.privateQueues[key]!.pending >= keep {
                 self.removeFromRoomList(key, lane: laneIndex)  // swaps the last one into `index`
             } else {
                 index += 1

@@ -38,7 +38,10 @@ extension MulticastStateMachine {
     @inlinable
     @discardableResult
     mutating func append(_ element: Element, resuming: inout [SubscriberContinuation]) -> Bool {
-        if self.lanes.count == 1 && self.lanes[0].dropLimit < 0 && self.lanes[0].freezeLimit == 0 {
+        // `_fastPath`: without it the compiler weighs both paths alike, and the shape of the
+        // general pass below decides the registers of this one: 3 instructions an element
+        // more (callgrind, `compare --instructions`) than the one-lane path needs.
+        if _fastPath(self.lanes.count == 1 && self.lanes[0].isLossless) {
             return self.appendToSoleLosslessLane(element, resuming: &resuming)
         }
         let position = self.tail
@@ -48,13 +51,17 @@ extension MulticastStateMachine {
         var hasRoom = true
         var evictedAny = false
 
-        // `.bufferingOldest(n)` lanes first: freezing a full cell and feeding the private
-        // queues reach beyond the lane (the shared elements, the queues).
-        for laneIndex in self.lanes.indices where self.lanes[laneIndex].freezeLimit > 0 {
-            guard self.lanes[laneIndex].members > 0 else { continue }
-            let freezeLimit = self.lanes[laneIndex].freezeLimit
-            self.freezeFullCell(lane: laneIndex, limit: freezeLimit, appending: position)
-            self.deliverToRoomList(element, lane: laneIndex, limit: freezeLimit)
+        // `.freeze` lanes first: freezing a full cell and feeding the private queues reach
+        // beyond the lane (the shared elements, the queues).
+        for laneIndex in self.lanes.indices {
+            switch self.lanes[laneIndex].overflow {
+            case .freeze(let keep):
+                guard self.lanes[laneIndex].members > 0 else { continue }
+                self.freezeFullCell(lane: laneIndex, keep: keep, appending: position)
+                self.deliverToRoomList(element, lane: laneIndex, keep: keep)
+            case .park, .evict, .dropOldest, .keepAll:
+                continue
+            }
         }
         // Then every lane's own bookkeeping, through one mutable access to the lanes (the
         // hot path: one uniqueness check instead of one per field written).
@@ -68,20 +75,20 @@ extension MulticastStateMachine {
                 }
                 // Waiting members take the element right away (below): they stay caught up.
                 lanes[laneIndex].elementAppended(at: position)
-                // Members now holding `dropLimit + 1` drop their oldest: the whole cell moves on.
-                let dropLimit = lanes[laneIndex].dropLimit
-                if dropLimit >= 0 {
-                    let floor = newTail - dropLimit
+                switch lanes[laneIndex].overflow {
+                case .dropOldest(let keep):
+                    // Members now holding `keep + 1` drop their oldest: the whole cell moves on.
+                    let floor = newTail - keep
                     while !lanes[laneIndex].counts.isEmpty && lanes[laneIndex].minCursor < floor {
                         lanes[laneIndex].advanceOldestCell(tail: newTail)
                     }
-                }
-                // Members that would now hold `evictLimit + 1` are evicted: the cell goes.
-                let evictLimit = lanes[laneIndex].evictLimit
-                if evictLimit > 0 {
+                case .evict(let limit):
+                    // Members that would now hold `limit + 1` are evicted: the cell goes.
                     let evicted = lanes[laneIndex].evicted
-                    lanes[laneIndex].evictCells(before: newTail - evictLimit)
+                    lanes[laneIndex].evictCells(before: newTail - limit)
                     if lanes[laneIndex].evicted != evicted { evictedAny = true }
+                case .park, .freeze, .keepAll:
+                    break  // `.park`: the room check below; `.freeze`: done above
                 }
                 let minCursor = lanes[laneIndex].minCursor
                 if !lanes[laneIndex].counts.isEmpty { needed = true }
@@ -104,21 +111,25 @@ extension MulticastStateMachine {
         return hasRoom
     }
 
-    /// `append` when there is exactly one lane and it drops nothing (`.bounded`,
-    /// `.unbounded`, `.evicting`): what the general pass does for such a lane, without the
-    /// pass. The common case (every subscriber uses the sequence's policy), so the
+    /// `append` when there is exactly one lane and it drops nothing (`Lane.isLossless`:
+    /// `.park`, `.evict`, `.keepAll`): what the general pass does for such a lane, without
+    /// the pass. The common case (every subscriber uses the sequence's policy), so the
     /// producer's cost per element is this.
     @inlinable
     @inline(__always)
     mutating func appendToSoleLosslessLane(_ element: Element, resuming: inout [SubscriberContinuation]) -> Bool {
         let newTail = self.tail + 1
         self.lanes[0].elementAppended(at: self.tail)
-        // Evicting: members that would now hold `evictLimit + 1` are evicted (the whole cell).
-        let evictLimit = self.lanes[0].evictLimit
-        if evictLimit > 0 {
+        switch self.lanes[0].overflow {
+        case .evict(let limit):
+            // Members that would now hold `limit + 1` are evicted (the whole cell).
             let evicted = self.lanes[0].evicted
-            self.lanes[0].evictCells(before: newTail - evictLimit)
+            self.lanes[0].evictCells(before: newTail - limit)
             if self.lanes[0].evicted != evicted && !self.greetings.isEmpty { self.dropEvictedGreetings() }
+        case .park, .keepAll:
+            break  // `.park`: the room check below
+        case .dropOldest, .freeze:
+            assertionFailure("a lane that drops takes the general pass")
         }
         let laneStart = self.lanes[0].minCursor
         if laneStart < newTail || self.replayCount > 0 || !self.elements.isEmpty {

@@ -61,33 +61,34 @@ extension MulticastStateMachine {
             report.missed += missed
             if report.reportsGaps { return .gap }
         }
-        if self.slots[slotIndex].isDetached {
-            return self.readDetached(slotIndex, report: &report)
+        if self.slots[slotIndex].readsPrivateQueue {
+            return self.readPrivateQueue(slotIndex, report: &report)
         }
         let laneIndex = Int(self.slots[slotIndex].lane)
         let cursor = self.slots[slotIndex].cursor
         if cursor < self.lanes[laneIndex].minCursor {
             // The subscriber's cell was moved while it was not looking (see the type's docs).
-            switch self.lanes[laneIndex].policy {
-            case .bufferingNewest, .bufferingOldest(0):
-                // `.bufferingOldest(0)` drops like `.bufferingNewest(0)`: whole cells move (see `append`).
+            switch self.lanes[laneIndex].overflow {
+            case .dropOldest:
+                // Its cell moved on (see `append`): what it skipped was dropped.
                 report.missed += self.lanes[laneIndex].minCursor - cursor
                 self.slots[slotIndex].cursor = self.lanes[laneIndex].minCursor
                 if report.reportsGaps { return .gap }
-            case .bufferingOldest(let limit):
+            case .freeze(let keep):
                 guard var group = self.lanes[laneIndex].frozen.removeValue(forKey: cursor) else {
                     preconditionFailure("bufferingOldest subscriber behind the window without a frozen group")
                 }
-                self.detached[UInt32(slotIndex)] = Detached(queue: group.elements, nextPosition: cursor + limit)
-                self.slots[slotIndex].isDetached = true
+                self.privateQueues[UInt32(slotIndex)] = PrivateQueue(
+                    queue: group.elements, nextPosition: cursor + keep)
+                self.slots[slotIndex].readsPrivateQueue = true
                 group.members -= 1
                 if group.members > 0 { self.lanes[laneIndex].frozen[cursor] = group }
-                return self.readDetached(slotIndex, report: &report)
-            case .evicting:
+                return self.readPrivateQueue(slotIndex, report: &report)
+            case .evict:
                 self.removeSubscriber(slotIndex)
                 report.evicted = true
                 return .terminal(.success(nil))
-            case .bounded, .unbounded:
+            case .park, .keepAll:
                 preconditionFailure("lossless subscriber behind the shared window")
             }
         }
@@ -147,41 +148,41 @@ extension MulticastStateMachine {
         return element
     }
 
-    /// Reads from the subscriber's private queue (`Slot.isDetached`).
+    /// Reads from the subscriber's private queue (`Slot.readsPrivateQueue`).
     @inlinable
-    mutating func readDetached(_ slotIndex: Int, report: inout ReadReport) -> ReadResult {
+    mutating func readPrivateQueue(_ slotIndex: Int, report: inout ReadReport) -> ReadResult {
         let key = UInt32(slotIndex)
-        if self.detached[key]!.endsWhenEmpty {
+        if self.privateQueues[key]!.endsWhenEmpty {
             // What an ended connection left it: no lane, nothing more will come.
-            guard self.detached[key]!.pending > 0 else {
+            guard self.privateQueues[key]!.pending > 0 else {
                 // A gap left after the last element is reported before the end.
-                for gap in self.detached[key]!.gaps { report.missed += gap.missed }
+                for gap in self.privateQueues[key]!.gaps { report.missed += gap.missed }
                 if report.reportsGaps && report.missed > 0 {
-                    self.detached[key]!.gaps = []
+                    self.privateQueues[key]!.gaps = []
                     return .gap
                 }
-                report.evicted = self.detached[key]!.endsEvicted
+                report.evicted = self.privateQueues[key]!.endsEvicted
                 self.removeSubscriber(slotIndex)
                 return .terminal(.success(nil))
             }
-            if report.reportsGaps, self.detached[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
-            return .element(self.detached[key]!.pop(missed: &report.missed))
+            if report.reportsGaps, self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
+            return .element(self.privateQueues[key]!.pop(missed: &report.missed))
         }
-        if report.reportsGaps, self.detached[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
+        if report.reportsGaps, self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
         let laneIndex = Int(self.slots[slotIndex].lane)
-        let element = self.detached[key]!.pop(missed: &report.missed)
-        if self.detached[key]!.pending == 0 {
+        let element = self.privateQueues[key]!.pop(missed: &report.missed)
+        if self.privateQueues[key]!.pending == 0 {
             // Nothing private is left: rejoin the shared buffer at the tail. What was
             // produced since the last queued element was missed: the next read says so.
-            let missed = self.tail - self.detached[key]!.nextPosition
+            let missed = self.tail - self.privateQueues[key]!.nextPosition
             if missed > 0 { self.missedOnRejoin[key, default: 0] += missed }
             self.removeFromRoomList(key, lane: laneIndex)
-            self.detached[key] = nil
-            self.slots[slotIndex].isDetached = false
+            self.privateQueues[key] = nil
+            self.slots[slotIndex].readsPrivateQueue = false
             self.slots[slotIndex].cursor = self.tail
             self.lanes[laneIndex].atTail += 1
-        } else if self.detached[key]!.roomIndex < 0 {
-            self.detached[key]!.roomIndex = self.lanes[laneIndex].roomList.count
+        } else if self.privateQueues[key]!.roomIndex < 0 {
+            self.privateQueues[key]!.roomIndex = self.lanes[laneIndex].roomList.count
             self.lanes[laneIndex].roomList.append(key)
         }
         return .element(element)
@@ -285,9 +286,9 @@ extension MulticastStateMachine {
     /// its next read while the producers' offer count has not moved
     /// (`ElementBatch.offersWhenCaughtUp`, `MulticastStorage.refill`).
     ///
-    /// - Only on a `.bounded` lane: its producer parks when a member is full, so a member
-    ///   that caught up and used up its batch usually finds nothing new. Where the producer
-    ///   never stops (`.unbounded`, `.evicting`, the dropping policies) the next read
+    /// - Only on a `.park` lane (`.bounded`): its producer parks when a member is full, so a
+    ///   member that caught up and used up its batch usually finds nothing new. Where the
+    ///   producer never stops (`.keepAll`, `.evict`, the dropping rules) the next read
     ///   usually finds elements, and reading the count, a line every offer writes, from
     ///   every subscriber slowed fan-out by 5–15%.
     /// - Not for a subscriber that may wait for offers (`catchUpBatch(for:)`, off an actor):
@@ -295,8 +296,13 @@ extension MulticastStateMachine {
     ///   alone skips once without that wait; harmless.
     @inlinable @inline(__always)
     func skipsEmptyReads(for id: SubscriberID, mayWaitForOffers: Bool) -> Bool {
-        guard let laneIndex = self.liveLane(of: id), self.lanes[laneIndex].bound != .max else { return false }
-        return !mayWaitForOffers || self.catchUpBatch(for: id) == nil
+        guard let laneIndex = self.liveLane(of: id) else { return false }
+        switch self.lanes[laneIndex].overflow {
+        case .park:
+            return !mayWaitForOffers || self.catchUpBatch(for: id) == nil
+        case .evict, .dropOldest, .freeze, .keepAll:
+            return false
+        }
     }
 
     /// How many elements subscriber `id`, having caught up, may wait for instead of
@@ -304,18 +310,23 @@ extension MulticastStateMachine {
     ///
     /// - Only a sole subscriber waits. With more, the producer wakes the others anyway, so
     ///   waiting would save little and would take a core from the subscribers it woke.
-    /// - Only on a lossless lane. A dropping policy hands elements directly only to a
-    ///   subscriber suspended in `next()`; one that waits without being registered would
-    ///   have them dropped instead.
+    /// - Only on a `.park` or `.keepAll` lane. A dropping lane (`.dropOldest`, `.freeze`)
+    ///   hands elements directly only to a subscriber suspended in `next()`; one that waits
+    ///   without being registered would have them dropped instead, and on an `.evict` lane
+    ///   it could be evicted.
     /// - No more than the producer can offer before it parks: a subscriber that caught up
     ///   holds nothing, so under `.bounded(n)` that is `n`, which for a small `n` is far
     ///   below `CatchUpSpin.batch`; waiting for more would always end by the quiet limit.
     @inlinable @inline(__always)
     func catchUpBatch(for id: SubscriberID) -> Int? {
         guard self.subscriberCount == 1, let laneIndex = self.liveLane(of: id) else { return nil }
-        let lane = self.lanes[laneIndex]
-        // Not on an evicting lane either: waiting unregistered, it could be evicted.
-        guard lane.dropLimit < 0, lane.freezeLimit == 0, lane.evictLimit == 0 else { return nil }
-        return Swift.min(CatchUpSpin.batch, lane.bound)
+        switch self.lanes[laneIndex].overflow {
+        case .park(let bound):
+            return Swift.min(CatchUpSpin.batch, bound)
+        case .keepAll:
+            return CatchUpSpin.batch
+        case .evict, .dropOldest, .freeze:
+            return nil
+        }
     }
 }

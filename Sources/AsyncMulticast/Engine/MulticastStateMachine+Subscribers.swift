@@ -14,10 +14,10 @@ extension MulticastStateMachine {
         var lane: UInt32 = 0
         @usableFromInline
         var isLive = false
-        /// The subscriber reads from `detached[slot]`: a `.bufferingOldest` overflow, or what
-        /// an ended connection left it.
+        /// The subscriber reads its private queue, `privateQueues[slot]`: a `.bufferingOldest`
+        /// overflow, or what an ended connection left it.
         @usableFromInline
-        var isDetached = false
+        var readsPrivateQueue = false
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
         @usableFromInline
         var waiterIndex: Int32 = -1
@@ -61,17 +61,17 @@ extension MulticastStateMachine {
 
         var replay = self.tail - Swift.max(self.replayStart, self.elements.startIndex)
         var greeting: [Element] = []
-        switch policy {
-        case .bufferingNewest(let limit), .bufferingOldest(let limit):
-            // A dropping subscriber never holds more than `limit` (the lane invariant
-            // `append` relies on), so it gets at most `limit` replayed elements: the newest,
-            // whatever the policy, since a replay is about the latest values.
-            replay = Swift.min(replay, limit)
-        case .evicting:
+        switch self.lanes[laneIndex].overflow {
+        case .dropOldest(let keep), .freeze(let keep):
+            // A dropping subscriber never holds more than `keep` (the lane invariant
+            // `append` relies on), so it gets at most `keep` replayed elements: the newest,
+            // whatever the rule, since a replay is about the latest values.
+            replay = Swift.min(replay, keep)
+        case .evict:
             // All of them, as a greeting of its own: they count against no limit.
             if replay > 0 { greeting = self.greetingCopy(from: self.tail - replay) }
             replay = 0
-        case .bounded, .unbounded:
+        case .park, .keepAll:
             break
         }
         let cursor = self.tail - replay
@@ -202,13 +202,13 @@ extension MulticastStateMachine {
             self.slots[slotIndex].waiterIndex = -1
         }
         if self.slots[slotIndex].lane == Slot.noLane {
-            self.detached[UInt32(slotIndex)] = nil
+            self.privateQueues[UInt32(slotIndex)] = nil
         } else {
             self.leaveLane(slotIndex)
         }
         if !self.missedOnRejoin.isEmpty { self.missedOnRejoin[UInt32(slotIndex)] = nil }
         self.slots[slotIndex].isLive = false
-        self.slots[slotIndex].isDetached = false
+        self.slots[slotIndex].readsPrivateQueue = false
         self.slots[slotIndex].generation &+= 1
         self.freeSlots.append(UInt32(slotIndex))
         self.subscriberCount -= 1

@@ -131,10 +131,14 @@ extension MulticastStateMachine {
         where self.slots[slotIndex].isLive && self.slots[slotIndex].lane != Slot.noLane {
             let slot = self.slots[slotIndex]
             let lane = self.lanes[Int(slot.lane)]
-            let wasEvicted = lane.evictLimit > 0 && slot.cursor < lane.minCursor
+            let wasEvicted: Bool
+            switch lane.overflow {
+            case .evict: wasEvicted = slot.cursor < lane.minCursor
+            case .park, .dropOldest, .freeze, .keepAll: wasEvicted = false
+            }
             let pending: [Element]
             var gaps: [(index: Int, missed: Int)] = []
-            if slot.isDetached || slot.cursor < lane.minCursor || self.greetings[UInt32(slotIndex)] != nil {
+            if slot.readsPrivateQueue || slot.cursor < lane.minCursor || self.greetings[UInt32(slotIndex)] != nil {
                 (pending, gaps) = self.pending(of: slotIndex)
             } else if let shared = copies[slot.cursor] {
                 pending = shared
@@ -143,11 +147,11 @@ extension MulticastStateMachine {
                 copies[slot.cursor] = pending
             }
             self.leaveLane(slotIndex)
-            self.detached[UInt32(slotIndex)] = Detached(queue: pending, endsWhenEmpty: true)
-            self.detached[UInt32(slotIndex)]!.endsEvicted = wasEvicted
+            self.privateQueues[UInt32(slotIndex)] = PrivateQueue(queue: pending, endsWhenEmpty: true)
+            self.privateQueues[UInt32(slotIndex)]!.endsEvicted = wasEvicted
             // What its policy had dropped is still reported where it was (lag reports).
-            self.detached[UInt32(slotIndex)]!.gaps = gaps
-            self.slots[slotIndex].isDetached = true
+            self.privateQueues[UInt32(slotIndex)]!.gaps = gaps
+            self.slots[slotIndex].readsPrivateQueue = true
         }
         self.trimElements()
         return effects

@@ -1,10 +1,11 @@
 // The engine behind every face of the library. Its state and its transitions are split by
 // concern: +Subscribers (the subscriber table), +Lanes (per-policy histograms and all index
 // arithmetic), +Reading, +Producing, +Upstream (start, stop, keep-alive, connections, the
-// end) and +Invariants (the rules below, checked by code).
+// end) and +Invariants (the rules below, checked by code). Overflow.swift maps each buffering
+// policy to the one rule its lane follows; PrivateQueue.swift holds the private queues.
 //
 // POSITIONS. Every element produced gets an absolute position; `tail` is the next one. For
-// one lane (the subscribers sharing a buffering policy):
+// one lane (the subscribers sharing a buffering policy, so one `Overflow` rule):
 //
 //   elements.startIndex        lane.minCursor      replayStart                        tail
 //        |                          |                     |                            |
@@ -13,12 +14,17 @@
 //                               (stored up to the newest occupied position: CursorHistogram)
 //                                                              + atTail: members at tail
 //                                                              + waiting: those suspended
-//   - A `.bufferingNewest(n)` cell that would hold n + 1 moves forward (drops its oldest).
-//   - A `.bufferingOldest(n)` cell that is full freezes: its n elements are copied into a
-//     FrozenGroup keyed by its old cursor (< minCursor); each member then reads a private
-//     queue (`detached`) with room for n, and rejoins at the tail when it is empty.
+//   - `.dropOldest(keep)` (`.bufferingNewest(keep)`, `.bufferingOldest(0)`): a cell that
+//     would hold keep + 1 moves forward (drops its oldest).
+//   - `.freeze(keep)` (`.bufferingOldest(keep)`, keep > 0): a full cell freezes: its keep
+//     elements are copied into a FrozenGroup keyed by its old cursor (< minCursor); each
+//     member then reads a private queue (`privateQueues`) with room for keep, and rejoins
+//     at the tail when it is empty.
+//   - `.evict(limit)` (`.evicting(limit)`): a cell that would hold limit + 1 leaves the
+//     histogram; its members are `evicted` and learn it on their next read.
+//   - `.park(bound)` (`.bounded(bound)`): the producer parks once a member holds bound.
 //   - Elements taken into an iterator's batch are past the cursor: handed over, not counted.
-//   - An `.evicting` subscriber joins at the tail; its replayed elements are a private
+//   - An `.evict` subscriber joins at the tail; its replayed elements are a private
 //     greeting (`greetings`) it reads first, so only what is produced after it joined can
 //     evict it.
 //   - When a multicast connection ends, every subscriber leaves its lane with a private
@@ -27,12 +33,17 @@
 // INVARIANTS (see +Invariants):
 // - elements.endIndex == tail; elements.startIndex == max(0, min(replayStart, every
 //   lane's minCursor)): everything someone may read is stored, and nothing else.
-// - A lane exists exactly while it has members, and no two lanes share a policy.
-// - lane.members == atTail + sum(counts) + frozen members + members reading a private queue.
+// - A lane exists exactly while it has members, and no two lanes share a policy; its
+//   `overflow` is its policy's.
+// - lane.members == atTail + sum(counts) + frozen members + members reading a private queue
+//   + evicted members.
 // - counts.endIndex == tail; its first stored count is positive, none is negative.
 // - lane.waiting == its members suspended in `next()`, all of them at the tail (in atTail).
-// - A dropping member holds at most its limit. (A bounded one holds at most its bound, except
-//   past a subject's synchronous `send`, which cannot wait.)
+// - A `.dropOldest` or `.freeze` member holds at most keep, an `.evict` one at most limit.
+//   (A `.park` one holds at most its bound, except past a subject's synchronous `send`,
+//   which cannot wait.)
+// - Evicted members are on `.evict` lanes only; frozen cells, room lists and members reading
+//   a private queue on `.freeze` lanes only.
 // - A subscriber of an ended connection (`Slot.noLane`) reads only its private queue, which
 //   ends it, and is never waiting.
 // - An upstream's producer is parked only while some member holds more than its lane's
@@ -40,7 +51,7 @@
 // - A subject's parked producers are its senders, each with the element it waits to send, in
 //   the order they parked; an upstream's producer parks without one (its element is in).
 // - The end (finished or failed) is part of the upstream state: `.terminated(Terminal)`.
-// - A greeting belongs to a live, not waiting, not evicted `.evicting` subscriber, and is not
+// - A greeting belongs to a live, not waiting, not evicted `.evict` subscriber, and is not
 //   used up.
 
 /// Identifies one subscriber inside a ``MulticastStateMachine``.
@@ -99,16 +110,19 @@ enum UpstreamMode: Sendable, Hashable {
 /// scanned when the slowest subscriber advances (unlike a min-over-all-cursors rescan);
 /// the zeros it leaves behind are skipped once, so that is amortized O(1) per element.
 ///
-/// The dropping policies act on whole histogram cells too:
-/// - `.bufferingNewest(n)`: when an append gives the cell at `tail - n - 1` an `n + 1`-th
-///   pending element, the whole cell moves one step forward (those subscribers drop their
-///   oldest). Their stored cursors are fixed lazily: a cursor below the lane's window start
-///   reads from the window start.
-/// - `.bufferingOldest(n)`: that cell instead *freezes*: its `n` pending elements are copied
-///   once into a `FrozenGroup` and its subscribers stop holding the shared buffer (so a
-///   sleeping subscriber cannot pin memory). Each member, on its next read, continues from
-///   a private queue that receives new elements only while it has room, and rejoins the
-///   shared buffer when that queue is empty.
+/// Each lane follows one rule, its policy's `Overflow`. The dropping ones act on whole
+/// histogram cells too:
+/// - `.dropOldest(n)` (`.bufferingNewest(n)`): when an append gives the cell at
+///   `tail - n - 1` an `n + 1`-th pending element, the whole cell moves one step forward
+///   (those subscribers drop their oldest). Their stored cursors are fixed lazily: a cursor
+///   below the lane's window start reads from the window start.
+/// - `.freeze(n)` (`.bufferingOldest(n)`): that cell instead *freezes*: its `n` pending
+///   elements are copied once into a `FrozenGroup` and its subscribers stop holding the
+///   shared buffer (so a sleeping subscriber cannot pin memory). Each member, on its next
+///   read, continues from a private queue (`PrivateQueue`) that receives new elements only
+///   while it has room, and rejoins the shared buffer when that queue is empty.
+/// - `.evict(n)` (`.evicting(n)`): the cell instead leaves the histogram, and its members
+///   end on their next read.
 ///
 /// Waiting subscribers (suspended in `next()`) are always caught up; an appended element is
 /// handed to them directly and never occupies their histogram.
@@ -236,8 +250,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var waiters: [Waiter] = []
 
+    /// The private queues of the subscribers that read one (`Slot.readsPrivateQueue`), by slot.
     @usableFromInline
-    var detached: [UInt32: Detached] = [:]
+    var privateQueues: [UInt32: PrivateQueue] = [:]
 
     /// Elements a `.bufferingOldest` subscriber missed after its private queue ran out and
     /// it rejoined the shared buffer at the tail, reported by its next read (`ReadReport`).
