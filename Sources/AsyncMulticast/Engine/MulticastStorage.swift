@@ -708,6 +708,24 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             case .park: continue
             }
         }
+        return await self.park(
+            { machine, token, continuation in
+                machine.producerParked(epoch: epoch, token: token, continuation: continuation)
+            },
+            onCancel: { storage, token in
+                let continuation = storage.state.withLock { $0.machine.producerCancelled(token: token) }
+                continuation?.resume(returning: false)
+            })
+    }
+
+    /// Parks the calling producer or sender: `parked` is its transition under the lock, with
+    /// a token that `onCancel` uses to find it if the task is cancelled while parked. A task
+    /// cancelled before it parked is resumed with `false` at once instead.
+    @inlinable
+    func park(
+        _ parked: (inout Machine, UInt64, Machine.ProducerContinuation) -> Machine.Effects,
+        onCancel: @escaping @Sendable (MulticastStorage, UInt64) -> Void
+    ) async -> Bool {
         let token = self.state.withLock { state -> UInt64 in
             defer { state.nextProducerToken += 1 }
             return state.nextProducerToken
@@ -723,12 +741,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                         effects.producerResult = false
                         return effects
                     }
-                    return machine.producerParked(epoch: epoch, token: token, continuation: continuation)
+                    return parked(&machine, token, continuation)
                 }
             }
         } onCancel: {
-            let continuation = self.state.withLock { $0.machine.producerCancelled(token: token) }
-            continuation?.resume(returning: false)
+            onCancel(self, token)
         }
     }
 
@@ -772,27 +789,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// it parked gets `false` at once, and its caller sends the element itself.
     @inlinable
     func waitToSend(_ element: Element) async -> Bool {
-        let token = self.state.withLock { state -> UInt64 in
-            defer { state.nextProducerToken += 1 }
-            return state.nextProducerToken
-        }
-        return await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: Machine.ProducerContinuation) in
-                self.transition { machine in
-                    // Checked under the lock: if `onCancel` already ran, it found nothing to
-                    // unpark, so parking now would never be undone.
-                    if Task.isCancelled {
-                        var effects = Machine.Effects()
-                        effects.producers = [continuation]
-                        effects.producerResult = false
-                        return effects
-                    }
-                    return machine.senderParked(element, token: token, continuation: continuation)
-                }
-            }
-        } onCancel: {
-            self.transition { $0.senderCancelled(token: token) }
-        }
+        await self.park(
+            { machine, token, continuation in
+                machine.senderParked(element, token: token, continuation: continuation)
+            },
+            onCancel: { storage, token in storage.transition { $0.senderCancelled(token: token) } })
     }
 
     /// A subject's `send(contentsOf:)`: sends each element as `sendWhenReady` does, until
