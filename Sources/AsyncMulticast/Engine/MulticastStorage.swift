@@ -399,6 +399,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                 // sleeping again would spin until the window's end.
                 let awakeAt = self.clock.now()
                 sleepFailed = awakeAt == asleepAt && awakeAt < wakeUp
+                // Returned early while the clock moved: it sleeps again, but first lets the
+                // other tasks run, so that a clock that keeps doing so costs a core's share of
+                // turns instead of holding a thread of the pool until the deadline.
+                if !sleepFailed && awakeAt < wakeUp { await Task.yield() }
             } catch {
                 if Task.isCancelled { return }  // the upstream ended, or a new task replaced it
                 sleepFailed = true  // the clock failed: the open window closes at once
