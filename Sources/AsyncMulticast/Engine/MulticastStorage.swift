@@ -151,6 +151,20 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         return Duration(attoseconds: window.attoseconds > 0 ? .max : .min)
     }
 
+    /// When the window the machine's timer times now (`window(_:keepAlive:replayExpiration:)`)
+    /// closes, if it opens at `now`.
+    @inlinable
+    func windowDeadline(_ machine: Machine, from now: Duration) -> Duration {
+        Self.saturating(
+            now, plus: Self.window(machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration))
+    }
+
+    /// When the timer wakes next: at `deadline`, or after its longest sleep from `now`.
+    @inlinable
+    static func wakeUp(for deadline: Duration, from now: Duration) -> Duration {
+        Swift.min(deadline, Self.saturating(now, plus: Self.longestTimerSleep))
+    }
+
     /// The timer task never sleeps longer than this at once: it wakes, finds the deadline
     /// still ahead, and sleeps again, so that no duration is too long for the clock.
     @inlinable
@@ -307,20 +321,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             return nil
         case .restart:
             state.timerDeadline =
-                Self.saturating(
-                    self.clock.now(),
-                    plus: Self.window(
-                        state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration))
+                self.windowDeadline(state.machine, from: self.clock.now())
             guard let wakeUp = state.timerWakeUp, state.timerDeadline < wakeUp else { return nil }
             let replaced = state.timerTask
             self.startTimer(&state)
             return replaced
         case .start:
             state.timerDeadline =
-                Self.saturating(
-                    self.clock.now(),
-                    plus: Self.window(
-                        state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration))
+                self.windowDeadline(state.machine, from: self.clock.now())
             self.startTimer(&state)
             return nil
         case .cancel:
@@ -368,8 +376,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                 guard state.timerGeneration == generation, state.timerTask != nil else { return nil }
                 let now = self.clock.now()
                 if state.timerDeadline > now, !closesNow {
-                    state.timerWakeUp = Swift.min(
-                        state.timerDeadline, Self.saturating(now, plus: Self.longestTimerSleep))
+                    state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
                     return (state.timerWakeUp, Machine.Effects(), nil, nil)
                 }
                 let effects = state.machine.keepAliveExpired()
@@ -381,11 +388,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                 }
                 // A new window opened: this task times it.
                 state.timerDeadline =
-                    Self.saturating(
-                        now,
-                        plus: Self.window(
-                            state.machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration))
-                state.timerWakeUp = Swift.min(state.timerDeadline, Self.saturating(now, plus: Self.longestTimerSleep))
+                    self.windowDeadline(state.machine, from: now)
+                state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
                 return (state.timerWakeUp, effects, upstream, Self.countChange(&state))
             }
             guard let step else { return }
