@@ -11,22 +11,6 @@ import Testing
 
 @Suite("keepAlive", .timeLimit(.minutes(2)))
 struct KeepAliveTests {
-    /// One subscriber starts the upstream, reads `values`, and leaves.
-    private func startReadAndLeave(
-        _ shared: AsyncShareSequence<FedSource>, _ source: FedSource, _ values: Int...,
-        sourceLocation: SourceLocation = #_sourceLocation
-    ) async {
-        let a = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
-        var read: [Int] = []
-        if let first = await a.startIteration(of: source, yielding: values, sourceLocation: sourceLocation) {
-            read.append(first)
-        }
-        read += await a.take(values.count - 1, sourceLocation: sourceLocation)
-        #expect(read == values, sourceLocation: sourceLocation)
-        await a.leave(sourceLocation: sourceLocation)
-        #expect(shared.subscriberCount == 0, sourceLocation: sourceLocation)
-    }
-
     /// The instant `offset` after the clock was created (when the shared sequence was made).
     private func at(_ offset: Duration) -> ManualClock.Instant { ManualClock.Instant(offset: offset) }
 
@@ -37,7 +21,7 @@ struct KeepAliveTests {
         let clock = ManualClock()
         let source = FedSource()
         let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await self.startReadAndLeave(shared, source, 1, 2)
+        await startReadAndLeave(shared, source, 1, 2)
         #expect(await clock.waitForSleepers(count: 1), "the timer sleeps until the window's deadline")
         #expect(clock.sleeperDeadlines == [self.at(.seconds(10))])
 
@@ -70,7 +54,7 @@ struct KeepAliveTests {
         let clock = ManualClock()
         let source = FedSource()
         let shared = source.share(buffering: .unbounded, keepAlive: .seconds(5), clock: clock)
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(5) - .nanoseconds(1))
         #expect(clock.sleeperCount == 1, "not before the deadline")
@@ -103,7 +87,7 @@ struct KeepAliveTests {
         let clock = ManualClock()
         let source = FedSource()
         let replayed = source.replay(1, keepAlive: .seconds(10), clock: clock)
-        await self.startReadAndLeave(replayed, source, 1, 2)
+        await startReadAndLeave(replayed, source, 1, 2)
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(10) - .nanoseconds(1))
         #expect(clock.sleeperCount == 1)
@@ -123,7 +107,7 @@ struct KeepAliveTests {
         let source = FedSource()
         let replayed = source.replay(
             1, buffering: .unbounded, keepAlive: .seconds(5), replayExpiration: .seconds(Int64.max), clock: clock)
-        await self.startReadAndLeave(replayed, source, 1, 2)
+        await startReadAndLeave(replayed, source, 1, 2)
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(5))
         let ended = await source.control.waitForEnd()
@@ -148,7 +132,7 @@ struct KeepAliveTests {
         let clock = ManualClock()
         let source = FedSource()
         let replayed = source.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: clock)
-        await self.startReadAndLeave(replayed, source, 1)
+        await startReadAndLeave(replayed, source, 1)
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(5))
         #expect(await source.control.waitForEnd()?.end == .cancelled, "the keep-alive window closed at 5")
@@ -182,7 +166,7 @@ struct KeepAliveTests {
         let clock = ManualClock()
         let source = FedSource()
         let replayed = source.replay(1, keepAlive: .seconds(10), clock: clock)
-        await self.startReadAndLeave(replayed, source, 1, 2)
+        await startReadAndLeave(replayed, source, 1, 2)
         // Nobody is subscribed; the upstream is waiting in its next() call.
         let pulls = source.control.nextCalls
         source.control.yield(3)
@@ -204,7 +188,7 @@ struct KeepAliveTests {
         let clock = ManualClock()
         let source = FedSource()
         let shared = source.share(keepAlive: .seconds(3_600), clock: clock)
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         let timer = shared.storage.state.withLock { $0.timerTask }
         #expect(timer != nil, "the first departure started the timer")
         #expect(await clock.waitForSleepers(count: 1))
@@ -241,7 +225,7 @@ struct KeepAliveTests {
         let clock = ManualClock()
         let source = FedSource()
         let shared = source.share(keepAlive: keepAlive, clock: clock)
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         #expect(shared.storage.state.withLock { $0.timerTask } == nil, "no window to time")
         #expect(clock.sleeperCount == 0)
 

@@ -12,22 +12,6 @@ import Testing
 
 @Suite("keepAlive on a misbehaving clock", .timeLimit(.minutes(2)))
 struct MisbehavingClockTests {
-    /// One subscriber starts the upstream, reads `values`, and leaves.
-    private func startReadAndLeave(
-        _ shared: AsyncShareSequence<FedSource>, _ source: FedSource, _ values: Int...,
-        sourceLocation: SourceLocation = #_sourceLocation
-    ) async {
-        let a = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
-        var read: [Int] = []
-        if let first = await a.startIteration(of: source, yielding: values, sourceLocation: sourceLocation) {
-            read.append(first)
-        }
-        read += await a.take(values.count - 1, sourceLocation: sourceLocation)
-        #expect(read == values, sourceLocation: sourceLocation)
-        await a.leave(sourceLocation: sourceLocation)
-        #expect(shared.subscriberCount == 0, sourceLocation: sourceLocation)
-    }
-
     /// A subscriber restarts the stopped upstream (iteration `iteration`), reads `value` from
     /// it, and leaves.
     private func restartReadAndLeave(
@@ -53,7 +37,7 @@ struct MisbehavingClockTests {
         clock.failNextSleeps(1)
         let source = FedSource()
         let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         let ended = await source.control.waitForEnd()
         #expect(ended?.iteration == 0)
         #expect(ended?.end == .cancelled, "a window its clock cannot time closes at once")
@@ -84,7 +68,7 @@ struct MisbehavingClockTests {
         let replayed = source.replay(1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         for iteration in 0..<3 {
             if iteration == 0 {
-                await self.startReadAndLeave(replayed, source, 1)
+                await startReadAndLeave(replayed, source, 1)
             } else {
                 #expect(replayed.replayCache.isEmpty, "a restarted upstream greets nobody with the old cache")
                 await self.restartReadAndLeave(replayed, source, iteration: iteration, value: iteration + 1)
@@ -106,7 +90,7 @@ struct MisbehavingClockTests {
         clock.returnEverySleepAtOnce()
         let source = FedSource()
         let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         let ended = await source.control.waitForEnd()
         #expect(ended?.iteration == 0)
         #expect(ended?.end == .cancelled, "a window its clock cannot time closes at once")
@@ -122,7 +106,7 @@ struct MisbehavingClockTests {
         let source = FedSource()
         let shared = source.share(keepAlive: .seconds(10), clock: clock)
         clock.advance(to: self.at(.seconds(100)))
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         #expect(await clock.waitForSleepers(count: 1))
         #expect(clock.sleeperDeadlines == [self.at(.seconds(110))], "the first window: 100 to 110")
 
@@ -154,7 +138,7 @@ struct MisbehavingClockTests {
         let source = FedSource()
         let replayed = source.replay(1, replayExpiration: .seconds(10), clock: clock)
         clock.advance(to: self.at(.seconds(100)))
-        await self.startReadAndLeave(replayed, source, 1)
+        await startReadAndLeave(replayed, source, 1)
         #expect(await source.control.waitForEnd()?.end == .cancelled, "no keep-alive: stopped at once")
         #expect(await clock.waitForSleepers(count: 1))
         #expect(clock.sleeperDeadlines == [self.at(.seconds(110))], "the cache expires at 110")
@@ -185,7 +169,7 @@ struct MisbehavingClockTests {
         let source = FedSource()
         let shared = source.share(keepAlive: .seconds(10), clock: clock)
         clock.advance(to: self.at(.seconds(100)))
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         #expect(await clock.waitForSleepers(count: 1))
 
         clock.jump(to: self.at(.seconds(50)))
@@ -201,7 +185,7 @@ struct MisbehavingClockTests {
         let clock = ManualClock()
         let source = FedSource()
         let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         #expect(await clock.waitForSleepers(count: 1))
         clock.jump(to: self.at(.seconds(86_400 * 365 * 100)))
         let ended = await source.control.waitForEnd()
@@ -215,7 +199,7 @@ struct MisbehavingClockTests {
         let source = FedSource()
         let shared = source.share(keepAlive: .seconds(10), clock: clock)
         clock.advance(to: self.at(.seconds(1_000)))
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         for back in 1...50 {
             #expect(await clock.waitForSleepers(count: 1))
             #expect(clock.sleeperCount == 1, "one sleeping timer")
@@ -243,7 +227,7 @@ struct MisbehavingClockTests {
         let clock = ManualClock()
         let source = FedSource()
         let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await self.startReadAndLeave(shared, source, 1)
+        await startReadAndLeave(shared, source, 1)
         #expect(await clock.waitForSleepers(count: 1))
         #expect(shared.storage.timer == .running)
 
