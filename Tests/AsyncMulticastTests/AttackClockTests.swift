@@ -13,11 +13,10 @@
 // from gates and from driving the clock; deadlines are hang guards only.
 //
 // What this round found: a clock read near `Duration`'s upper limit trapped the timer's
-// arithmetic (fixed: it saturates; the three child-process tests). Two open questions stay
-// marked `withKnownIssue`, with what was expected and what was observed: a sleep that returns
-// at once while `now` creeps makes the timer loop without suspending until the deadline (the
-// docs cover only a clock that stands still), and a clock that passed the deadline but was set
-// back before the timer read it keeps the window open to its deadline.
+// arithmetic (fixed: it saturates; the three child-process tests); a sleep that returned at
+// once while `now` crept made the timer poll the clock until the deadline, and a clock that
+// passed the deadline but was set back before the timer read it kept the window open (both
+// fixed by one rule: a sleep that returns means its instant came).
 
 import Dispatch
 import Testing
@@ -757,42 +756,49 @@ struct AttackClockTests {
         #expect(log.starts == 1)
     }
 
-    @Test("a sleep that returns early once (the time moved): the timer sleeps again, the window ends at its deadline")
+    @Test("a sleep that returns early (the time moved): the timer trusts it, the window closes when it returns")
     func sleepReturnsEarlyOnce() async throws {
         let clock = RogueClock { $0 == 0 ? .early(by: .seconds(1)) : .normal }
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
+        clock.jump(to: .seconds(9) - .nanoseconds(1))
+        await letOthersRun()
+        #expect(log.end(of: 0) == nil, "its sleep has not returned")
+        // Documented: a sleep that returns means its instant came, whatever the clock reads.
         clock.jump(to: .seconds(9))
-        try await waitUntil("the timer to sleep again", seconds: 20) {
-            clock.sleepCalls == 2 && clock.sleeperCount == 1
-        }
-        #expect(log.end(of: 0) == nil, "not at 9")
-        #expect(clock.sleeperWakes == [at(.seconds(10))])
-        clock.jump(to: .seconds(10))
         #expect(try await log.waitForEnd(of: 0) == .cancelled)
+        #expect(clock.sleepCalls == 1)
+        // The next window, on a sleep that behaves, ends at its own deadline.
+        #expect(try await visit(shared) == 1)
+        try await clock.waitForSleepers(1)
+        #expect(clock.sleeperWakes == [at(.seconds(19))])
+        clock.jump(to: .seconds(19) - .nanoseconds(1))
+        await letOthersRun()
+        #expect(log.end(of: 1) == nil)
+        clock.jump(to: .seconds(19))
+        #expect(try await log.waitForEnd(of: 1) == .cancelled)
     }
 
-    @Test(
-        "a sleep that always returns 1 s early: its second sleep returns while the time stands still, closing the window"
-    )
+    @Test("a sleep that always returns 1 s early: each window closes 1 s early, when its sleep returns")
     func sleepAlwaysReturnsEarly() async throws {
         let clock = RogueClock { _ in .early(by: .seconds(1)) }
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
-        #expect(try await visit(shared) == 0)
-        try await clock.waitForSleepers(1)
-        clock.jump(to: .seconds(9) - .nanoseconds(1))
-        await letOthersRun()
-        #expect(log.end(of: 0) == nil)
-        clock.jump(to: .seconds(9))
-        // Documented: a sleep that returns before the deadline while the clock stands still
-        // closes the window at once; the first sleep returned after the time moved, the second
-        // at once.
-        #expect(try await log.waitForEnd(of: 0) == .cancelled)
-        #expect(clock.sleepCalls == 2)
-        #expect(clock.reading == at(.seconds(9)))
+        for session in 0..<3 {
+            #expect(try await visit(shared) == session)
+            try await clock.waitForSleepers(1)
+            // The instant its sleep returns at: 1 s before the deadline.
+            let wake = try #require(clock.sleeperWakes.first ?? nil)
+            clock.jump(to: wake.advanced(by: .nanoseconds(-1)))
+            await letOthersRun()
+            #expect(log.end(of: session) == nil)
+            clock.jump(to: wake)
+            #expect(try await log.waitForEnd(of: session) == .cancelled)
+            #expect(clock.sleepCalls == session + 1, "one sleep per window")
+        }
+        #expect(log.overlaps == 0)
     }
 
     @Test(
@@ -826,7 +832,7 @@ struct AttackClockTests {
         #expect(clock.sleepCalls <= 10, "each loop of the timer reads the clock, which moves it")
     }
 
-    @Test("a clock whose sleep returns at once while its now moves a little on every read: the timer busy-loops")
+    @Test("a clock whose sleep returns at once while its now moves a little on every read: the window closes at once")
     func sleepReturnsAtOnceWhileNowCreeps() async throws {
         let clock = RogueClock(tickPerRead: .nanoseconds(1)) { _ in .returnAtOnce }
         let log = UpstreamLog()
@@ -834,21 +840,10 @@ struct AttackClockTests {
         var shared: AsyncShareSequence<RecordedBase>? = RecordedBase(log, gone: gone).share(
             keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared!) == 0)
-        try await waitUntil("10,000 sleeps, or the window closing", seconds: 20) {
-            clock.sleepCalls >= 10_000 || log.end(of: 0) != nil
-        }
-        // Docs silent. Expected: a clock that cannot sleep does not make the timer spin. The
-        // guide rules out only a sleep returning early "while the clock stands still" (closes
-        // the window at once). Observed: every sleep returns at once, each loop reads `now`
-        // (which moves 1 ns), so the timer calls sleep some 3·10^9 times before the 10 s
-        // window ends, never suspending: it holds a thread of the cooperative pool (one of
-        // two, on two cores) for as long.
-        withKnownIssue("a sleep that returns early while now creeps: the timer busy-loops until the deadline") {
-            #expect(clock.sleepCalls < 10_000, "the timer polls the clock in a busy loop")
-        }
-        // Ending the upstream cancels the timer, which stops the loop.
-        log.finish()
-        #expect(try await log.waitForEnd(of: 0) != nil)
+        // Documented: a sleep that returns means its instant came. The timer does not poll a
+        // clock that cannot sleep (it held a thread of the pool for some 3·10^9 sleeps).
+        #expect(try await log.waitForEnd(of: 0) == .cancelled)
+        #expect(clock.sleepCalls == 1)
         shared = nil
         try await waitUntil("the storage and its timer task to be gone", seconds: 20) { gone.isSet }
     }
@@ -972,21 +967,11 @@ struct AttackClockTests {
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         // The clock reads 200 (past the deadline, 110) when the sleep returns, and 50 when
-        // the timer reads it.
+        // the timer reads it. Documented: a sleep that returns means its instant came, so
+        // the window closes, and a later reading cannot reopen it.
         clock.jumpAndReturn(ahead: .seconds(200), back: .seconds(50))
-        try await waitUntil("the timer to run", seconds: 20) { clock.sleepCalls == 2 || log.end(of: 0) != nil }
-        // Docs: "a clock that jumps past the deadline closes the window when its sleep
-        // returns". Observed: the timer reads the clock again after the sleep, finds 50, and
-        // sleeps toward 110 once more: the window closes only when the clock reads 110 again.
-        // The docs also say a window "ends when the clock reads its own deadline", which it
-        // did; they do not say which reading counts.
-        withKnownIssue(
-            "the window outlives a jump past its deadline when the clock is set back before the timer reads it"
-        ) {
-            #expect(log.end(of: 0) == .cancelled)
-        }
-        clock.jump(to: .seconds(110))
-        #expect(try await log.waitForEnd(of: 0) == .cancelled, "at the latest when the clock reads 110 again")
+        #expect(try await log.waitForEnd(of: 0) == .cancelled)
+        #expect(clock.sleepCalls == 1)
     }
 
     @Test("keepAlive and replayExpiration: just under 2^40 s is timed, 2^40 s and .seconds(Int64.max) are forever")

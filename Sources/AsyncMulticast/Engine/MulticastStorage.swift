@@ -359,22 +359,31 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// ended, or when it replaced the task (`armKeepAlive`), in both cases after updating the
     /// state, so the task leaves it alone. A sleep that throws while the task is not
     /// cancelled is the clock failing (user code): the clock cannot time the window, so the
-    /// window open then closes at once, as if its deadline had passed. So does a sleep that
-    /// returns before its wake-up instant without the clock having moved at all. Never "the
-    /// timer is gone but the machine believes it runs", which left every later window open
-    /// for good.
+    /// window open then closes at once, as if its deadline had passed. Never "the timer is
+    /// gone but the machine believes it runs", which left every later window open for good.
+    ///
+    /// A sleep that returns is trusted: the instant it slept toward has come, whatever the
+    /// clock reads afterwards (`now` never counts as earlier than that instant). A clock set
+    /// back between its sleep returning and the timer reading it cannot reopen a window, and
+    /// a sleep that returns early, even at once while `now` creeps, ends the window instead
+    /// of making the timer poll the clock until the deadline: each sleep moves the timer's
+    /// time at least to its wake-up instant, so the loop sleeps at most once per
+    /// `longestTimerSleep` of the window.
     @inlinable
     func runKeepAliveTimer(generation: UInt64) async {
         var sleepFailed = false
+        // The instant the last sleep returned at (trusted), or `nil` before the first sleep.
+        var sleptUntil: Duration? = nil
         while true {
             typealias Step = (
                 sleepUntil: Duration?, effects: Machine.Effects, upstream: Task<Void, Never>?, change: CountChange?
             )
             let closesNow = sleepFailed
+            let trusted = sleptUntil
             let step = self.state.withLock { state -> Step? in
                 // Cancelled or replaced, after a sleep that returned or failed anyway.
                 guard state.timerGeneration == generation, state.timerTask != nil else { return nil }
-                let now = self.clock.now()
+                let now = trusted.map { Swift.max(self.clock.now(), $0) } ?? self.clock.now()
                 if state.timerDeadline > now, !closesNow {
                     state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
                     return (state.timerWakeUp, Machine.Effects(), nil, nil)
@@ -396,17 +405,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             self.perform(step.effects, cancelling: step.upstream)
             Self.announce(step.change)
             guard let wakeUp = step.sleepUntil else { return }
-            let asleepAt = self.clock.now()
             do {
                 try await self.clock.sleepUntil(wakeUp)
-                // Returned early while the clock stood still: it cannot sleep either, and
-                // sleeping again would spin until the window's end.
-                let awakeAt = self.clock.now()
-                sleepFailed = awakeAt == asleepAt && awakeAt < wakeUp
-                // Returned early while the clock moved: it sleeps again, but first lets the
-                // other tasks run, so that a clock that keeps doing so costs a core's share of
-                // turns instead of holding a thread of the pool until the deadline.
-                if !sleepFailed && awakeAt < wakeUp { await Task.yield() }
+                sleptUntil = wakeUp
             } catch {
                 if Task.isCancelled { return }  // the upstream ended, or a new task replaced it
                 sleepFailed = true  // the clock failed: the open window closes at once
@@ -828,8 +829,38 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             _ = actor  // captured: the task runs on the caller's actor
             do throws(Elements.Failure) {
                 var iterator = elements.makeAsyncIterator()
-                while !Task.isCancelled, let element = try await iterator.next(isolation: actor) {
+                // Whether a cancellation (the completion's, or the caller's) reached the
+                // sequence inside its `next()`.
+                let sawCancellation = Lock(false)
+                var sequenceEnded = false
+                while !Task.isCancelled {
+                    let pulled = await withTaskCancellationHandler(
+                        operation: { () async -> Result<Element?, Elements.Failure> in
+                            do throws(Elements.Failure) {
+                                return .success(try await iterator.next(isolation: actor))
+                            } catch {
+                                return .failure(error)
+                            }
+                        },
+                        onCancel: { sawCancellation.withLock { $0 = true } },
+                        isolation: actor)
+                    guard let element = try pulled.get() else {
+                        sequenceEnded = true
+                        break
+                    }
                     guard await self.sendWhenReady(element) else { break }
+                }
+                // The subject completed between two `next()` calls (its element was waiting
+                // for room, or the completion cancelled this task after a send): the sequence
+                // never saw the cancellation the completion promises. Ask it once more, in this
+                // task, cancelled (an `AsyncStream` calls `onTermination` then); what it
+                // returns is ignored like any send after completion. A sequence that saw a
+                // cancellation, and a caller's cancellation alone, are not asked again.
+                if !sequenceEnded, !sawCancellation.withLock({ $0 }),
+                    self.state.withLock({ $0.machine.terminal != nil })
+                {
+                    withUnsafeCurrentTask { $0?.cancel() }
+                    _ = try? await iterator.next(isolation: actor)
                 }
                 return .success(())
             } catch {

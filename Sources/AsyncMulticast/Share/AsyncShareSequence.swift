@@ -207,14 +207,15 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///     upstream, whatever the clock does.
     ///   - clock: the clock that times the window: its `now` is read and its
     ///     `sleep(until:)` awaited. A clock that misbehaves does not break the window. A
-    ///     sleep that throws without being cancelled, or returns before the deadline while
-    ///     the clock stands still, closes the open window at once; the next windows are
-    ///     timed as usual. A clock that jumps past the deadline closes the window when its
-    ///     sleep returns. A clock set back never delays a window opened after the jump: it
-    ///     ends when the clock reads its own deadline. A sleep must return once the clock
-    ///     reaches its deadline, and throw when its task is cancelled (the timer is
-    ///     cancelled when the upstream ends): a sleep that never returns keeps the window
-    ///     open, and so the upstream running, until the upstream ends.
+    ///     sleep that returns is trusted: the window closes when its sleep returns, even
+    ///     early, whatever the clock reads afterwards (so a clock that jumps past the
+    ///     deadline closes it then). A sleep that throws without being cancelled closes the
+    ///     open window at once; the next windows are timed as usual. A clock set back never
+    ///     delays a window opened after the jump: it ends when the clock reads its own
+    ///     deadline. A sleep must return once the clock reaches its deadline, and throw when
+    ///     its task is cancelled (the timer is cancelled when the upstream ends): a sleep
+    ///     that never returns keeps the window open, and so the upstream running, until the
+    ///     upstream ends.
     @inlinable
     public func share(
         buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration, clock: some Clock<Duration>
@@ -283,12 +284,12 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///     longer keeps them for the life of the process, whatever the clock does.
     ///   - clock: the clock that times both windows: its `now` is read and its
     ///     `sleep(until:)` awaited. A clock that misbehaves does not break the windows. A
-    ///     sleep that throws without being cancelled, or returns before the deadline while
-    ///     the clock stands still, closes the open window at once (the upstream stops, or
-    ///     the cache expires); the next windows are timed as usual. A clock that jumps past
-    ///     the deadline closes the window when its sleep returns. A clock set back never
-    ///     delays a window opened after the jump: it ends when the clock reads its own
-    ///     deadline. A sleep must return once the clock reaches its deadline, and throw when
+    ///     sleep that returns is trusted: the window closes when its sleep returns, even
+    ///     early, whatever the clock reads afterwards (so a clock that jumps past the
+    ///     deadline closes it then). A sleep that throws without being cancelled closes the
+    ///     open window at once (the upstream stops, or the cache expires); the next windows
+    ///     are timed as usual. A clock set back never delays a window opened after the
+    ///     jump: it ends when the clock reads its own deadline. A sleep must return once the clock reaches its deadline, and throw when
     ///     its task is cancelled (the timer is cancelled when the upstream ends): a sleep
     ///     that never returns keeps the window open until the upstream ends.
     @inlinable

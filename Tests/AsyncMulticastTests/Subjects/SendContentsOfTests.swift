@@ -207,10 +207,40 @@ struct SendContentsOfTests {
         try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
         subject.finish()
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
-        #expect(probe.pulls == 3, "nothing is pulled after the completion")
+        #expect(probe.pulls == 4, "one more pull, in a cancelled task, tells the sequence its iteration ended")
         var received: [Int] = []
         while let n = await reader.next() { received.append(n) }
-        #expect(received == [0, 1], "what was sent before the completion, then the end")
+        #expect(received == [0, 1], "what was sent before the completion, then the end: the last pull is ignored")
+    }
+
+    @Test(
+        "a completion while an element waits for room cancels the sequence's iteration: onTermination sees .cancelled",
+        arguments: Completion.allCases)
+    func completionWhilePacedCancelsTheIteration(_ completion: Completion) async throws {
+        let subject = AsyncPassthroughSubject<Int, TestError>(buffering: .bounded(1))
+        var reader = subject.makeAsyncIterator()
+        // The test holds the stream, so dropping its iterator would not end it: only a
+        // `next()` in a cancelled task calls `onTermination`.
+        let (source, input) = AsyncStream.makeStream(of: Int.self)
+        let ends = TerminationRecorder()
+        ends.attach(to: input)
+        input.yield(1)
+        input.yield(2)
+        let sending = Task { await subject.send(contentsOf: source) }
+        try await waitUntil("2 waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        switch completion {
+        case .finish: subject.finish()
+        case .fail: subject.fail(.boom)
+        }
+        try await withTimeout("send(contentsOf:) returning") { await sending.value }
+        #expect(ends.all == [.cancelled], "the sequence's iteration was cancelled before the call returned")
+        input.yield(3)
+        withExtendedLifetime(source) {}
+        #expect(try await reader.next() == 1, "2 was ignored")
+        switch completion {
+        case .finish: #expect(try await reader.next() == nil)
+        case .fail: await #expect(throws: TestError.boom) { try await reader.next() }
+        }
     }
 
     @Test("throws the sequence's error, which does not fail the subject")
