@@ -830,7 +830,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             do throws(Elements.Failure) {
                 var iterator = elements.makeAsyncIterator()
                 // Whether a cancellation (the completion's, or the caller's) reached the
-                // sequence inside its `next()`.
+                // sequence inside its `next()`. One that comes in the instant between the
+                // sequence's `next()` returning and this scope ending counts too, although the
+                // sequence missed it: asking again instead would hold the call forever on a
+                // sequence that ignores cancellation.
                 let sawCancellation = Lock(false)
                 var sequenceEnded = false
                 while !Task.isCancelled {
