@@ -113,6 +113,12 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
         self.subscription = .init(storage: storage, policy: policy, connectRule: connectRule)
     }
 
+    /// The iterator of a subscriber that has already joined (``SharedSubscription/events``).
+    @inlinable
+    init(subscription: SharedIterator<Element, Failure>.Subscription) {
+        self.subscription = subscription
+    }
+
     /// The next event: an element, what was missed before the next element or the end, or
     /// the eviction; `nil` once the sequence finished or the subscriber was evicted; or the
     /// upstream's error. Cancellation follows ``SharedIterator/next(isolation:)``: a waiting

@@ -30,6 +30,12 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         self.subscription = Subscription(storage: storage, policy: policy, connectRule: connectRule)
     }
 
+    /// The iterator of a subscriber that has already joined (``SharedSubscription``).
+    @inlinable
+    init(subscription: Subscription) {
+        self.subscription = subscription
+    }
+
     /// The next element, `nil` once the sequence finished or this subscriber's task was
     /// cancelled, or the upstream's error.
     ///
