@@ -221,10 +221,12 @@ extension AsyncSubject {
     /// `elements`. If the subject completes, or the task is cancelled, while the call waits
     /// for the next element, the iteration of `elements` is cancelled and the call returns
     /// as soon as that `next()` does: at once for a sequence that stops on cancellation, such
-    /// as `AsyncStream`. A completion that comes while an element waits for room cancels the
-    /// iteration too: the call asks `elements` for one more element in a cancelled task, so
-    /// it sees the cancellation (what it returns is ignored). `elements` is iterated on the
-    /// caller's actor, in a task that ends before the call returns.
+    /// as `AsyncStream`. A completion that comes between two `next()` calls (while an element
+    /// waits for room, say) cancels the iteration too: unless `elements` has ended, the call
+    /// asks it for one more element in a cancelled task, so it sees the cancellation (what it
+    /// returns is ignored; a sequence that ignores cancellation keeps the call until it
+    /// returns). `elements` is iterated on the caller's actor, in a task that ends before the
+    /// call returns.
     ///
     /// ```swift
     /// Task { try await chat.send(contentsOf: databaseNotifications) }

@@ -165,8 +165,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         Swift.min(deadline, Self.saturating(now, plus: Self.longestTimerSleep))
     }
 
-    /// The timer task never sleeps longer than this at once: it wakes, finds the deadline
-    /// still ahead, and sleeps again, so that no duration is too long for the clock.
+    /// The timer task never sleeps toward an instant more than this past the latest instant
+    /// it knows the clock reached (its reading, or a sleep that returned, which is trusted):
+    /// it wakes, finds the deadline still ahead, and sleeps again, so that no duration is too
+    /// long for the clock. A clock set back as a sleep returns gets one longer sleep, by as
+    /// much as it went back: the timer keeps the time its sleep vouched for.
     @inlinable
     static var longestTimerSleep: Duration { .seconds(86_400) }
 
@@ -383,7 +386,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             let step = self.state.withLock { state -> Step? in
                 // Cancelled or replaced, after a sleep that returned or failed anyway.
                 guard state.timerGeneration == generation, state.timerTask != nil else { return nil }
-                let now = trusted.map { Swift.max(self.clock.now(), $0) } ?? self.clock.now()
+                let reading = self.clock.now()
+                let now = trusted.map { Swift.max(reading, $0) } ?? reading
                 if state.timerDeadline > now, !closesNow {
                     state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
                     return (state.timerWakeUp, Machine.Effects(), nil, nil)
@@ -395,10 +399,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                     state.timerWakeUp = nil
                     return (nil, effects, upstream, Self.countChange(&state))
                 }
-                // A new window opened: this task times it.
+                // A new window opened: this task times it, from what the clock reads (a
+                // window opens when the clock reads it, as one a subscriber's leaving opens).
                 state.timerDeadline =
-                    self.windowDeadline(state.machine, from: now)
-                state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
+                    self.windowDeadline(state.machine, from: reading)
+                state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: reading)
                 return (state.timerWakeUp, effects, upstream, Self.countChange(&state))
             }
             guard let step else { return }
@@ -408,6 +413,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             do {
                 try await self.clock.sleepUntil(wakeUp)
                 sleptUntil = wakeUp
+                sleepFailed = false  // only the window open when a sleep failed closes at once
             } catch {
                 if Task.isCancelled { return }  // the upstream ended, or a new task replaced it
                 sleepFailed = true  // the clock failed: the open window closes at once
@@ -829,39 +835,22 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             _ = actor  // captured: the task runs on the caller's actor
             do throws(Elements.Failure) {
                 var iterator = elements.makeAsyncIterator()
-                // Whether a cancellation (the completion's, or the caller's) reached the
-                // sequence inside its `next()`. One that comes in the instant between the
-                // sequence's `next()` returning and this scope ending counts too, although the
-                // sequence missed it: asking again instead would hold the call forever on a
-                // sequence that ignores cancellation.
-                let sawCancellation = Lock(false)
                 var sequenceEnded = false
                 while !Task.isCancelled {
-                    let pulled = await withTaskCancellationHandler(
-                        operation: { () async -> Result<Element?, Elements.Failure> in
-                            do throws(Elements.Failure) {
-                                return .success(try await iterator.next(isolation: actor))
-                            } catch {
-                                return .failure(error)
-                            }
-                        },
-                        onCancel: { sawCancellation.withLock { $0 = true } },
-                        isolation: actor)
-                    guard let element = try pulled.get() else {
+                    guard let element = try await iterator.next(isolation: actor) else {
                         sequenceEnded = true
                         break
                     }
                     guard await self.sendWhenReady(element) else { break }
                 }
-                // The subject completed between two `next()` calls (its element was waiting
-                // for room, or the completion cancelled this task after a send): the sequence
-                // never saw the cancellation the completion promises. Ask it once more, in this
-                // task, cancelled (an `AsyncStream` calls `onTermination` then); what it
-                // returns is ignored like any send after completion. A sequence that saw a
-                // cancellation, and a caller's cancellation alone, are not asked again.
-                if !sequenceEnded, !sawCancellation.withLock({ $0 }),
-                    self.state.withLock({ $0.machine.terminal != nil })
-                {
+                // The subject completed and the sequence has not ended: it may not have seen
+                // the cancellation the completion promises (its element was waiting for room,
+                // the completion cancelled this task between two pulls, or it came as the
+                // sequence's `next()` was returning, which no handler can tell apart). Ask it
+                // once more, in this task, cancelled (an `AsyncStream` calls `onTermination`
+                // then); what it returns is ignored like any send after completion. A
+                // cancelled caller alone stops between two pulls without asking.
+                if !sequenceEnded, self.state.withLock({ $0.machine.terminal != nil }) {
                     withUnsafeCurrentTask { $0?.cancel() }
                     _ = try? await iterator.next(isolation: actor)
                 }
