@@ -20,7 +20,22 @@
 /// concurrently with a previous session's `stop`); when the subscriber count drops to zero,
 /// or after `keepAlive` without a new subscriber, `stop` is called; a later subscriber calls
 /// `start` again. If the producer calls ``Emitter/finish()`` or ``Emitter/fail(_:)``, every
-/// subscriber ends after its buffered values, `stop` is called, and the source stays ended.
+/// subscriber ends after its buffered values, `stop` is called, and the source stays ended:
+/// a later subscriber gets the end (or the error) at once, and `start` is never called
+/// again. To retry a failed producer, create a new source.
+///
+/// `stop` may be `async`: closing a connection can be awaited, and the next session's
+/// `start` waits until `stop` has returned, so two sessions never overlap. It runs in the
+/// session's task, cancelled when the last subscriber left: an `await` in it that stops on
+/// cancellation (`Task.sleep`, say) returns at once.
+///
+/// ```swift
+/// let notifications = AsyncSharedSource<String, any Error> { emitter in
+///     let connection = Connection()
+///     connection.onNotification = { emitter.send($0) }
+///     return { await connection.close() }   // the next session starts after this returns
+/// }
+/// ```
 public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayingSequence {
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
@@ -85,14 +100,15 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayi
     ///   - replayExpiration: how long the replayed values outlive a stopped session; by
     ///     default they expire at once, so a new session never greets its subscribers with
     ///     values of the previous one. `.seconds(Int64.max)` keeps them.
-    ///   - start: starts the producer for a new session and returns the closure that stops it.
+    ///   - start: starts the producer for a new session and returns the closure that stops
+    ///     it, which may be `async`: the next session starts after it returned.
     @inlinable
     public init(
         buffering: SharedBufferingPolicy = .unbounded,
         replay: Int = 0,
         keepAlive: Duration = .zero,
         replayExpiration: Duration = .zero,
-        start: @escaping @Sendable (Emitter) -> () -> Void
+        start: @escaping @Sendable (Emitter) -> () async -> Void
     ) {
         self.init(
             buffering: buffering, replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration,
@@ -128,7 +144,8 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayi
     ///     the jump: it ends when the clock reads its own deadline. A sleep must return once the clock reaches its deadline, and throw
     ///     when its task is cancelled (the timer is cancelled when the source ends): a sleep
     ///     that never returns keeps the window open until the source ends.
-    ///   - start: starts the producer for a new session and returns the closure that stops it.
+    ///   - start: starts the producer for a new session and returns the closure that stops
+    ///     it, which may be `async`: the next session starts after it returned.
     @inlinable
     public init(
         buffering: SharedBufferingPolicy = .unbounded,
@@ -136,7 +153,7 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayi
         keepAlive: Duration = .zero,
         replayExpiration: Duration = .zero,
         clock: some Clock<Duration>,
-        start: @escaping @Sendable (Emitter) -> () -> Void
+        start: @escaping @Sendable (Emitter) -> () async -> Void
     ) {
         self.init(
             buffering: buffering, replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration,
@@ -146,7 +163,7 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayi
     @inlinable
     init(
         buffering: SharedBufferingPolicy, replay: Int, keepAlive: Duration, replayExpiration: Duration,
-        timerClock: TimerClock, start: @escaping @Sendable (Emitter) -> () -> Void
+        timerClock: TimerClock, start: @escaping @Sendable (Emitter) -> () async -> Void
     ) {
         buffering.validate(parameter: "buffering")
         precondition(replay >= 0, "AsyncSharedSource: replay must be at least 0, got \(replay)")
@@ -163,7 +180,9 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayi
                     // Ends when the session's task is cancelled (the last subscriber left) or
                     // the producer finished.
                     for await _ in ended {}
-                    stop()
+                    // Awaited here, so the next session's `start` (chained after this task)
+                    // waits for it: two sessions never overlap.
+                    await stop()
                 }))
     }
 }

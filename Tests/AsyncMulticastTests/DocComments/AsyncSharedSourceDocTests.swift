@@ -43,6 +43,47 @@ struct AsyncSharedSourceDocTests {
         #expect(monitor.calls.lines == ["onUpdate", "start", "stop"])
     }
 
+    // AsyncSharedSource: an async stop
+    @Test func asyncStop() async throws {
+        let connections = Signal<StubConnection>()  // (test only)
+        let made = PrintedLines()  // (test only)
+        // swift-format-ignore: AlwaysUseLowerCamelCase
+        // (test only) Stands in for the app's connection type, called as its initializer would be.
+        @Sendable func Connection() -> StubConnection {  // (test only)
+            made.record(["connection"])  // (test only)
+            return StubConnection(announcingTo: connections)  // (test only)
+        }  // (test only)
+
+        let notifications = AsyncSharedSource<String, any Error> { emitter in
+            let connection = Connection()
+            connection.onNotification = { emitter.send($0) }
+            return { await connection.close() }  // the next session starts after this returns
+        }
+
+        // The first session: a subscriber reads one notification and leaves.
+        let firstRead = Task { () async throws -> String? in
+            var first = notifications.makeAsyncIterator()
+            return try await first.next()
+        }
+        let one = try #require(await connections.next("the first connection"))
+        one.notify("hello")
+        #expect(try await firstRead.value == "hello")
+        // Its stop waits in close(); a new subscriber's session waits for it.
+        _ = await one.closing.next("close() begins")
+        let secondRead = Task { () async throws -> String? in
+            var second = notifications.makeAsyncIterator()
+            return try await second.next()
+        }
+        try await notifications.waitForSubscribers(atLeast: 1)
+        await letOthersRun()
+        #expect(made.lines.count == 1, "no second connection while the first closes")
+        one.finishClosing()
+        let two = try #require(await connections.next("the second connection"))
+        #expect(one.isClosed, "closed before the next session started")
+        two.notify("again")
+        #expect(try await secondRead.value == "again")
+    }
+
     // init(buffering:replay:keepAlive:replayExpiration:start:)
     @Test func stopNeedNotBeSendable() async throws {
         typealias Price = Int  // (test only)

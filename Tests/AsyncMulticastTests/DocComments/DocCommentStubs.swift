@@ -168,3 +168,57 @@ func missedTotal(_ lines: [String], sourceLocation: SourceLocation = #_sourceLoc
     }
     return total
 }
+
+/// A connection whose `close()` waits until the test lets it finish: a stop that must be
+/// awaited. It announces itself once its notification handler is set.
+final class StubConnection: Sendable {
+    private let handler = Lock<(@Sendable (String) -> Void)?>(nil)
+    private let state = Lock<(closed: Bool, released: Bool, waiting: CheckedContinuation<Void, Never>?)>(
+        (false, false, nil))
+    private let announced: Signal<StubConnection>
+    /// Sent when `close()` begins.
+    let closing = Signal<Void>()
+
+    init(announcingTo announced: Signal<StubConnection>) {
+        self.announced = announced
+    }
+
+    var onNotification: (@Sendable (String) -> Void)? {
+        get { self.handler.withLock { $0 } }
+        set {
+            self.handler.withLock { $0 = newValue }
+            self.announced.send(self)
+        }
+    }
+
+    /// Calls the notification handler, as the real connection does.
+    func notify(_ value: String) {
+        self.handler.withLock { $0 }?(value)
+    }
+
+    /// Waits until `finishClosing()`.
+    func close() async {
+        self.closing.send(())
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let resumeNow = self.state.withLock { state -> Bool in
+                if state.released { return true }
+                state.waiting = continuation
+                return false
+            }
+            if resumeNow { continuation.resume() }
+        }
+        self.state.withLock { $0.closed = true }
+    }
+
+    /// Lets `close()` return.
+    func finishClosing() {
+        let waiting = self.state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.released = true
+            defer { state.waiting = nil }
+            return state.waiting
+        }
+        waiting?.resume()
+    }
+
+    var isClosed: Bool { self.state.withLock { $0.closed } }
+}

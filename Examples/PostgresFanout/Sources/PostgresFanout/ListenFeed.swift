@@ -46,15 +46,15 @@ public final class ListenFeed: Sendable {
         // One session (one LISTEN connection at a time) for all subscribers. A client that
         // leaves `clientBuffer` events unread is evicted instead of growing the server's memory.
         self.source = AsyncSharedSource(buffering: .evicting(configuration.clientBuffer)) { emitter in
-            let session = state.startSession { previous in
-                Task {
-                    // `stop` below only cancels; the previous session may still be closing its
-                    // connection. Waiting for it keeps this instance at one LISTEN connection.
-                    await previous?.value
-                    await Self.run(configuration, emitter: emitter, state: state, logger: logger)
-                }
+            let session = Task {
+                await Self.run(configuration, emitter: emitter, state: state, logger: logger)
             }
-            return { session.cancel() }
+            // The stop waits until the session has closed its connection: the next session
+            // starts only after it returns, so this instance keeps one LISTEN connection.
+            return {
+                session.cancel()
+                await session.value
+            }
         }
     }
 
@@ -141,7 +141,6 @@ public final class ListenFeed: Sendable {
 /// The bookkeeping of the sessions, behind a lock.
 private final class SessionState: Sendable {
     private struct State {
-        var session: Task<Void, Never>?
         var open = false
         var opened = 0
         var listeningGeneration = 0
@@ -149,15 +148,6 @@ private final class SessionState: Sendable {
     }
 
     private let state = Mutex(State())
-
-    /// Records the new session's task, made by `makeTask` from the previous one.
-    func startSession(_ makeTask: (Task<Void, Never>?) -> Task<Void, Never>) -> Task<Void, Never> {
-        self.state.withLock { state in
-            let task = makeTask(state.session)
-            state.session = task
-            return task
-        }
-    }
 
     func nextConnectionID() -> Int {
         self.state.withLock { state in
