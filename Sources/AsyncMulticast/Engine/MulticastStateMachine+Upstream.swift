@@ -22,11 +22,14 @@ extension MulticastStateMachine {
         case cancel
     }
 
+    /// The subscriber in slot `slotIndex` must wait: its demand starts an idle upstream in
+    /// `.automatic` mode, and in `.manual` mode if it joined an autoconnecting multicast
+    /// (`Slot.connectsOnDemand`). Returns the epoch started.
     @inlinable
-    mutating func startUpstreamOnDemand(_ connectsOnDemand: Bool) -> UInt64? {
+    mutating func startUpstreamOnDemand(for slotIndex: Int) -> UInt64? {
         guard case .idle = self.upstream else { return nil }
         switch self.mode {
-        case .manual where connectsOnDemand, .automatic:
+        case .manual where self.slots[slotIndex].connectsOnDemand, .automatic:
             let epoch = self.nextEpoch
             self.nextEpoch += 1
             self.upstream = .running(epoch: epoch)

@@ -463,21 +463,17 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     // MARK: Subscribers
 
-    /// Registers a subscriber. With `connectRule` `.atSubscriberCount(n)`, joining connects
-    /// the upstream if it is idle and at least `n` subscribers are now present.
+    /// Registers a subscriber. Its `connectRule` is the machine's to decide
+    /// (`MulticastStateMachine.subscriberJoined(policy:connectRule:)`): `.onDemand` is kept
+    /// with the subscriber, and `.atSubscriberCount(n)` connects the upstream if it is idle
+    /// and at least `n` subscribers are now present.
     @inlinable
     func subscribe(policy: SharedBufferingPolicy? = nil, connectRule: ConnectRule = .never) -> SubscriberID {
-        let (id, change) = self.state.withLock { state in
-            let id = state.machine.subscriberJoined(policy: policy)
-            if case .atSubscriberCount(let minimum) = connectRule, state.machine.subscriberCount >= minimum,
-                case .idle = state.machine.upstream
-            {
-                let (_, effects) = state.machine.connectRequested()
-                if let epoch = effects.startUpstream { self.startUpstream(epoch: epoch, in: &state) }
-            }
-            return (id, Self.countChange(&state))
+        let (id, work) = self.state.withLock { state in
+            let (id, effects) = state.machine.subscriberJoined(policy: policy, connectRule: connectRule)
+            return (id, self.outsideLock(effects, &state))
         }
-        Self.announce(change)
+        self.carryOut(work)
         return id
     }
 
@@ -520,7 +516,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ///   continuation: it returns an element that arrived uncounted, the end, an error or
     ///   an eviction at once, and its cancellation handler removes a cancelled subscriber
     ///   before that read. The count only decides how often that happens.
-    /// - `connectsOnDemand`: see `MulticastStateMachine.nextRequested(_:batch:report:connectsOnDemand:)`.
+    /// - `connectsOnDemand`: unused. Whether the subscriber's demand connects the upstream is
+    ///   its connect rule, which the machine keeps since it joined (`subscribe`); the faces
+    ///   still pass it.
     /// - `report`: what the subscriber missed just before the element (or end) returned,
     ///   and whether its end is an eviction.
     @inlinable
@@ -545,15 +543,15 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var lending: [Element]? = batch
         batch = []
         var (action, catchUpBatch) = self.takeNext(
-            id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand,
-            mayWaitForOffers: mayWaitForOffers, offersWhenCaughtUp: &offersWhenCaughtUp)
+            id, batch: &lending, report: &report, mayWaitForOffers: mayWaitForOffers,
+            offersWhenCaughtUp: &offersWhenCaughtUp)
         // Never on an actor's executor: an actor (the main actor) must not busy-wait.
         if let catchUpBatch, mayWaitForOffers, self.catchUp.waitForOffers(upTo: catchUpBatch) {
             // The producer offered elements while this subscriber waited for them: take
             // them without suspending (see `CatchUpSpin` for why and for the bounds).
             (action, _) = self.takeNext(
-                id, batch: &lending, report: &report, connectsOnDemand: connectsOnDemand,
-                mayWaitForOffers: mayWaitForOffers, offersWhenCaughtUp: &offersWhenCaughtUp)
+                id, batch: &lending, report: &report, mayWaitForOffers: mayWaitForOffers,
+                offersWhenCaughtUp: &offersWhenCaughtUp)
         }
         batch = lending.take()!
         switch action {
@@ -576,6 +574,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// element or terminal event arrives, or the task is cancelled (it then leaves, and
     /// this returns `nil` at once). With `report.reportsGaps`, `nil` with `report.missed > 0`
     /// is a gap found before suspending: the subscriber is still subscribed.
+    /// `connectsOnDemand`: unused, as in `refill`.
     @inlinable
     func wait(
         _ id: SubscriberID, report: inout ReadReport, connectsOnDemand: Bool, isolation actor: isolated (any Actor)?
@@ -583,8 +582,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var suspendedReport = report
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in
-                self.subscriberWaiting(
-                    id, continuation: continuation, report: &suspendedReport, connectsOnDemand: connectsOnDemand)
+                self.subscriberWaiting(id, continuation: continuation, report: &suspendedReport)
             }
         } onCancel: {
             self.unsubscribe(id)
@@ -598,13 +596,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// the usual outcome, which has no effects to move out of the lock and perform.
     @inlinable
     func subscriberWaiting(
-        _ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport,
-        connectsOnDemand: Bool
+        _ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport
     ) {
         let work = self.state.withLock { state -> OutsideLock? in
-            switch state.machine.subscriberWaiting(
-                id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
-            {
+            switch state.machine.subscriberWaiting(id, continuation: continuation, report: &report) {
             case .stored(let epoch):
                 if let epoch { self.startUpstream(epoch: epoch, in: &state) }
                 // Storing a continuation changes no count; checked all the same, as every
@@ -626,13 +621,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// subscriber skips empty reads; see `refill`.
     @inlinable
     func takeNext(
-        _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool,
-        mayWaitForOffers: Bool, offersWhenCaughtUp: inout UInt32
+        _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, mayWaitForOffers: Bool,
+        offersWhenCaughtUp: inout UInt32
     ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
         offersWhenCaughtUp = 0
         let (action, catchUpBatch, change) = self.state.withLock { state -> (Machine.NextAction, Int?, CountChange?) in
-            let action = state.machine.nextRequested(
-                id, batch: &batch, report: &report, connectsOnDemand: connectsOnDemand)
+            let action = state.machine.nextRequested(id, batch: &batch, report: &report)
             switch action {
             case .suspend(let epoch?):
                 self.startUpstream(epoch: epoch, in: &state)
