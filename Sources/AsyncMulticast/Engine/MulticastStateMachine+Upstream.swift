@@ -22,6 +22,23 @@ extension MulticastStateMachine {
         case cancel
     }
 
+    /// The windows the timer times. The machine decides which one is open (`timedWindow`);
+    /// the storage knows how long each lasts.
+    @usableFromInline
+    enum TimerWindow: Sendable, Equatable {
+        /// The last subscriber left (`KeepAlive.window`): the upstream lingers.
+        case keepAlive
+        /// The upstream stopped (`ReplayExpiry.afterWindow`): the replay cache expires.
+        case replayExpiry
+    }
+
+    /// The window the timer times now: the replay cache's expiry once the upstream stopped
+    /// with it pending, else the keep-alive.
+    @inlinable
+    var timedWindow: TimerWindow {
+        self.replayExpiryPending ? .replayExpiry : .keepAlive
+    }
+
     /// The subscriber in slot `slotIndex` must wait: its demand starts an idle upstream in
     /// `.automatic` mode, and in `.manual` mode if it joined an autoconnecting multicast
     /// (`Slot.connectsOnDemand`). Returns the epoch started.

@@ -301,7 +301,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.replayExpiry = replayExpiry
         self.mode = mode
         self.keepAlive = keepAlive
-        if mode == .push { self.upstream = .running(epoch: 0) }
+        if mode == .push { self.upstream = .running(epoch: Self.pushEpoch) }
     }
 
     /// How the upstream ended, once it has.

@@ -127,11 +127,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         self.leave = { storage, id in storage.unsubscribe(id) }
     }
 
-    /// The length of the window the machine's timer times now: the replay expiry's once the
-    /// upstream stopped, else the keep-alive's.
+    /// How long `window` lasts: the storage's configuration (the machine decides which window
+    /// is open, `MulticastStateMachine.timedWindow`).
     @inlinable
-    static func window(_ machine: Machine, keepAlive: Duration, replayExpiration: Duration) -> Duration {
-        machine.replayExpiryPending ? replayExpiration : keepAlive
+    func length(of window: Machine.TimerWindow) -> Duration {
+        switch window {
+        case .keepAlive: return self.keepAlive
+        case .replayExpiry: return self.replayExpiration
+        }
     }
 
     /// A keep-alive or replay-expiry window this long or longer (about 35,000 years) is
@@ -151,12 +154,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         return Duration(attoseconds: window.attoseconds > 0 ? .max : .min)
     }
 
-    /// When the window the machine's timer times now (`window(_:keepAlive:replayExpiration:)`)
+    /// When the window the machine's timer times now (`MulticastStateMachine.timedWindow`)
     /// closes, if it opens at `now`.
     @inlinable
     func windowDeadline(_ machine: Machine, from now: Duration) -> Duration {
-        Self.saturating(
-            now, plus: Self.window(machine, keepAlive: self.keepAlive, replayExpiration: self.replayExpiration))
+        Self.saturating(now, plus: self.length(of: machine.timedWindow))
     }
 
     /// When the timer wakes next: at `deadline`, or after its longest sleep from `now`.
@@ -715,19 +717,17 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             { machine, token, continuation in
                 machine.producerParked(epoch: epoch, token: token, continuation: continuation)
             },
-            onCancel: { storage, token in
-                let continuation = storage.state.withLock { $0.machine.producerCancelled(token: token) }
-                continuation?.resume(returning: false)
-            })
+            cancelled: { machine, token in machine.producerCancelled(token: token) })
     }
 
-    /// Parks the calling producer or sender: `parked` is its transition under the lock, with
-    /// a token that `onCancel` uses to find it if the task is cancelled while parked. A task
-    /// cancelled before it parked is resumed with `false` at once instead.
+    /// Parks the calling producer or sender: `parked` is its transition, with a token that
+    /// `cancelled`, the transition of its task's cancellation, uses to find it. A task
+    /// cancelled before it parked is resumed with `false` at once instead
+    /// (`MulticastStateMachine.parkingCancelled(_:)`).
     @inlinable
     func park(
         _ parked: (inout Machine, UInt64, Machine.ProducerContinuation) -> Machine.Effects,
-        onCancel: @escaping @Sendable (MulticastStorage, UInt64) -> Void
+        cancelled: @escaping @Sendable (inout Machine, UInt64) -> Machine.Effects
     ) async -> Bool {
         let token = self.state.withLock { state -> UInt64 in
             defer { state.nextProducerToken += 1 }
@@ -736,19 +736,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: Machine.ProducerContinuation) in
                 self.transition { machine in
-                    // Checked under the lock: if `onCancel` already ran, it found nothing to
-                    // unpark, so parking now would never be undone.
-                    if Task.isCancelled {
-                        var effects = Machine.Effects()
-                        effects.producers = [continuation]
-                        effects.producerResult = false
-                        return effects
-                    }
-                    return parked(&machine, token, continuation)
+                    // Checked under the lock: if the cancellation handler already ran, it
+                    // found nothing to unpark, so parking now would never be undone.
+                    Task.isCancelled
+                        ? machine.parkingCancelled(continuation) : parked(&machine, token, continuation)
                 }
             }
         } onCancel: {
-            onCancel(self, token)
+            self.transition { cancelled(&$0, token) }
         }
     }
 
@@ -758,7 +753,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     /// The epoch of a push-fed storage (subjects): there is only one.
     @inlinable
-    static var pushEpoch: UInt64 { 0 }
+    static var pushEpoch: UInt64 { Machine.pushEpoch }
 
     /// A subject's synchronous `send`: never waits; ignored after completion.
     @inlinable
@@ -796,7 +791,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             { machine, token, continuation in
                 machine.senderParked(element, token: token, continuation: continuation)
             },
-            onCancel: { storage, token in storage.transition { $0.senderCancelled(token: token) } })
+            cancelled: { machine, token in machine.senderCancelled(token: token) })
     }
 
     /// A subject's `send(contentsOf:)`: sends each element as `sendWhenReady` does, until
@@ -899,17 +894,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
     }
 
-    /// Sends `transform(latest)` under the same lock that read `latest` (a current-value
+    /// Sends `transform(latest)` in the transition that read `latest` (a current-value
     /// subject's atomic update). Ignored after completion or without a latest element.
+    /// Ends as `offer` does.
     func updateLatest(_ transform: (Element) -> Element) {
         var resuming: [Machine.SubscriberContinuation] = []
-        let produced = self.state.withLock { state -> Element? in
-            guard let latest = state.machine.latestElement else { return nil }
-            let element = transform(latest)
-            let outcome = state.machine.elementProduced(
-                element, epoch: Self.pushEpoch, respectingBounds: false, resuming: &resuming)
-            return outcome == .proceed ? element : nil
-        }
+        let produced = self.state.withLock { $0.machine.latestElementUpdated(by: transform, resuming: &resuming) }
         if let produced { self.delivered(produced, resuming: resuming) }
     }
 
