@@ -44,14 +44,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var completionObservers: [(token: UInt64, onCompletion: @Sendable () -> Void)] = []
         @usableFromInline
         var nextCompletionObserverToken: UInt64 = 0
-        /// Observers of the subscriber count (`subscriberCounts`), and the count and change
-        /// number they were last told.
+        /// Observers of the subscriber count (`subscriberCounts`).
         @usableFromInline
-        var countObservers: [SubscriberCountCell] = []
-        @usableFromInline
-        var reportedCount = 0
-        @usableFromInline
-        var countVersion: UInt64 = 0
+        var countObservers = SubscriberCountObservers()
 
         @inlinable
         init(machine: Machine) {
@@ -181,53 +176,36 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     /// A change of the subscriber count to announce to its observers, outside the lock.
     @usableFromInline
-    typealias CountChange = (observers: [SubscriberCountCell], version: UInt64, count: Int)
+    typealias CountChange = SubscriberCountObservers.Change
 
     /// Under the lock, after a transition: the change to announce, if the count changed
     /// since the observers were last told (and there are observers).
     @inlinable
     static func countChange(_ state: inout State) -> CountChange? {
-        guard !state.countObservers.isEmpty, state.machine.subscriberCount != state.reportedCount else { return nil }
-        state.reportedCount = state.machine.subscriberCount
-        state.countVersion += 1
-        return (state.countObservers, state.countVersion, state.reportedCount)
+        state.countObservers.change(to: state.machine.subscriberCount)
     }
 
     /// Offers `change`, if any, to its observers. The usual `nil` costs a test, not a call.
     @inlinable
     @inline(__always)
     static func announce(_ change: CountChange?) {
-        if let change { self.offer(change) }
-    }
-
-    @inlinable
-    static func offer(_ change: CountChange) {
-        for observer in change.observers {
-            observer.offer(version: change.version, count: change.count)
-        }
+        if let change { change.offer() }
     }
 
     /// Registers an observer of the subscriber count; it is offered the current count first.
     @inlinable
     func observeSubscriberCount() -> SubscriberCountCell {
         let cell = SubscriberCountCell()
-        let (version, count) = self.state.withLock { state -> (UInt64, Int) in
-            state.countObservers.append(cell)
-            state.reportedCount = state.machine.subscriberCount
-            state.countVersion += 1
-            return (state.countVersion, state.reportedCount)
+        let first = self.state.withLock { state in
+            state.countObservers.add(cell, count: state.machine.subscriberCount)
         }
-        cell.offer(version: version, count: count)
+        first.offer()
         return cell
     }
 
     @inlinable
     func stopObservingSubscriberCount(_ cell: SubscriberCountCell) {
-        self.state.withLock { state in
-            if let index = state.countObservers.firstIndex(where: { $0 === cell }) {
-                state.countObservers.remove(at: index)
-            }
-        }
+        self.state.withLock { $0.countObservers.remove(cell) }
         cell.end()
     }
 
