@@ -113,6 +113,12 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
         self.subscription = .init(storage: storage, policy: policy, connectRule: connectRule)
     }
 
+    /// The iterator of a subscriber that has already joined (``SharedSubscription/events``).
+    @inlinable
+    init(subscription: SharedIterator<Element, Failure>.Subscription) {
+        self.subscription = subscription
+    }
+
     /// The next event: an element, what was missed before the next element or the end, or
     /// the eviction; `nil` once the sequence finished or the subscriber was evicted; or the
     /// upstream's error. Cancellation follows ``SharedIterator/next(isolation:)``: a waiting
@@ -135,7 +141,7 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
         let element: Element?
         switch self.batch.refill(
             from: storage, subscriber: self.subscription.id, report: &report,
-            connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: actor == nil)
+            mayWaitForOffers: actor == nil)
         {
         case .element(let ready):
             element = ready
@@ -145,7 +151,7 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
             element = try result.get()
         case .mustWait:
             element = try await storage.wait(
-                self.subscription.id, report: &report, connectsOnDemand: self.subscription.connectsOnDemand,
+                self.subscription.id, report: &report,
                 isolation: actor)
             // A gap found when it was about to suspend: reported alone, the subscriber stays.
             if report.missed > 0 { return .missed(report.missed) }

@@ -30,6 +30,12 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         self.subscription = Subscription(storage: storage, policy: policy, connectRule: connectRule)
     }
 
+    /// The iterator of a subscriber that has already joined (``SharedSubscription``).
+    @inlinable
+    init(subscription: Subscription) {
+        self.subscription = subscription
+    }
+
     /// The next element, `nil` once the sequence finished or this subscriber's task was
     /// cancelled, or the upstream's error.
     ///
@@ -69,7 +75,7 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         var report = ReadReport()
         let refill = self.batch.refill(
             from: self.subscription.storage, subscriber: self.subscription.id, report: &report,
-            connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: mayWaitForOffers)
+            mayWaitForOffers: mayWaitForOffers)
         if case .ended(.success(nil)) = refill, let error = Self.evictionError(report) {
             return .ended(.failure(error))
         }
@@ -81,7 +87,7 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     mutating func waitForElement(isolation actor: isolated (any Actor)?) async throws(Failure) -> Element? {
         var report = ReadReport()
         let element = try await self.subscription.storage.wait(
-            self.subscription.id, report: &report, connectsOnDemand: self.subscription.connectsOnDemand,
+            self.subscription.id, report: &report,
             isolation: actor)
         if element == nil, let error = Self.evictionError(report) { throw error }
         return element
@@ -108,16 +114,13 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let storage: MulticastStorage<Element, Failure>
         @usableFromInline
         let id: SubscriberID
-        /// Set for iterators of an autoconnecting multicast: waiting connects it.
-        @usableFromInline
-        let connectsOnDemand: Bool
 
         /// Subscribes to `storage`; see ``ConnectRule`` for `connectRule`.
         @inlinable
         init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule) {
             self.storage = storage
+            // The machine keeps the connect rule in the subscriber's slot.
             self.id = storage.subscribe(policy: policy, connectRule: connectRule)
-            self.connectsOnDemand = connectRule == .onDemand
         }
 
         deinit {

@@ -720,7 +720,7 @@ struct AttackClockTests {
         let clock = RogueClock { _ in .never }
         let log = UpstreamLog()
         let gone = GoneFlag()
-        var replayed: AsyncShareSequence<RecordedBase>? = RecordedBase(log, gone: gone).replay(
+        var replayed: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         #expect(try await visit(replayed!) == 0)
         try await clock.waitForSleepers(1)
@@ -837,7 +837,7 @@ struct AttackClockTests {
         let clock = RogueClock(tickPerRead: .nanoseconds(1)) { _ in .returnAtOnce }
         let log = UpstreamLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<RecordedBase>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
             keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared!) == 0)
         // Documented: a sleep that returns means its instant came. The timer does not poll a
@@ -1376,7 +1376,7 @@ struct AttackClockTests {
         let clock = RogueClock()
         let log = UpstreamLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<RecordedBase>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
             keepAlive: .seconds(1), clock: clock)
         try await self.churn(shared!, clock: clock, seed: 1)
         #expect(shared!.subscriberCount == 0)
@@ -1419,7 +1419,7 @@ struct AttackClockTests {
         let clock = RogueClock()
         let log = UpstreamLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<RecordedBase>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
             keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared!) == 0)
         try await clock.waitForSleepers(1)
@@ -1492,7 +1492,7 @@ struct AttackClockTests {
         let clock = RogueClock()
         let log = UpstreamLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<RecordedBase>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
             keepAlive: .seconds(Int64.max), clock: clock)
         #expect(try await visit(shared!) == 0)
         shared = nil

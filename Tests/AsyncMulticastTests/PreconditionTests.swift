@@ -55,6 +55,13 @@ struct PreconditionTests {
         self.expectMessage(result, contains: "multicast(replay:buffering:): replay must be at least 0, got -2")
     }
 
+    @Test func invalidSubscriptionPolicy() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = AsyncPassthroughSubject<Int, Never>().subscribe(buffering: .evicting(0))
+        }
+        self.expectMessage(result, contains: "subscribe(buffering:): .evicting(0)")
+    }
+
     @Test func invalidViewPolicy() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncPassthroughSubject<Int, Never>().buffering(.bounded(0))

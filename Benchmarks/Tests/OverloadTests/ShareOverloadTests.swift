@@ -32,26 +32,26 @@ struct Numbers: AsyncSequence, Sendable {
 @Test func shareWithoutArgumentsPicksAsyncMulticast() {
     let numbers = Numbers()
     let shared = numbers.share()
-    expectType(shared, AsyncMulticast.AsyncShareSequence<Numbers>.self)
+    expectType(shared, AsyncMulticast.AsyncShareSequence<Int, Never>.self)
 
     let stream = AsyncStream<Int> { $0.finish() }
     let sharedStream = stream.share()
-    expectType(sharedStream, AsyncMulticast.AsyncShareSequence<AsyncStream<Int>>.self)
+    expectType(sharedStream, AsyncMulticast.AsyncShareSequence<Int, Never>.self)
 
     // An AsyncAlgorithms sequence shared with the bare call is still ours.
     let synced = [1, 2, 3].async
     let sharedSynced = synced.share()
-    expectType(sharedSynced, AsyncMulticast.AsyncShareSequence<AsyncSyncSequence<[Int]>>.self)
+    expectType(sharedSynced, AsyncMulticast.AsyncShareSequence<Int, Never>.self)
 }
 
 @Test func shareBufferingPicksAsyncMulticast() {
     let numbers = Numbers()
     let unbounded = numbers.share(buffering: .unbounded)
-    expectType(unbounded, AsyncMulticast.AsyncShareSequence<Numbers>.self)
+    expectType(unbounded, AsyncMulticast.AsyncShareSequence<Int, Never>.self)
     let bounded = numbers.share(buffering: .bounded(8))
-    expectType(bounded, AsyncMulticast.AsyncShareSequence<Numbers>.self)
+    expectType(bounded, AsyncMulticast.AsyncShareSequence<Int, Never>.self)
     let newest = numbers.share(buffering: .bufferingNewest(8))
-    expectType(newest, AsyncMulticast.AsyncShareSequence<Numbers>.self)
+    expectType(newest, AsyncMulticast.AsyncShareSequence<Int, Never>.self)
 }
 
 @Test func shareBufferingPolicyPicksAsyncAlgorithms() {
@@ -115,5 +115,5 @@ extension NonSendableNumbers: Sendable {}
     // not Sendable: `let wrong: AsyncShareSequence = NonSendableNumbers().share()` does not
     // compile).
     let named: AsyncShareSequence = Numbers().share()
-    expectType(named, AsyncMulticast.AsyncShareSequence<Numbers>.self)
+    expectType(named, AsyncMulticast.AsyncShareSequence<Int, Never>.self)
 }

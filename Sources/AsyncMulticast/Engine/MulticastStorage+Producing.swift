@@ -164,39 +164,22 @@ extension MulticastStorage {
             _ = actor  // captured: the task runs on the caller's actor
             do throws(Elements.Failure) {
                 var iterator = elements.makeAsyncIterator()
-                // Whether a cancellation (the completion's, or the caller's) reached the
-                // sequence inside its `next()`. One that comes in the instant between the
-                // sequence's `next()` returning and this scope ending counts too, although the
-                // sequence missed it: asking again instead would hold the call forever on a
-                // sequence that ignores cancellation.
-                let sawCancellation = Lock(false)
                 var sequenceEnded = false
                 while !Task.isCancelled {
-                    let pulled = await withTaskCancellationHandler(
-                        operation: { () async -> Result<Element?, Elements.Failure> in
-                            do throws(Elements.Failure) {
-                                return .success(try await iterator.next(isolation: actor))
-                            } catch {
-                                return .failure(error)
-                            }
-                        },
-                        onCancel: { sawCancellation.withLock { $0 = true } },
-                        isolation: actor)
-                    guard let element = try pulled.get() else {
+                    guard let element = try await iterator.next(isolation: actor) else {
                         sequenceEnded = true
                         break
                     }
                     guard await self.sendWhenReady(element) else { break }
                 }
-                // The subject completed between two `next()` calls (its element was waiting
-                // for room, or the completion cancelled this task after a send): the sequence
-                // never saw the cancellation the completion promises. Ask it once more, in this
-                // task, cancelled (an `AsyncStream` calls `onTermination` then); what it
-                // returns is ignored like any send after completion. A sequence that saw a
-                // cancellation, and a caller's cancellation alone, are not asked again.
-                if !sequenceEnded, !sawCancellation.withLock({ $0 }),
-                    self.state.withLock({ $0.machine.terminal != nil })
-                {
+                // The subject completed and the sequence has not ended: it may not have seen
+                // the cancellation the completion promises (its element was waiting for room,
+                // the completion cancelled this task between two pulls, or it came as the
+                // sequence's `next()` was returning, which no handler can tell apart). Ask it
+                // once more, in this task, cancelled (an `AsyncStream` calls `onTermination`
+                // then); what it returns is ignored like any send after completion. A
+                // cancelled caller alone stops between two pulls without asking.
+                if !sequenceEnded, self.state.withLock({ $0.machine.terminal != nil }) {
                     withUnsafeCurrentTask { $0?.cancel() }
                     _ = try? await iterator.next(isolation: actor)
                 }

@@ -37,9 +37,6 @@ extension MulticastStorage {
     ///   continuation: it returns an element that arrived uncounted, the end, an error or
     ///   an eviction at once, and its cancellation handler removes a cancelled subscriber
     ///   before that read. The count only decides how often that happens.
-    /// - `connectsOnDemand`: unused. Whether the subscriber's demand connects the upstream is
-    ///   its connect rule, which the machine keeps since it joined (`subscribe`); the faces
-    ///   still pass it.
     /// - `report`: what the subscriber missed just before the element (or end) returned,
     ///   and whether its end is an eviction.
     ///
@@ -50,7 +47,7 @@ extension MulticastStorage {
     @inline(never)
     func refill(
         _ id: SubscriberID, batch: inout [Element], offersWhenCaughtUp: inout UInt32, report: inout ReadReport,
-        connectsOnDemand: Bool, mayWaitForOffers: Bool
+        mayWaitForOffers: Bool
     ) -> Refill {
         // Emptying an array is a generic call of about 70 instructions even when it is
         // already empty, which it is after every read that took a single element.
@@ -153,10 +150,9 @@ extension MulticastStorage {
     /// element or terminal event arrives, or the task is cancelled (it then leaves, and
     /// this returns `nil` at once). With `report.reportsGaps`, `nil` with `report.missed > 0`
     /// is a gap found before suspending: the subscriber is still subscribed.
-    /// `connectsOnDemand`: unused, as in `refill`.
     @inlinable
     func wait(
-        _ id: SubscriberID, report: inout ReadReport, connectsOnDemand: Bool, isolation actor: isolated (any Actor)?
+        _ id: SubscriberID, report: inout ReadReport, isolation actor: isolated (any Actor)?
     ) async throws(Failure) -> Element? {
         var suspendedReport = report
         let result = await withTaskCancellationHandler {

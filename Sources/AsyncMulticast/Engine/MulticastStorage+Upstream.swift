@@ -94,8 +94,11 @@ extension MulticastStorage {
     @inlinable
     static var longestKeepAlive: Duration { .seconds(1 << 40) }
 
-    /// The timer task never sleeps longer than this at once: it wakes, finds the deadline
-    /// still ahead, and sleeps again, so that no duration is too long for the clock.
+    /// The timer task never sleeps toward an instant more than this past the latest instant
+    /// it knows the clock reached (its reading, or a sleep that returned, which is trusted):
+    /// it wakes, finds the deadline still ahead, and sleeps again, so that no duration is too
+    /// long for the clock. A clock set back as a sleep returns gets one longer sleep, by as
+    /// much as it went back: the timer keeps the time its sleep vouched for.
     @inlinable
     static var longestTimerSleep: Duration { .seconds(86_400) }
 
@@ -146,10 +149,10 @@ extension MulticastStorage {
     ///   task was timing a longer window (a replay cache's expiry).
     /// - `.cancel`: the task is returned.
     ///
-    /// `timerStep`: the section is the timer task's own step (`runKeepAliveTimer`), at the
-    /// instant `timerStep` (which is trusted, see there). The window it timed closed, so it
-    /// times the next one, if the machine opened one (`.start`), from that instant, without
-    /// a new task; else (`.none`) it ends.
+    /// `timerStep`: the section is the timer task's own step (`runKeepAliveTimer`), and the
+    /// clock read `timerStep`. The window it timed closed, so it times the next one, if the
+    /// machine opened one (`.start`), from that reading (a window opens when the clock reads
+    /// it, as one a subscriber's leaving opens), without a new task; else (`.none`) it ends.
     @inlinable
     func armTimer(
         _ state: inout State, for action: Machine.KeepAliveTimerAction, timerStep: Duration?
@@ -229,14 +232,15 @@ extension MulticastStorage {
             let work = self.state.withLock { state -> OutsideLock? in
                 // Cancelled or replaced, after a sleep that returned or failed anyway.
                 guard state.timerGeneration == generation, state.timerTask != nil else { return nil }
-                let now = trusted.map { Swift.max(self.clock.now(), $0) } ?? self.clock.now()
+                let reading = self.clock.now()
+                let now = trusted.map { Swift.max(reading, $0) } ?? reading
                 if state.timerDeadline > now, !closesNow {
                     // Not yet (the window moved, or the sleep was capped): no event.
                     state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
                     sleepUntil = state.timerWakeUp
                     return nil
                 }
-                let work = self.endCriticalSection(state.machine.keepAliveExpired(), &state, timerStep: now)
+                let work = self.endCriticalSection(state.machine.keepAliveExpired(), &state, timerStep: reading)
                 sleepUntil = state.timerWakeUp
                 return work
             }
@@ -245,6 +249,7 @@ extension MulticastStorage {
             do {
                 try await self.clock.sleepUntil(wakeUp)
                 sleptUntil = wakeUp
+                sleepFailed = false  // only the window open when a sleep failed closes at once
             } catch {
                 if Task.isCancelled { return }  // the upstream ended, or a new task replaced it
                 sleepFailed = true  // the clock failed: the open window closes at once

@@ -14,63 +14,34 @@
 /// connection.cancel()                      // subscribers drain their buffers, then end
 /// ```
 ///
+/// A multicast's replay window is kept across connections (the connection, not the
+/// subscribers, decides when the upstream stops); ``resetReplayCache()`` clears it, before a
+/// reconnection for example:
+///
+/// ```swift
+/// connection.cancel()
+/// prices.resetReplayCache()
+/// prices.connect()
+/// ```
+///
 /// Create it with ``_Concurrency/AsyncSequence/multicast(replay:buffering:)``.
-public struct AsyncMulticastSequence<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable
-where Base.Element: Sendable {
-    public typealias Element = Base.Element
-    public typealias Failure = Base.Failure
+public struct AsyncMulticastSequence<Element: Sendable, Failure: Error>: AsyncReplayingSequence {
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
-    @usableFromInline
-    let storage: MulticastStorage<Element, Failure>
-    @usableFromInline
-    let connectRule: ConnectRule
+    public let _core: _SharedCore<Element, Failure>
 
     @inlinable
-    init(base: Base, replay: Int, buffering policy: SharedBufferingPolicy) {
+    init<Base: AsyncSequence & Sendable>(base: Base, replay: Int, buffering policy: SharedBufferingPolicy)
+    where Base.Element == Element, Base.Failure == Failure {
         policy.validate(parameter: "buffering")
         precondition(replay >= 0, "multicast(replay:buffering:): replay must be at least 0, got \(replay)")
-        self.storage = MulticastStorage(
-            policy: policy, replay: replay, mode: .manual, upstream: MulticastStorage.pulling(base))
-        self.connectRule = .never
+        self._core = _SharedCore(
+            MulticastStorage(policy: policy, replay: replay, mode: .manual, upstream: MulticastStorage.pulling(base)))
     }
 
     @inlinable
-    init(storage: MulticastStorage<Element, Failure>, connectRule: ConnectRule) {
-        self.storage = storage
-        self.connectRule = connectRule
-    }
-
-    /// The elements a subscriber joining now would be replayed first, oldest first. A
-    /// multicast's replay window is kept across connections (the connection, not the
-    /// subscribers, decides when the upstream stops); ``resetReplayCache()`` clears it.
-    ///
-    /// ```swift
-    /// let latest = prices.replayCache.last
-    /// ```
-    @inlinable
-    public var replayCache: [Element] {
-        self.storage.replayCache
-    }
-
-    /// Empties the replay cache for subscribers joining from now on (before a reconnection,
-    /// for example). Subscribers already present keep what they have not read.
-    ///
-    /// ```swift
-    /// connection.cancel()
-    /// prices.resetReplayCache()
-    /// prices.connect()
-    /// ```
-    @inlinable
-    public func resetReplayCache() {
-        self.storage.resetReplayCache()
-    }
-
-    /// Registers a new subscriber. It receives the replay window, then what the upstream
-    /// produces once connected.
-    @inlinable
-    public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
-        SharedIterator(storage: self.storage, connectRule: self.connectRule)
+    init(_ core: _SharedCore<Element, Failure>) {
+        self._core = core
     }
 
     /// Starts iterating the upstream, if it is not running, and returns the connection that
@@ -101,8 +72,8 @@ where Base.Element: Sendable {
     /// Leaving still does not disconnect: to stop the upstream when the last subscriber
     /// leaves, use ``_Concurrency/AsyncSequence/share()`` instead.
     @inlinable
-    public func autoconnect() -> AsyncMulticastSequence<Base> {
-        AsyncMulticastSequence(storage: self.storage, connectRule: .onDemand)
+    public func autoconnect() -> AsyncMulticastSequence<Element, Failure> {
+        AsyncMulticastSequence(_SharedCore(self.storage, connectRule: .onDemand))
     }
 
     /// The same multicast, seen through subscribers that connect it as soon as at least
@@ -125,64 +96,11 @@ where Base.Element: Sendable {
     ///
     /// - Parameter minimumSubscribers: at least 1.
     @inlinable
-    public func autoconnect(minimumSubscribers: Int) -> AsyncMulticastSequence<Base> {
+    public func autoconnect(minimumSubscribers: Int) -> AsyncMulticastSequence<Element, Failure> {
         precondition(
             minimumSubscribers >= 1,
             "autoconnect(minimumSubscribers:): minimumSubscribers must be at least 1, got \(minimumSubscribers)")
-        return AsyncMulticastSequence(storage: self.storage, connectRule: .atSubscriberCount(minimumSubscribers))
-    }
-
-    /// This multicast seen with a buffering policy of its own; see ``AsyncSharedView``.
-    @inlinable
-    public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
-        policy.validate(parameter: "buffering(_:)")
-        return AsyncSharedView(storage: self.storage, policy: policy, connectRule: self.connectRule)
-    }
-
-    /// The number of subscribers currently registered.
-    @inlinable
-    public var subscriberCount: Int {
-        self.storage.subscriberCount
-    }
-
-    /// Iterates this multicast as a lag-reporting subscriber: besides the elements, it yields
-    /// how many elements its policy dropped and where (``SharedEvent/missed(_:)``), and
-    /// whether it was evicted (``SharedEvent/evicted``). `nil` takes the multicast's own policy.
-    ///
-    /// ```swift
-    /// for await event in feed.events(buffering: .bufferingNewest(16)) {
-    ///     if case .missed(let count) = event { print("this client missed \(count)") }
-    /// }
-    /// ```
-    @inlinable
-    public func events(buffering policy: SharedBufferingPolicy? = nil) -> AsyncSharedEvents<Element, Failure> {
-        policy?.validate(parameter: "events(buffering:)")
-        return AsyncSharedEvents(storage: self.storage, policy: policy, connectRule: self.connectRule)
-    }
-
-    /// The number of subscribers, as it changes: the current count first, then every new
-    /// count (a slow observer skips to the latest). See ``AsyncSubscriberCounts``.
-    ///
-    /// ```swift
-    /// for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
-    /// ```
-    @inlinable
-    public var subscriberCounts: AsyncSubscriberCounts {
-        AsyncSubscriberCounts(storage: self.storage)
-    }
-
-    /// Returns once at least `count` subscribers are registered (at once if they already
-    /// are), so that a producer can start after its subscribers joined without polling.
-    /// Throws `CancellationError` if the task is cancelled first.
-    ///
-    /// ```swift
-    /// let tasks = (0..<3).map { _ in Task { for await price in prices { use(price) } } }
-    /// try await prices.waitForSubscribers(atLeast: 3)
-    /// prices.connect()   // all three see the first price
-    /// ```
-    @inlinable
-    public func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {
-        try await self.storage.waitForSubscribers(atLeast: count)
+        return AsyncMulticastSequence(_SharedCore(self.storage, connectRule: .atSubscriberCount(minimumSubscribers)))
     }
 }
 
@@ -204,7 +122,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     @inlinable
     public func multicast(
         replay: Int = 0, buffering: SharedBufferingPolicy = .bounded(64)
-    ) -> AsyncMulticastSequence<Self> {
+    ) -> AsyncMulticastSequence<Element, Failure> {
         AsyncMulticastSequence(base: self, replay: replay, buffering: buffering)
     }
 }

@@ -20,121 +20,26 @@
 /// Task { for await t in shared { display.show(t) } }
 /// Task { for await t in shared { logger.log(t) } }
 /// ```
-public struct AsyncShareSequence<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable
-where Base.Element: Sendable {
-    public typealias Element = Base.Element
-    public typealias Failure = Base.Failure
+public struct AsyncShareSequence<Element: Sendable, Failure: Error>: AsyncReplayingSequence {
     /// Each iterator is one subscriber; see ``SharedIterator``.
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
-    @usableFromInline
-    let storage: MulticastStorage<Element, Failure>
+    public let _core: _SharedCore<Element, Failure>
 
     /// Every public way to create one comes here: `buffering` and `keepAlive` are checked
     /// here, `replay`'s count by the `replay` operators, their only source.
     @inlinable
-    init(
+    init<Base: AsyncSequence & Sendable>(
         base: Base, buffering policy: SharedBufferingPolicy, replay: Int, keepAlive: Duration,
         replayExpiration: Duration = .zero, clock: TimerClock = .continuous
-    ) {
+    ) where Base.Element == Element, Base.Failure == Failure {
         policy.validate(parameter: "buffering")
         precondition(keepAlive >= .zero, "keepAlive must not be negative, got \(keepAlive)")
         precondition(replayExpiration >= .zero, "replayExpiration must not be negative, got \(replayExpiration)")
-        self.storage = MulticastStorage(
-            policy: policy, replay: replay, mode: .automatic, keepAlive: keepAlive,
-            replayExpiration: replayExpiration, clock: clock, upstream: MulticastStorage.pulling(base))
-    }
-
-    /// The elements a subscriber joining now would be replayed first, oldest first (empty
-    /// for `share()`). For `replay(1)`, the latest element, like Kotlin's `replayCache`.
-    ///
-    /// ```swift
-    /// let state = updates.replay(1)
-    /// if let latest = state.replayCache.last { render(latest) }
-    /// ```
-    @inlinable
-    public var replayCache: [Element] {
-        self.storage.replayCache
-    }
-
-    /// Empties the replay cache: subscribers joining from now on are replayed only elements
-    /// produced from now on. Subscribers already present keep what they have not read.
-    ///
-    /// ```swift
-    /// session.resetReplayCache()   // the next screen must not see the old user's data
-    /// ```
-    @inlinable
-    public func resetReplayCache() {
-        self.storage.resetReplayCache()
-    }
-
-    /// Registers a new subscriber.
-    @inlinable
-    public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
-        SharedIterator(storage: self.storage)
-    }
-
-    /// This sequence seen with a buffering policy of its own: each iterator of the result is
-    /// a subscriber of this same shared iteration that buffers according to `policy`.
-    ///
-    /// ```swift
-    /// let events = source.share(buffering: .bounded(64))
-    /// Task { for await e in events { ui.render(e) } }                             // lossless
-    /// Task { for await e in events.buffering(.bufferingNewest(10)) { log(e) } }   // may drop
-    /// ```
-    ///
-    /// Note that a `.bounded` subscriber still paces the upstream for everyone.
-    @inlinable
-    public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
-        policy.validate(parameter: "buffering(_:)")
-        return AsyncSharedView(storage: self.storage, policy: policy)
-    }
-
-    /// The number of subscribers currently registered: iterators that exist and have not
-    /// left (by cancellation, by reaching the end, or by being released).
-    @inlinable
-    public var subscriberCount: Int {
-        self.storage.subscriberCount
-    }
-
-    /// Iterates this sequence as a lag-reporting subscriber: besides the elements, it yields
-    /// how many elements its policy dropped and where (``SharedEvent/missed(_:)``), and
-    /// whether it was evicted (``SharedEvent/evicted``). `nil` takes the sequence's own policy.
-    ///
-    /// ```swift
-    /// for await event in feed.events(buffering: .bufferingNewest(16)) {
-    ///     if case .missed(let count) = event { print("this client missed \(count)") }
-    /// }
-    /// ```
-    @inlinable
-    public func events(buffering policy: SharedBufferingPolicy? = nil) -> AsyncSharedEvents<Element, Failure> {
-        policy?.validate(parameter: "events(buffering:)")
-        return AsyncSharedEvents(storage: self.storage, policy: policy)
-    }
-
-    /// The number of subscribers, as it changes: the current count first, then every new
-    /// count (a slow observer skips to the latest). See ``AsyncSubscriberCounts``.
-    ///
-    /// ```swift
-    /// for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
-    /// ```
-    @inlinable
-    public var subscriberCounts: AsyncSubscriberCounts {
-        AsyncSubscriberCounts(storage: self.storage)
-    }
-
-    /// Returns once at least `count` subscribers are registered (at once if they already
-    /// are), so that a producer can start after its subscribers joined without polling.
-    /// Throws `CancellationError` if the task is cancelled first.
-    ///
-    /// ```swift
-    /// let tasks = (0..<3).map { _ in Task { for await x in shared { use(x) } } }
-    /// try await shared.waitForSubscribers(atLeast: 3)
-    /// continuation.yield(1)   // all three receive it
-    /// ```
-    @inlinable
-    public func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {
-        try await self.storage.waitForSubscribers(atLeast: count)
+        self._core = _SharedCore(
+            MulticastStorage(
+                policy: policy, replay: replay, mode: .automatic, keepAlive: keepAlive,
+                replayExpiration: replayExpiration, clock: clock, upstream: MulticastStorage.pulling(base)))
     }
 }
 
@@ -151,7 +56,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// This is a separate overload (rather than a defaulted parameter) so that a plain
     /// `share()` stays unambiguous when swift-async-algorithms is imported too.
     @inlinable
-    public func share() -> AsyncShareSequence<Self> {
+    public func share() -> AsyncShareSequence<Element, Failure> {
         AsyncShareSequence(base: self, buffering: .bounded(64), replay: 0, keepAlive: .zero)
     }
 
@@ -165,7 +70,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// - Parameter buffering: how unconsumed elements are kept for each subscriber.
     ///   `.bounded(n)` needs `n >= 1`; the dropping policies need `n >= 0`.
     @inlinable
-    public func share(buffering: SharedBufferingPolicy) -> AsyncShareSequence<Self> {
+    public func share(buffering: SharedBufferingPolicy) -> AsyncShareSequence<Element, Failure> {
         AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: .zero)
     }
 }
@@ -188,7 +93,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     @inlinable
     public func share(
         buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration
-    ) -> AsyncShareSequence<Self> {
+    ) -> AsyncShareSequence<Element, Failure> {
         AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: keepAlive)
     }
 
@@ -219,7 +124,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     @inlinable
     public func share(
         buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration, clock: some Clock<Duration>
-    ) -> AsyncShareSequence<Self> {
+    ) -> AsyncShareSequence<Element, Failure> {
         AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: keepAlive, clock: TimerClock(clock))
     }
 
@@ -258,7 +163,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     public func replay(
         _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero,
         replayExpiration: Duration = .zero
-    ) -> AsyncShareSequence<Self> {
+    ) -> AsyncShareSequence<Element, Failure> {
         precondition(count >= 0, "replay(_:): count must be at least 0, got \(count)")
         return AsyncShareSequence(
             base: self, buffering: buffering, replay: count, keepAlive: keepAlive, replayExpiration: replayExpiration)
@@ -296,7 +201,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     public func replay(
         _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero,
         replayExpiration: Duration = .zero, clock: some Clock<Duration>
-    ) -> AsyncShareSequence<Self> {
+    ) -> AsyncShareSequence<Element, Failure> {
         precondition(count >= 0, "replay(_:): count must be at least 0, got \(count)")
         return AsyncShareSequence(
             base: self, buffering: buffering, replay: count, keepAlive: keepAlive,

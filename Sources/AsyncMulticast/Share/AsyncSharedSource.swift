@@ -21,7 +21,7 @@
 /// or after `keepAlive` without a new subscriber, `stop` is called; a later subscriber calls
 /// `start` again. If the producer calls ``Emitter/finish()`` or ``Emitter/fail(_:)``, every
 /// subscriber ends after its buffered values, `stop` is called, and the source stays ended.
-public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
+public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayingSequence {
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
     /// Sends values from the producer to the subscribers of one session (from `start` until
@@ -62,8 +62,7 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
         }
     }
 
-    @usableFromInline
-    let storage: MulticastStorage<Element, Failure>
+    public let _core: _SharedCore<Element, Failure>
 
     /// Creates a shared source.
     ///
@@ -153,95 +152,18 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncSequenc
         precondition(replay >= 0, "AsyncSharedSource: replay must be at least 0, got \(replay)")
         precondition(keepAlive >= .zero, "keepAlive must not be negative, got \(keepAlive)")
         precondition(replayExpiration >= .zero, "replayExpiration must not be negative, got \(replayExpiration)")
-        self.storage = MulticastStorage(
-            policy: buffering, replay: replay, mode: .automatic, keepAlive: keepAlive,
-            replayExpiration: replayExpiration, clock: timerClock,
-            upstream: { sink in
-                let (ended, endedContinuation) = AsyncStream.makeStream(of: Never.self)
-                // `stop` stays in this task: it is created and called here.
-                let stop = start(Emitter(storage: sink.storage, epoch: sink.epoch, ended: endedContinuation))
-                // Ends when the session's task is cancelled (the last subscriber left) or
-                // the producer finished.
-                for await _ in ended {}
-                stop()
-            })
-    }
-
-    /// The values a subscriber joining now would be replayed first, oldest first.
-    ///
-    /// ```swift
-    /// let lastPath = paths.replayCache.last
-    /// ```
-    @inlinable
-    public var replayCache: [Element] {
-        self.storage.replayCache
-    }
-
-    /// Empties the replay cache for subscribers joining from now on.
-    ///
-    /// ```swift
-    /// paths.resetReplayCache()
-    /// ```
-    @inlinable
-    public func resetReplayCache() {
-        self.storage.resetReplayCache()
-    }
-
-    /// Registers a new subscriber.
-    @inlinable
-    public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
-        SharedIterator(storage: self.storage)
-    }
-
-    /// This source seen with a buffering policy of its own; see ``AsyncSharedView``.
-    @inlinable
-    public func buffering(_ policy: SharedBufferingPolicy) -> AsyncSharedView<Element, Failure> {
-        policy.validate(parameter: "buffering(_:)")
-        return AsyncSharedView(storage: self.storage, policy: policy)
-    }
-
-    /// The number of subscribers currently registered.
-    @inlinable
-    public var subscriberCount: Int {
-        self.storage.subscriberCount
-    }
-
-    /// Iterates this source as a lag-reporting subscriber: besides the elements, it yields
-    /// how many elements its policy dropped and where (``SharedEvent/missed(_:)``), and
-    /// whether it was evicted (``SharedEvent/evicted``). `nil` takes the source's own policy.
-    ///
-    /// ```swift
-    /// for await event in feed.events(buffering: .bufferingNewest(16)) {
-    ///     if case .missed(let count) = event { print("this client missed \(count)") }
-    /// }
-    /// ```
-    @inlinable
-    public func events(buffering policy: SharedBufferingPolicy? = nil) -> AsyncSharedEvents<Element, Failure> {
-        policy?.validate(parameter: "events(buffering:)")
-        return AsyncSharedEvents(storage: self.storage, policy: policy)
-    }
-
-    /// The number of subscribers, as it changes: the current count first, then every new
-    /// count (a slow observer skips to the latest). See ``AsyncSubscriberCounts``.
-    ///
-    /// ```swift
-    /// for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
-    /// ```
-    @inlinable
-    public var subscriberCounts: AsyncSubscriberCounts {
-        AsyncSubscriberCounts(storage: self.storage)
-    }
-
-    /// Returns once at least `count` subscribers are registered (at once if they already
-    /// are), so that a producer can start after its subscribers joined without polling.
-    /// Throws `CancellationError` if the task is cancelled first.
-    ///
-    /// ```swift
-    /// let tasks = (0..<3).map { _ in Task { for await path in paths { use(path) } } }
-    /// try await paths.waitForSubscribers(atLeast: 3)   // each receives every path sent from now on
-    /// ```
-    @inlinable
-    public func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {
-        try await self.storage.waitForSubscribers(atLeast: count)
+        self._core = _SharedCore(
+            MulticastStorage(
+                policy: buffering, replay: replay, mode: .automatic, keepAlive: keepAlive,
+                replayExpiration: replayExpiration, clock: timerClock,
+                upstream: { sink in
+                    let (ended, endedContinuation) = AsyncStream.makeStream(of: Never.self)
+                    // `stop` stays in this task: it is created and called here.
+                    let stop = start(Emitter(storage: sink.storage, epoch: sink.epoch, ended: endedContinuation))
+                    // Ends when the session's task is cancelled (the last subscriber left) or
+                    // the producer finished.
+                    for await _ in ended {}
+                    stop()
+                }))
     }
 }

@@ -31,23 +31,8 @@ struct AsyncMulticastSequenceDocTests {
         #expect([101].starts(with: chartRest) && [101].starts(with: tableRest))
     }
 
-    // replayCache
-    @Test func replayCache() async {
-        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)  // (test only)
-        let prices = feed.multicast(replay: 1)  // (test only)
-        var chart = prices.makeAsyncIterator()  // (test only)
-        prices.connect()  // (test only)
-        exchange.yield(100)  // (test only)
-        #expect(await chart.next() == 100)  // (test only)
-
-        let latest = prices.replayCache.last
-
-        #expect(latest == 100)
-        exchange.finish()
-    }
-
-    // resetReplayCache()
-    @Test func resetReplayCache() async {
+    // AsyncMulticastSequence: the replay window across connections
+    @Test func replayWindowAcrossConnections() async {
         let source = FedSource()  // (test only)
         let prices = source.multicast(replay: 1)  // (test only)
         let chart = await SubscriberTask.join { prices.makeAsyncIterator() }  // (test only)
@@ -95,62 +80,6 @@ struct AsyncMulticastSequenceDocTests {
         }  // each of the three counted every element
 
         #expect(counted.values == [50, 50, 50])
-    }
-
-    // events(buffering:)
-    @Test func events() async throws {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
-        let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
-        let feed = source.multicast()  // (test only)
-        let client = Task {  // (test only)
-            for await event in feed.events(buffering: .bufferingNewest(16)) {
-                if case .missed(let count) = event { print("this client missed \(count)") }
-            }
-        }  // (test only)
-
-        try await feed.waitForSubscribers(atLeast: 1)
-        feed.connect()
-        for n in 1...1_000 { continuation.yield(n) }
-        continuation.finish()
-        await client.value
-        // How much it misses depends on how fast it reads (the upstream is a task of its
-        // own); it keeps at least the newest 16.
-        #expect(missedTotal(printed.lines) <= 1_000 - 16)
-    }
-
-    // subscriberCounts
-    @Test func subscriberCounts() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
-        let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
-        let feed = source.multicast()  // (test only)
-        let observer = Task {  // (test only)
-            for await count in feed.subscriberCounts where count == 0 { print("nobody listens") }
-        }  // (test only)
-
-        await printed.wait(for: "nobody listens")
-        observer.cancel()
-        await observer.value
-        #expect(printed.lines == ["nobody listens"])
-        continuation.finish()
-    }
-
-    // waitForSubscribers(atLeast:)
-    @Test func waitForSubscribers() async throws {
-        let used = PrintedLines()  // (test only)
-        @Sendable func use(_ price: Int) { used.record([price]) }  // (test only)
-        let (feed, exchange) = AsyncStream.makeStream(of: Int.self)  // (test only)
-        let prices = feed.multicast()  // (test only)
-        exchange.yield(100)  // (test only)
-        exchange.finish()  // (test only)
-
-        let tasks = (0..<3).map { _ in Task { for await price in prices { use(price) } } }
-        try await prices.waitForSubscribers(atLeast: 3)
-        prices.connect()  // all three see the first price
-
-        for task in tasks { await task.value }
-        #expect(used.lines == ["100", "100", "100"])
     }
 
     // AsyncSequence.multicast(replay:buffering:)

@@ -19,7 +19,7 @@ struct CaughtUpOfferCountTests {
         // The subscription, the batch's elements and index, and the 32-bit count (0: not
         // remembered): 28 bytes, 32 with padding (24 without the count).
         #expect(MemoryLayout<ElementBatch<Int>>.size == 20)
-        #expect(MemoryLayout<AsyncShareSequence<AsyncStream<Int>>.AsyncIterator>.stride == 32)
+        #expect(MemoryLayout<AsyncShareSequence<Int, Never>.AsyncIterator>.stride == 32)
         #expect(MemoryLayout<AsyncPassthroughSubject<Int, Never>.AsyncIterator>.stride == 32)
     }
 

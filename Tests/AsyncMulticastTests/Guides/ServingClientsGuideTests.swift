@@ -80,3 +80,21 @@ func servingClientsGuideEvictionThrows() async throws {
 
     #expect(printed.lines == ["reader: 1", "reader: 2", "reader: 3", "reader: 4", "stalled: evicted"])
 }
+
+// Guides/ServingClients.md: Joining when the request arrives
+@Test("Guides/ServingClients.md: Joining when the request arrives", .timeLimit(.minutes(1)))
+func servingClientsGuideSubscribe() async {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    let room = AsyncPassthroughSubject<String, Never>(buffering: .evicting(256))
+    let client = room.subscribe()  // in the request handler: joined from here on
+    room.send("welcome")  // sent before the body runs: still received
+    room.finish()
+    let body: @Sendable () async -> Void = {  // the response body, run later
+        for await event in client.events { print(event) }
+    }
+    await body()
+
+    #expect(printed.lines == [#"element("welcome")"#])
+}

@@ -18,7 +18,7 @@ struct MulticastReliabilityTests {
     /// A `.bounded(2)` multicast over `TaggedIterations` whose subscriber `old` never read:
     /// its first connection produced 2 elements, paused, and was cancelled.
     private static func cancelledAfterTwo() async throws -> (
-        base: TaggedIterations, multicast: AsyncMulticastSequence<TaggedIterations>,
+        base: TaggedIterations, multicast: AsyncMulticastSequence<Int, Never>,
         old: SharedIterator<Int, Never>, first: MulticastConnection
     ) {
         let base = TaggedIterations()

@@ -208,6 +208,44 @@ struct MulticastTests {
         await b.leave()
     }
 
+    enum AutoconnectedFace: String, CaseIterable, CustomStringConvertible, Sendable {
+        case view, viewOfView, events, viewEvents, anyShared
+        var description: String { self.rawValue }
+    }
+
+    @Test(
+        "every way to subscribe to an autoconnected multicast connects it on demand: the rule is the face's, not a member's",
+        arguments: AutoconnectedFace.allCases)
+    func autoconnectThroughEveryMember(_ face: AutoconnectedFace) async throws {
+        let source = FedSource()
+        let auto = source.multicast().autoconnect()
+        let shared: any AsyncSharedSequence<Int, Never> = auto
+        let received = Task {
+            switch face {
+            case .view:
+                var iterator = auto.buffering(.bufferingNewest(4)).makeAsyncIterator()
+                return await iterator.next().map { SharedEvent.element($0) }
+            case .viewOfView:
+                var iterator = auto.buffering(.unbounded).buffering(.bounded(4)).makeAsyncIterator()
+                return await iterator.next().map { SharedEvent.element($0) }
+            case .events:
+                var iterator = auto.events().makeAsyncIterator()
+                return await iterator.next()
+            case .viewEvents:
+                var iterator = auto.buffering(.bufferingOldest(4)).events().makeAsyncIterator()
+                return await iterator.next()
+            case .anyShared:
+                var iterator = shared.makeAsyncIterator()
+                return await iterator.next().map { SharedEvent.element($0) }
+            }
+        }
+        await source.control.waitForStart(of: 0)  // the wait connected it
+        source.control.yield(1)
+        #expect(await received.value == .element(1))
+        #expect(source.control.iteratorCount == 1)
+        auto.connect().cancel()
+    }
+
     @Test("autoconnect() connects on the first demand, and leaving does not disconnect")
     func autoconnect() async {
         let source = FedSource()

@@ -365,7 +365,7 @@ struct CancellationTests {
 private func startTwoWaitingSubscribers() async throws -> (
     upstream: AsyncStream<Int>.Continuation,
     terminations: TerminationRecorder,
-    shared: AsyncShareSequence<AsyncStream<Int>>,
+    shared: AsyncShareSequence<Int, Never>,
     a: SubscriberBox<Int, Never>, b: SubscriberBox<Int, Never>,
     aNext: Task<Int?, Never>, bNext: Task<Int?, Never>
 ) {

@@ -27,10 +27,10 @@ extension EvictionFace {
             finish: { subject.finish() })
     }
 
-    init<Base: AsyncSequence & Sendable>(
-        shared: AsyncShareSequence<Base>, feed: @escaping @Sendable (Int) -> Void,
+    init(
+        shared: AsyncShareSequence<Int, Failure>, feed: @escaping @Sendable (Int) -> Void,
         finish: @escaping @Sendable () -> Void
-    ) where Base.Element == Int, Base.Failure == Failure {
+    ) {
         self.init(
             storage: shared.storage,
             subscribe: { shared.makeAsyncIterator() },

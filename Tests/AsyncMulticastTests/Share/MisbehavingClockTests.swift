@@ -15,7 +15,7 @@ struct MisbehavingClockTests {
     /// A subscriber restarts the stopped upstream (iteration `iteration`), reads `value` from
     /// it, and leaves.
     private func restartReadAndLeave(
-        _ shared: AsyncShareSequence<FedSource>, _ source: FedSource, iteration: Int, value: Int,
+        _ shared: AsyncShareSequence<Int, Never>, _ source: FedSource, iteration: Int, value: Int,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         let b = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)

@@ -237,7 +237,7 @@ struct ReplayTests {
 
     /// One subscriber starts the upstream, reads 1, 2, 3, and leaves.
     private func readOneTwoThreeAndLeave(
-        _ replayed: AsyncShareSequence<FedSource>, _ source: FedSource,
+        _ replayed: AsyncShareSequence<Int, Never>, _ source: FedSource,
         sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         let a = await SubscriberTask.join({ replayed.makeAsyncIterator() }, sourceLocation: sourceLocation)
@@ -250,7 +250,7 @@ struct ReplayTests {
 
     /// Waits until the timer task of `replayed`, if one runs, has ended.
     private func waitForTheTimer(
-        of replayed: AsyncShareSequence<FedSource>, sourceLocation: SourceLocation = #_sourceLocation
+        of replayed: AsyncShareSequence<Int, Never>, sourceLocation: SourceLocation = #_sourceLocation
     ) async {
         guard let timer = replayed.storage.state.withLock({ $0.timerTask }) else { return }
         _ = await withTimeoutOrNil("the timer task", sourceLocation: sourceLocation) { await timer.value }
@@ -370,7 +370,7 @@ struct ReplayTests {
     // MARK: replay(0) and replay(1)
 
     /// Runs one script against a shared sequence and records what is observable.
-    private func trace(_ make: (FedSource) -> AsyncShareSequence<FedSource>) async -> [String] {
+    private func trace(_ make: (FedSource) -> AsyncShareSequence<Int, Never>) async -> [String] {
         var trace: [String] = []
         let source = FedSource()
         let shared = make(source)

@@ -209,7 +209,7 @@ private struct ObservedContinuousClock: Clock {
 private struct AnyIterable: Sendable {
     let make: @Sendable () -> SharedIterator<Int, Never>
 
-    init(_ shared: AsyncShareSequence<Counter>) { self.make = { shared.makeAsyncIterator() } }
+    init(_ shared: AsyncShareSequence<Int, Never>) { self.make = { shared.makeAsyncIterator() } }
     init(_ view: AsyncSharedView<Int, Never>) { self.make = { view.makeAsyncIterator() } }
 }
 

@@ -135,10 +135,10 @@ struct ShareSemanticsTests {
 
     @Test func typedErrorIsDeliveredAfterTheBufferThenNil() async throws {
         try await withTimeout {
-            // Statically: the iterator's failure is the base's.
-            #expect(AsyncShareSequence<Scripted>.Failure.self == TestError.self)
             let probe = Probe()
             let shared = Instrumented(Scripted(elements: [0, 1, 2], failure: .boom), probe: probe).share()
+            // Statically: the shared sequence's failure is the base's.
+            #expect(type(of: shared) == AsyncShareSequence<Int, TestError>.self)
             var fast = shared.makeAsyncIterator()
             var slow = shared.makeAsyncIterator()
             let fastResult = await collect(&fast)

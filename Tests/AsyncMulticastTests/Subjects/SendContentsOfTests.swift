@@ -123,7 +123,7 @@ struct SendContentsOfTests {
         await reader.leave()
     }
 
-    @Test("stops when the subject completes meanwhile, without pulling again")
+    @Test("a sequence that ignores cancellation and answers after the completion is asked once more, then the call returns")
     func stopsWhenTheSubjectCompletes() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>()
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
@@ -135,8 +135,13 @@ struct SendContentsOfTests {
         _ = await source.control.pulled.next("second pull")
         subject.finish()
         source.control.answer(2)  // ignored: the subject has completed
+        // It returned an element, so it may not have seen the cancellation: asked once more,
+        // in a cancelled task; a sequence that ignores that too keeps the call until it answers.
+        _ = await source.control.pulled.next("the pull after the completion")
+        source.control.answer(3)  // ignored
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
         #expect(await reader.next() == nil)
+        #expect(source.control.iteratorCount == 1)
     }
 
     @Test(

@@ -275,7 +275,7 @@ extension AsyncShareSequence {
 /// One subscriber starts the keep-alive tests' upstream, reads `values`, and leaves; none is
 /// left.
 func startReadAndLeave(
-    _ shared: AsyncShareSequence<FedSource>, _ source: FedSource, _ values: Int...,
+    _ shared: AsyncShareSequence<Int, Never>, _ source: FedSource, _ values: Int...,
     sourceLocation: SourceLocation = #_sourceLocation
 ) async {
     let a = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)

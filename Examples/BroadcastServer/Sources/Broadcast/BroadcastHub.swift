@@ -19,7 +19,7 @@ public final class BroadcastHub: Sendable {
     /// The shared ticks. `replay(1)`: a client that connects late gets the latest count
     /// first. The upstream starts with the first client and is cancelled when the last one
     /// leaves; the replayed count expires with it, so a restart counts from 1 again.
-    public let ticks: AsyncShareSequence<MonitoredUpstream<TickSource>>
+    public let ticks: AsyncShareSequence<Int, Never>
 
     /// The messages posted to `POST /messages`, sent to every connected client.
     public let messages: AsyncPassthroughSubject<Message, Never>

@@ -61,6 +61,11 @@ extension BroadcastHub {
     /// - **graceful shutdown** (SIGINT, SIGTERM): the response ends.
     func stream(_ request: Request, to writer: inout any ResponseBodyWriter, channel: any Channel) async throws {
         let evicting = SharedBufferingPolicy.evicting(self.configuration.evictAfter)
+        // Subscribe first: from here on, every tick (starting with the latest one, replayed)
+        // and every message is kept for this client. The subscriptions are `Sendable`, so
+        // the child tasks below read them.
+        let ticks = self.ticks.subscribe(buffering: evicting)
+        let messages = self.messages.subscribe(buffering: evicting)
         let outbox = AsyncPassthroughSubject<Outgoing, Never>(buffering: .bounded(1))
         var pending = outbox.makeAsyncIterator()
         let writes = WriteTracker()
@@ -71,12 +76,6 @@ extension BroadcastHub {
         try await request.body.consumeWithInboundCloseHandler { _ in
             try await withGracefulShutdownHandler {
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    // Subscribe first: from here on, every tick (starting with the latest
-                    // one, replayed) and every message is kept for this client. (Created
-                    // here, in the closure that hands them to the child tasks: created
-                    // outside, they could not be sent into them.)
-                    let ticks = self.ticks.events(buffering: evicting).makeAsyncIterator()
-                    let messages = self.messages.events(buffering: evicting).makeAsyncIterator()
                     self.clientConnected()
                     defer { self.clientDisconnected() }
                     try await writer.write(ByteBuffer(string: ": connected\n\n"))
@@ -109,11 +108,10 @@ extension BroadcastHub {
 
     /// Hands every element of one subscription to the writer, waiting while it is busy.
     private func forward<Element: Sendable>(
-        _ subscription: SharedEventIterator<Element, Never>, feed: String,
+        _ subscription: SharedSubscription<Element, Never>, feed: String,
         to outbox: AsyncPassthroughSubject<Outgoing, Never>, as outgoing: (Element) -> Outgoing
     ) async {
-        var subscription = subscription
-        while let event = await subscription.next() {
+        for await event in subscription.events {
             switch event {
             case .element(let element):
                 await outbox.send(waitingForRoom: outgoing(element))

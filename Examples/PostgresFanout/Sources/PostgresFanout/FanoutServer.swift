@@ -93,11 +93,14 @@ public final class FanoutServer: Sendable {
 
     /// `GET /events`: one client, one subscriber of the shared LISTEN feed.
     func events() -> Response {
-        Response(
+        // Joins now, while the request is handled: every event from here on reaches the
+        // body, which runs later, in another task.
+        let subscription = self.feed.subscribe()
+        return Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
             body: ResponseBody { writer in
-                try await self.stream(to: &writer)
+                try await self.stream(subscription, to: &writer)
                 try await writer.finish(nil)
             })
     }
@@ -109,16 +112,17 @@ public final class FanoutServer: Sendable {
     /// (what is committed after that reaches it), `data:` lines for each message, and, if the
     /// LISTEN connection is lost, `event: interrupted` then `event: resumed` when a new one
     /// listens; messages committed between the two are lost for this instance's clients.
-    func stream(to writer: inout any ResponseBodyWriter) async throws {
+    func stream(
+        _ subscription: SharedSubscription<FeedEvent, Never>, to writer: inout any ResponseBodyWriter
+    ) async throws {
         let instance = self.configuration.instanceName
-        var subscription = self.feed.subscribe()  // joins now: sees every event from here on
         var generation = self.feed.listeningGeneration
         if generation != 0 {
             try await writer.write(ServerSentEvent.event("ready", data: instance))
         } else {
             try await writer.write(ServerSentEvent.comment("waiting for the LISTEN connection"))
         }
-        while let event = await subscription.next() {
+        for await event in subscription.events {
             switch event {
             case .element(.message(let payload)):
                 try await writer.write(ServerSentEvent.event(data: payload))

@@ -59,9 +59,10 @@ public final class ListenFeed: Sendable {
     }
 
     /// A new subscriber, from now on: it receives every event the feed produces from this
-    /// moment, and `.evicted` if it falls `clientBuffer` events behind.
-    public func subscribe() -> SharedEventIterator<FeedEvent, Never> {
-        self.source.events().makeAsyncIterator()
+    /// moment, and `.evicted` if it falls `clientBuffer` events behind. It is `Sendable`, so
+    /// a response body that runs later, in another task, reads it (`subscription.events`).
+    public func subscribe() -> SharedSubscription<FeedEvent, Never> {
+        self.source.subscribe()
     }
 
     /// The generation of the LISTEN connection that is listening now, or 0 if none is.

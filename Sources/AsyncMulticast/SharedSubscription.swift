@@ -1,0 +1,130 @@
+/// A subscriber that has joined and is iterated later, once, from any task: what
+/// ``AsyncSharedSequence/subscribe(buffering:)`` returns, like the receiver tokio's
+/// `broadcast::Sender::subscribe()` gives.
+///
+/// An iterator joins when it is created, and iterators are not `Sendable`, so "join, then
+/// hand the reading to another task" needs a value that has joined and can travel. This is
+/// it: it receives everything produced after `subscribe(buffering:)` returned, however late
+/// the reading starts, and it can cross into a `@Sendable` closure (a response body, a
+/// WebSocket handler, a task group's child).
+///
+/// ```swift
+/// let updates = AsyncPassthroughSubject<String, Never>()
+/// let subscription = updates.subscribe()   // joined: nothing sent from here on is missed
+/// updates.send("hello")
+/// updates.finish()
+/// let reader = Task { for await line in subscription { print(line) } }   // hello
+/// await reader.value
+/// ```
+///
+/// - **Iterated once.** The first iterator, of the elements or of ``events``, takes the
+///   subscriber; a later iteration of the same subscription (or of a copy) ends at once,
+///   without an element. To read from two places, subscribe twice.
+/// - **Leaves like an iterator:** when the task iterating it is cancelled, when the iteration
+///   returned `nil` or threw, or when it is released. A subscription released before anyone
+///   iterated it leaves when its last copy goes; until then it is a subscriber, and under a
+///   `.bounded` policy it paces the upstream like a reader that does not read.
+public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequence, Sendable {
+    public typealias AsyncIterator = SharedIterator<Element, Failure>
+
+    @usableFromInline
+    let subscriber: Subscriber
+
+    @inlinable
+    init(_ core: _SharedCore<Element, Failure>, policy: SharedBufferingPolicy?) {
+        self.subscriber = Subscriber(
+            SharedIterator.Subscription(
+                storage: core.storage, policy: policy ?? core.policy, connectRule: core.connectRule))
+    }
+
+    /// Takes the subscriber: the first call returns its iterator; a later call returns an
+    /// iterator that ends at once.
+    @inlinable
+    public func makeAsyncIterator() -> SharedIterator<Element, Failure> {
+        SharedIterator(subscription: self.subscriber.take())
+    }
+
+    /// The same subscriber read as lag-reporting events (see ``SharedEvent``), instead of its
+    /// elements. Iterating it takes the subscriber, as iterating the subscription does.
+    ///
+    /// ```swift
+    /// let client = feed.subscribe(buffering: .evicting(256))
+    /// Task {
+    ///     for await event in client.events {
+    ///         if case .evicted = event { print("too slow: disconnected") }
+    ///     }
+    /// }
+    /// ```
+    @inlinable
+    public var events: Events {
+        Events(subscriber: self.subscriber)
+    }
+
+    /// The events of a ``SharedSubscription``: see ``SharedSubscription/events``.
+    public struct Events: AsyncSequence, Sendable {
+        public typealias AsyncIterator = SharedEventIterator<Element, Failure>
+
+        @usableFromInline
+        let subscriber: Subscriber
+
+        @inlinable
+        init(subscriber: Subscriber) {
+            self.subscriber = subscriber
+        }
+
+        /// Takes the subscriber: the first call returns its iterator; a later call returns
+        /// an iterator that ends at once.
+        @inlinable
+        public func makeAsyncIterator() -> SharedEventIterator<Element, Failure> {
+            SharedEventIterator(subscription: self.subscriber.take())
+        }
+    }
+
+    /// The joined subscriber, until an iterator takes it. Its lock guards one optional
+    /// reference, so a copy of the subscription taken in any task takes it at most once.
+    @usableFromInline
+    final class Subscriber: Sendable {
+        @usableFromInline
+        let waiting: Lock<SharedIterator<Element, Failure>.Subscription?>
+
+        @inlinable
+        init(_ subscription: SharedIterator<Element, Failure>.Subscription) {
+            self.waiting = Lock(subscription)
+        }
+
+        /// The joined subscriber the first time; afterwards a subscriber of a completed
+        /// stream of its own (so its iterator returns `nil` at once).
+        @inlinable
+        func take() -> SharedIterator<Element, Failure>.Subscription {
+            if let subscription = self.waiting.withLock({ waiting in
+                defer { waiting = nil }
+                return waiting
+            }) {
+                return subscription
+            }
+            let ended = MulticastStorage<Element, Failure>(
+                policy: .unbounded, replay: 0, mode: .push, upstream: nil)
+            ended.complete(failure: nil)
+            return SharedIterator.Subscription(storage: ended, policy: nil, connectRule: .never)
+        }
+    }
+}
+
+extension AsyncSharedSequence {
+    /// Joins now and returns the subscriber as a `Sendable` value, to be iterated later,
+    /// once, from any task (tokio's `broadcast::Sender::subscribe()`): nothing produced
+    /// after this call returns is missed, however late the iteration starts. `nil` takes
+    /// this sequence's policy. See ``SharedSubscription``.
+    ///
+    /// ```swift
+    /// let client = prices.subscribe(buffering: .bufferingNewest(16))   // joined here
+    /// let body: @Sendable () async -> Void = {                          // runs later, anywhere
+    ///     for await price in client { print(price) }
+    /// }
+    /// ```
+    @inlinable
+    public func subscribe(buffering policy: SharedBufferingPolicy? = nil) -> SharedSubscription<Element, Failure> {
+        policy?.validate(parameter: "subscribe(buffering:)")
+        return SharedSubscription(self._core, policy: policy)
+    }
+}
