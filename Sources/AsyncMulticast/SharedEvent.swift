@@ -141,7 +141,7 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
         let element: Element?
         switch self.batch.refill(
             from: storage, subscriber: self.subscription.id, report: &report,
-            connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: actor == nil)
+            mayWaitForOffers: actor == nil)
         {
         case .element(let ready):
             element = ready
@@ -151,7 +151,7 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
             element = try result.get()
         case .mustWait:
             element = try await storage.wait(
-                self.subscription.id, report: &report, connectsOnDemand: self.subscription.connectsOnDemand,
+                self.subscription.id, report: &report,
                 isolation: actor)
             // A gap found when it was about to suspend: reported alone, the subscriber stays.
             if report.missed > 0 { return .missed(report.missed) }

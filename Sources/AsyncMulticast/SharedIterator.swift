@@ -75,7 +75,7 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         var report = ReadReport()
         let refill = self.batch.refill(
             from: self.subscription.storage, subscriber: self.subscription.id, report: &report,
-            connectsOnDemand: self.subscription.connectsOnDemand, mayWaitForOffers: mayWaitForOffers)
+            mayWaitForOffers: mayWaitForOffers)
         if case .ended(.success(nil)) = refill, let error = Self.evictionError(report) {
             return .ended(.failure(error))
         }
@@ -87,7 +87,7 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     mutating func waitForElement(isolation actor: isolated (any Actor)?) async throws(Failure) -> Element? {
         var report = ReadReport()
         let element = try await self.subscription.storage.wait(
-            self.subscription.id, report: &report, connectsOnDemand: self.subscription.connectsOnDemand,
+            self.subscription.id, report: &report,
             isolation: actor)
         if element == nil, let error = Self.evictionError(report) { throw error }
         return element
@@ -114,16 +114,13 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let storage: MulticastStorage<Element, Failure>
         @usableFromInline
         let id: SubscriberID
-        /// Set for iterators of an autoconnecting multicast: waiting connects it.
-        @usableFromInline
-        let connectsOnDemand: Bool
 
         /// Subscribes to `storage`; see ``ConnectRule`` for `connectRule`.
         @inlinable
         init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule) {
             self.storage = storage
+            // The machine keeps the connect rule in the subscriber's slot.
             self.id = storage.subscribe(policy: policy, connectRule: connectRule)
-            self.connectsOnDemand = connectRule == .onDemand
         }
 
         deinit {

@@ -50,11 +50,11 @@ extension ElementBatch where Element: Sendable {
     @inlinable
     mutating func refill<Failure: Error>(
         from storage: MulticastStorage<Element, Failure>, subscriber id: SubscriberID, report: inout ReadReport,
-        connectsOnDemand: Bool, mayWaitForOffers: Bool
+        mayWaitForOffers: Bool
     ) -> MulticastStorage<Element, Failure>.Refill {
         let refill = storage.refill(
             id, batch: &self.elements, offersWhenCaughtUp: &self.offersWhenCaughtUp, report: &report,
-            connectsOnDemand: connectsOnDemand, mayWaitForOffers: mayWaitForOffers)
+            mayWaitForOffers: mayWaitForOffers)
         self.nextIndex = 0
         return refill
     }

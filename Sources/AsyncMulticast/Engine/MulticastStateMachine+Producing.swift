@@ -177,6 +177,26 @@ extension MulticastStateMachine {
         self.elements.isEmpty ? nil : self.elements[self.tail - 1]
     }
 
+    /// A current-value subject's update: `transform(latest)` is produced as a synchronous
+    /// `send` would (`elementProduced`, past every bound), in the same transition that read
+    /// `latest`, so that no other element goes in between. Returns the element produced, or
+    /// `nil` (nothing produced) without a latest element or once completed; the subscribers
+    /// waiting for it are appended to `resuming`.
+    @inlinable
+    mutating func latestElementUpdated(
+        by transform: (Element) -> Element, resuming: inout [SubscriberContinuation]
+    ) -> Element? {
+        guard let latest = self.latestElement else { return nil }
+        let element = transform(latest)
+        let outcome = self.elementProduced(
+            element, epoch: Self.pushEpoch, respectingBounds: false, resuming: &resuming)
+        return outcome == .proceed ? element : nil
+    }
+
+    /// The epoch of a push-fed machine (a subject): there is only one, running from the start.
+    @inlinable
+    static var pushEpoch: UInt64 { 0 }
+
     /// What a producer of `epoch` that was told to `.park` should do now, without parking:
     /// `.stop` (stale or terminated), `.proceed` (room to resume, see `hasRoomToResume`)
     /// or `.park` (still full).
@@ -228,12 +248,28 @@ extension MulticastStateMachine {
         return effects
     }
 
-    /// Removes a parked upstream producer (its task was cancelled) and returns its
-    /// continuation.
+    /// The task of an upstream producer parked with `token` (`producerParked`) was
+    /// cancelled: it stops waiting, and the effects resume it with `false`. Nothing happens
+    /// if it is no longer parked (it was released).
     @inlinable
-    mutating func producerCancelled(token: UInt64) -> ProducerContinuation? {
-        guard let index = self.parkedProducers.firstIndex(where: { $0.token == token }) else { return nil }
-        return self.parkedProducers.remove(at: index).continuation
+    mutating func producerCancelled(token: UInt64) -> Effects {
+        var effects = Effects()
+        guard let index = self.parkedProducers.firstIndex(where: { $0.token == token }) else { return effects }
+        effects.producers = [self.parkedProducers.remove(at: index).continuation]
+        effects.producerResult = false
+        return effects
+    }
+
+    /// A producer or a sender about to park (`producerParked`, `senderParked`) found its task
+    /// already cancelled: its cancellation handler ran before it parked and found nothing to
+    /// unpark, so it does not park, and the effects resume it with `false` at once. (A
+    /// sender's caller then sends its element itself.)
+    @inlinable
+    func parkingCancelled(_ continuation: ProducerContinuation) -> Effects {
+        var effects = Effects()
+        effects.producers = [continuation]
+        effects.producerResult = false
+        return effects
     }
 
     /// Whether the parked producers may go on now. An upstream's producer waits until every

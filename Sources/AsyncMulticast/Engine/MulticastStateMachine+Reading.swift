@@ -201,7 +201,7 @@ extension MulticastStateMachine {
         /// Return this terminal value (`nil` or an error). The subscriber has left.
         case terminal(Result<Element?, Failure>)
         /// Nothing is available: suspend and call `subscriberWaiting`. Start the upstream of
-        /// this epoch first if it is not `nil`.
+        /// this epoch first if it is not `nil` (this demand connected it).
         case suspend(startUpstream: UInt64?)
         /// With `ReadReport.reportsGaps`: report the gap of `report.missed` elements; nothing
         /// was taken.
@@ -209,15 +209,11 @@ extension MulticastStateMachine {
     }
 
     /// The fast path of a subscriber's `next()`: takes a ready element or terminal event
-    /// without suspending; otherwise says to suspend (and whether to start the upstream).
-    /// Batching and the report: see `read(_:batch:report:)`.
-    ///
-    /// `connectsOnDemand`: the subscriber belongs to an autoconnecting multicast, so its
-    /// demand starts an idle upstream even in `.manual` mode.
+    /// without suspending; otherwise says to suspend (and whether to start the upstream:
+    /// see `startUpstreamOnDemand(for:)`). Batching and the report: see
+    /// `read(_:batch:report:)`.
     @inlinable
-    mutating func nextRequested(
-        _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool
-    ) -> NextAction {
+    mutating func nextRequested(_ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport) -> NextAction {
         switch self.read(id, batch: &batch, report: &report) {
         case .element(let element):
             guard !self.parkedProducers.isEmpty else { return .element(element, producers: []) }
@@ -228,8 +224,8 @@ extension MulticastStateMachine {
             return .elementReleasingSenders(element, effects)
         case .terminal(let result):
             return .terminal(result)
-        case .empty:
-            return .suspend(startUpstream: self.startUpstreamOnDemand(connectsOnDemand))
+        case .empty(let slotIndex):
+            return .suspend(startUpstream: self.startUpstreamOnDemand(for: slotIndex))
         case .gap:
             return .gap
         }
@@ -255,7 +251,7 @@ extension MulticastStateMachine {
     /// `read(_:batch:report:)`.
     @inlinable
     mutating func subscriberWaiting(
-        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool
+        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport
     ) -> WaitOutcome {
         var noBatch: [Element]? = nil
         switch self.read(id, batch: &noBatch, report: &report) {
@@ -278,7 +274,7 @@ extension MulticastStateMachine {
             self.slots[slotIndex].waiterIndex = Int32(self.waiters.count)
             self.waiters.append(Waiter(slot: UInt32(slotIndex), continuation: continuation))
             self.lanes[Int(self.slots[slotIndex].lane)].waiting += 1
-            return .stored(startUpstream: self.startUpstreamOnDemand(connectsOnDemand))
+            return .stored(startUpstream: self.startUpstreamOnDemand(for: slotIndex))
         }
     }
 

@@ -18,6 +18,10 @@ extension MulticastStateMachine {
         /// overflow, or what an ended connection left it.
         @usableFromInline
         var readsPrivateQueue = false
+        /// The subscriber's demand connects an idle upstream: it joined an autoconnecting
+        /// multicast (`ConnectRule.onDemand`). Set when it joins; read when it must wait.
+        @usableFromInline
+        var connectsOnDemand = false
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
         @usableFromInline
         var waiterIndex: Int32 = -1
@@ -30,11 +34,12 @@ extension MulticastStateMachine {
         init() {}
 
         @inlinable
-        init(cursor: Int, generation: UInt32, lane: UInt32, isLive: Bool) {
+        init(cursor: Int, generation: UInt32, lane: UInt32, isLive: Bool, connectsOnDemand: Bool) {
             self.cursor = cursor
             self.generation = generation
             self.lane = lane
             self.isLive = isLive
+            self.connectsOnDemand = connectsOnDemand
         }
     }
 
@@ -52,10 +57,15 @@ extension MulticastStateMachine {
         }
     }
 
-    /// Registers a subscriber; it receives the replay window, then every element appended
-    /// from now on, subject to `policy` (the machine's policy if `nil`).
+    /// A subscriber joined: it receives the replay window, then every element appended from
+    /// now on, subject to `policy` (the machine's policy if `nil`). Its `connectRule` is
+    /// decided here, once: `.onDemand` is kept in its slot (`Slot.connectsOnDemand`), and
+    /// `.atSubscriberCount(n)` connects an idle upstream if at least `n` subscribers are now
+    /// present (the effects start it).
     @inlinable
-    mutating func subscriberJoined(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
+    mutating func subscriberJoined(
+        policy: SharedBufferingPolicy?, connectRule: ConnectRule
+    ) -> (id: SubscriberID, effects: Effects) {
         let policy = policy ?? self.defaultPolicy
         let laneIndex = self.laneIndex(for: policy)
 
@@ -86,7 +96,8 @@ extension MulticastStateMachine {
         }
         let generation = self.slots[Int(slotIndex)].generation
         self.slots[Int(slotIndex)] = Slot(
-            cursor: cursor, generation: generation, lane: UInt32(laneIndex), isLive: true)
+            cursor: cursor, generation: generation, lane: UInt32(laneIndex), isLive: true,
+            connectsOnDemand: connectRule == .onDemand)
 
         if !greeting.isEmpty {
             self.greetings[slotIndex] = Greeting(elements: greeting, start: self.tail - greeting.count)
@@ -105,7 +116,13 @@ extension MulticastStateMachine {
             // task stays: when it wakes it finds the upstream running and ends.
             self.upstream = .running(epoch: epoch)
         }
-        return SubscriberID(slot: slotIndex, generation: generation)
+        var effects = Effects()
+        if case .atSubscriberCount(let minimum) = connectRule, self.subscriberCount >= minimum,
+            case .idle = self.upstream
+        {
+            effects = self.connectRequested().effects
+        }
+        return (SubscriberID(slot: slotIndex, generation: generation), effects)
     }
 
     /// The stored elements from `start` to the tail, for a greeting: the previous copy if it

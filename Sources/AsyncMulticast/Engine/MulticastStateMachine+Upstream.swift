@@ -22,11 +22,31 @@ extension MulticastStateMachine {
         case cancel
     }
 
+    /// The windows the timer times. The machine decides which one is open (`timedWindow`);
+    /// the storage knows how long each lasts.
+    @usableFromInline
+    enum TimerWindow: Sendable, Equatable {
+        /// The last subscriber left (`KeepAlive.window`): the upstream lingers.
+        case keepAlive
+        /// The upstream stopped (`ReplayExpiry.afterWindow`): the replay cache expires.
+        case replayExpiry
+    }
+
+    /// The window the timer times now: the replay cache's expiry once the upstream stopped
+    /// with it pending, else the keep-alive.
     @inlinable
-    mutating func startUpstreamOnDemand(_ connectsOnDemand: Bool) -> UInt64? {
+    var timedWindow: TimerWindow {
+        self.replayExpiryPending ? .replayExpiry : .keepAlive
+    }
+
+    /// The subscriber in slot `slotIndex` must wait: its demand starts an idle upstream in
+    /// `.automatic` mode, and in `.manual` mode if it joined an autoconnecting multicast
+    /// (`Slot.connectsOnDemand`). Returns the epoch started.
+    @inlinable
+    mutating func startUpstreamOnDemand(for slotIndex: Int) -> UInt64? {
         guard case .idle = self.upstream else { return nil }
         switch self.mode {
-        case .manual where connectsOnDemand, .automatic:
+        case .manual where self.slots[slotIndex].connectsOnDemand, .automatic:
             let epoch = self.nextEpoch
             self.nextEpoch += 1
             self.upstream = .running(epoch: epoch)

@@ -79,7 +79,7 @@ enum UpstreamMode: Sendable, Hashable {
     /// leaving stops it (after the keep-alive window), a later demand restarts it.
     case automatic
     /// `multicast()`: `connect()` starts it, and only the connection stops it. The iterators
-    /// of `autoconnect()` also start it by waiting (`connectsOnDemand`).
+    /// of `autoconnect()` also start it by waiting (`Slot.connectsOnDemand`).
     case manual
     /// Subjects: there is no upstream task; elements are pushed in with `send`.
     case push
@@ -301,7 +301,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.replayExpiry = replayExpiry
         self.mode = mode
         self.keepAlive = keepAlive
-        if mode == .push { self.upstream = .running(epoch: 0) }
+        if mode == .push { self.upstream = .running(epoch: Self.pushEpoch) }
     }
 
     /// How the upstream ended, once it has.

@@ -98,8 +98,8 @@ struct StateMachineConnectionTests {
     @Test("an autoconnecting nextRequested while idle starts the upstream; subscriberLeft never stops it")
     func autoconnectingDemandWhileIdleStartsTheUpstream() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
-        let a = machine.subscriberJoined()
-        #expect(machine.take(a, connectsOnDemand: true) == .suspend(startUpstream: 0))
+        let a = machine.subscriberJoined(policy: nil, connectRule: .onDemand).id
+        #expect(machine.take(a) == .suspend(startUpstream: 0))
         let leave = machine.subscriberLeft(a)
         #expect(leave.cancelUpstream == nil)
         #expect(leave.keepAliveTimer == .none)
@@ -110,8 +110,9 @@ struct StateMachineConnectionTests {
     func demandWhileIdleStartsOnlyIfItConnectsOnDemand() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
         let a = machine.subscriberJoined()
+        let onDemand = machine.subscriberJoined(policy: nil, connectRule: .onDemand).id
         #expect(machine.take(a) == .suspend(startUpstream: nil))
-        #expect(machine.take(a, connectsOnDemand: true) == .suspend(startUpstream: 0))
+        #expect(machine.take(onDemand) == .suspend(startUpstream: 0))
         #expect(machine.upstream == .running(epoch: 0))
     }
 

@@ -101,7 +101,7 @@ struct StateMachinePushModeTests {
         var report = ReadReport()
         guard
             case .elementReleasingSenders(0, let effects) = machine.nextRequested(
-                slow, batch: &batch, report: &report, connectsOnDemand: false)
+                slow, batch: &batch, report: &report)
         else {
             Issue.record("the read should release senders")
             return

@@ -19,7 +19,7 @@ struct StateMachineReliabilityTests {
             var lending: [Int]? = []
             defer { self.batch = lending ?? [] }
             var report = ReadReport()
-            switch machine.nextRequested(self.id, batch: &lending, report: &report, connectsOnDemand: false) {
+            switch machine.nextRequested(self.id, batch: &lending, report: &report) {
             case .element(let element, _): return element
             case .terminal, .suspend, .gap: return nil  // no gap: this reader does not report gaps
             case .elementReleasingSenders: preconditionFailure("no sender waits for room in these tests")

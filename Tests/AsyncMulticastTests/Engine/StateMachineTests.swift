@@ -428,7 +428,7 @@ struct StateMachineTests {
             effects.perform()
         }
         #expect(resumed == false)
-        #expect(machine.producerCancelled(token: 3) == nil)
+        #expect(machine.producerCancelled(token: 3).isEmpty)
     }
 
     @Test func unparkingACancelledProducer() async {
@@ -436,10 +436,11 @@ struct StateMachineTests {
         #expect(machine.push(0, epoch: 0).park)
         let resumed = await withUnsafeContinuation { (producer: Machine.ProducerContinuation) in
             _ = machine.producerParked(epoch: 0, token: 9, continuation: producer)
-            #expect(machine.producerCancelled(token: 8) == nil)
+            #expect(machine.producerCancelled(token: 8).isEmpty)
             let mine = machine.producerCancelled(token: 9)
-            #expect(mine != nil)
-            mine?.resume(returning: false)
+            #expect(mine.producers.count == 1)
+            #expect(mine.producerResult == false)
+            mine.perform()
         }
         #expect(resumed == false)
     }

@@ -6,12 +6,37 @@
 @testable import AsyncMulticast
 
 extension MulticastStateMachine {
-    /// `nextRequested(_:batch:report:connectsOnDemand:)` one element at a time, without a
-    /// report: what a plain reader does.
-    mutating func nextRequested(_ id: SubscriberID, connectsOnDemand: Bool = false) -> NextAction {
+    /// `subscriberJoined(policy:connectRule:)` for a subscriber that never connects the
+    /// upstream (`ConnectRule.never`): its effects are always empty.
+    mutating func subscriberJoined(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
+        let (id, effects) = self.subscriberJoined(policy: policy, connectRule: .never)
+        precondition(effects.isEmpty, "joining with ConnectRule.never had effects")
+        return id
+    }
+
+    /// `nextRequested(_:batch:report:)` one element at a time, without a report: what a
+    /// plain reader does.
+    mutating func nextRequested(_ id: SubscriberID) -> NextAction {
         var noBatch: [Element]? = nil
         var report = ReadReport()
-        return self.nextRequested(id, batch: &noBatch, report: &report, connectsOnDemand: connectsOnDemand)
+        return self.nextRequested(id, batch: &noBatch, report: &report)
+    }
+
+    /// `nextRequested(_:batch:report:)` for a reader that says at each read whether its
+    /// demand connects the upstream, as the model tests do (their configuration decides it
+    /// for every subscriber, `autoconnect`): recorded first in the subscriber's slot, where
+    /// joining with `ConnectRule.onDemand` puts it.
+    mutating func nextRequested(
+        _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, connectsOnDemand: Bool
+    ) -> NextAction {
+        self.recordConnectsOnDemand(connectsOnDemand, for: id)
+        return self.nextRequested(id, batch: &batch, report: &report)
+    }
+
+    /// Sets subscriber `id`'s connect rule (`Slot.connectsOnDemand`), as if it had joined
+    /// with `ConnectRule.onDemand` (or not).
+    mutating func recordConnectsOnDemand(_ connectsOnDemand: Bool, for id: SubscriberID) {
+        if let slotIndex = self.liveSlot(id) { self.slots[slotIndex].connectsOnDemand = connectsOnDemand }
     }
 
     /// Number of elements currently stored in the shared buffer.

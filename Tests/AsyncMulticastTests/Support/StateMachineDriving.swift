@@ -30,10 +30,10 @@ enum ReadOutcome: Equatable, CustomStringConvertible {
 // MARK: - Reading, and producing what must be taken
 
 extension Machine {
-    /// `nextRequested(_:connectsOnDemand:)`, reduced to a `ReadOutcome`. The read must not wake
-    /// a parked producer: where it may, call `nextRequested` directly.
-    mutating func take(_ id: SubscriberID, connectsOnDemand: Bool = false) -> ReadOutcome {
-        switch self.nextRequested(id, connectsOnDemand: connectsOnDemand) {
+    /// `nextRequested(_:)`, reduced to a `ReadOutcome`. The read must not wake a parked
+    /// producer: where it may, call `nextRequested` directly.
+    mutating func take(_ id: SubscriberID) -> ReadOutcome {
+        switch self.nextRequested(id) {
         case .element(let element, let producers):
             precondition(producers.isEmpty, "unexpected producers; use nextRequested(_:) directly")
             return .element(element)
@@ -82,21 +82,16 @@ extension MulticastStateMachine {
     /// `subscriberWaiting`, with its outcome as the `Effects` the storage would perform: the
     /// suspended subscriber is stored (nothing to perform but starting the upstream, if its
     /// demand connects it), or resumed at once.
-    mutating func subscriberSuspended(
-        _ id: SubscriberID, continuation: SubscriberContinuation, connectsOnDemand: Bool = false
-    ) -> Effects {
+    mutating func subscriberSuspended(_ id: SubscriberID, continuation: SubscriberContinuation) -> Effects {
         var report = ReadReport()
-        return self.subscriberSuspended(
-            id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
+        return self.subscriberSuspended(id, continuation: continuation, report: &report)
     }
 
-    /// `subscriberSuspended(_:continuation:connectsOnDemand:)` with a report; see
-    /// `read(_:batch:report:)`.
+    /// `subscriberSuspended(_:continuation:)` with a report; see `read(_:batch:report:)`.
     mutating func subscriberSuspended(
-        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool
+        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport
     ) -> Effects {
-        let outcome = self.subscriberWaiting(
-            id, continuation: continuation, report: &report, connectsOnDemand: connectsOnDemand)
+        let outcome = self.subscriberWaiting(id, continuation: continuation, report: &report)
         switch outcome {
         case .stored(let startUpstream):
             var effects = Effects()
@@ -105,6 +100,16 @@ extension MulticastStateMachine {
         case .resumed(let effects):
             return effects
         }
+    }
+
+    /// `subscriberSuspended(_:continuation:report:)` for a reader that says whether its
+    /// demand connects the upstream, as the model tests do: see
+    /// `nextRequested(_:batch:report:connectsOnDemand:)`.
+    mutating func subscriberSuspended(
+        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, connectsOnDemand: Bool
+    ) -> Effects {
+        self.recordConnectsOnDemand(connectsOnDemand, for: id)
+        return self.subscriberSuspended(id, continuation: continuation, report: &report)
     }
 }
 

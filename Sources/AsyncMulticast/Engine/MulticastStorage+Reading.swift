@@ -1,0 +1,190 @@
+// Reading, beside MulticastStateMachine+Reading.swift: a subscriber's `next()`, first without
+// suspending (`refill`, the machine's `nextRequested`), then suspended (`wait`, the
+// machine's `subscriberWaiting`).
+
+extension MulticastStorage {
+    /// What `refill` found.
+    @usableFromInline
+    enum Refill {
+        /// The next element (and `batch` holds the ones after it that were ready).
+        case element(Element)
+        /// The subscriber has left: the end, its error, or `nil` after a cancellation or an
+        /// eviction (`report.evicted` tells which).
+        case ended(Result<Element?, Failure>)
+        /// Nothing ready: call `wait`.
+        case mustWait
+        /// Only for a reader that reports gaps (`ReadReport.reportsGaps`): a gap of
+        /// `report.missed` elements comes next; nothing was taken.
+        case gap
+    }
+
+    /// The synchronous part of a subscriber's `next()`, once its batch is used up: the
+    /// subscriber's task was cancelled (it leaves), or it takes what is ready into `batch`,
+    /// or there is nothing (after a brief catch-up wait if `mayWaitForOffers`, see
+    /// `CatchUpSpin`; the caller passes `false` on an actor) and it must call `wait`.
+    /// Synchronous so that an iterator refilling its batch pays for no async call.
+    ///
+    /// - `batch`: the elements of the subscriber's used-up batch (`ElementBatch.elements`).
+    ///   Emptied, keeping its capacity, then receives the ready elements after the one
+    ///   returned, in order (`MulticastStateMachine.read(_:batch:report:)`).
+    /// - `offersWhenCaughtUp`: set to the producers' offer count when this read took every
+    ///   element produced so far and the subscriber skips empty reads
+    ///   (`MulticastStateMachine.skipsEmptyReads(for:mayWaitForOffers:)`), else 0
+    ///   (`ElementBatch.offersWhenCaughtUp`). If that count has not moved by the next
+    ///   refill, no element was counted since, and that refill returns `.mustWait` at once,
+    ///   without the cancellation check, the lock and the read. This is safe whatever the
+    ///   count says, because `wait` reads again under the lock before it stores the
+    ///   continuation: it returns an element that arrived uncounted, the end, an error or
+    ///   an eviction at once, and its cancellation handler removes a cancelled subscriber
+    ///   before that read. The count only decides how often that happens.
+    /// - `report`: what the subscriber missed just before the element (or end) returned,
+    ///   and whether its end is an eviction.
+    ///
+    /// Never inlined: `ElementBatch.refill` is, and with this inside it the iterator's
+    /// `next()` grew too large to be inlined into the caller's loop in turn (about 5
+    /// instructions more per delivery to 64 subscribers of a subject, `compare --instructions`).
+    @inlinable
+    @inline(never)
+    func refill(
+        _ id: SubscriberID, batch: inout [Element], offersWhenCaughtUp: inout UInt32, report: inout ReadReport,
+        mayWaitForOffers: Bool
+    ) -> Refill {
+        // Emptying an array is a generic call of about 70 instructions even when it is
+        // already empty, which it is after every read that took a single element.
+        if !batch.isEmpty { batch.removeAll(keepingCapacity: true) }
+        let caughtUpOffers = offersWhenCaughtUp
+        if caughtUpOffers != 0 {
+            offersWhenCaughtUp = 0
+            if self.catchUp.offerCount == caughtUpOffers { return .mustWait }
+        }
+        if Task.isCancelled {
+            self.unsubscribe(id)
+            return .ended(.success(nil))
+        }
+        // Moved through an Optional so the machine can tell "no batching" (nil) apart;
+        // `take()` keeps the array uniquely referenced, so refilling it does not copy.
+        var lending: [Element]? = batch
+        batch = []
+        var (action, catchUpBatch) = self.takeNext(
+            id, batch: &lending, report: &report, mayWaitForOffers: mayWaitForOffers,
+            offersWhenCaughtUp: &offersWhenCaughtUp)
+        // Never on an actor's executor: an actor (the main actor) must not busy-wait.
+        if let catchUpBatch, mayWaitForOffers, self.catchUp.waitForOffers(upTo: catchUpBatch) {
+            // The producer offered elements while this subscriber waited for them: take
+            // them without suspending (see `CatchUpSpin` for why and for the bounds).
+            (action, _) = self.takeNext(
+                id, batch: &lending, report: &report, mayWaitForOffers: mayWaitForOffers,
+                offersWhenCaughtUp: &offersWhenCaughtUp)
+        }
+        batch = lending.take()!
+        switch action {
+        case .element(let element, let producers):
+            // The producers this read released (room was made), usually none: resumed here,
+            // the one part of `perform` this outcome needs (see `takeNext`).
+            for producer in producers { producer.resume(returning: true) }
+            return .element(element)
+        case .elementReleasingSenders(let element, _):
+            return .element(element)  // `takeNext` performed what the read released
+        case .terminal(let result):
+            return .ended(result)
+        case .suspend:
+            return .mustWait  // the upstream, if this demand started it, is already running
+        case .gap:
+            return .gap
+        }
+    }
+
+    /// One read of `next()`: the machine's `nextRequested`, and what it leaves to do (the
+    /// senders' elements it appended, the upstream its demand started, the count once the
+    /// subscriber has left) performed before it returns. `catchUpBatch`: nothing was ready
+    /// and the upstream was not just started, and this subscriber may wait briefly for that
+    /// many elements before suspending (`MulticastStateMachine.catchUpBatch(for:)`,
+    /// `CatchUpSpin`). `offersWhenCaughtUp`: the producers' offer count, if the read took
+    /// every element produced so far and the subscriber skips empty reads; see `refill`.
+    ///
+    /// Fast path: a read that took elements, found a gap or must wait without starting
+    /// anything skips the end of the critical section: it changes no count and starts or
+    /// cancels nothing. The producers a read released, if any, travel in `.element` and
+    /// `refill` resumes them: taking them out of the action under the lock, to end there,
+    /// cost a retain and a release on every read.
+    @inlinable
+    func takeNext(
+        _ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport, mayWaitForOffers: Bool,
+        offersWhenCaughtUp: inout UInt32
+    ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
+        offersWhenCaughtUp = 0
+        var catchUpBatch: Int? = nil
+        let (action, work) = self.state.withLock { state -> (Machine.NextAction, OutsideLock?) in
+            let action = state.machine.nextRequested(id, batch: &batch, report: &report)
+            switch action {
+            case .element:
+                // Read under the lock: an element produced after this read is counted after
+                // the producer released the lock, so after this load (an element read here
+                // but counted later moves the count: a skip missed, nothing worse).
+                if report.caughtUp, state.machine.skipsEmptyReads(for: id, mayWaitForOffers: mayWaitForOffers) {
+                    offersWhenCaughtUp = self.catchUp.offerCount
+                }
+                return (action, nil)
+            case .elementReleasingSenders(_, let effects):
+                // Not caught up: the senders' elements came after what it took.
+                return (action, self.endCriticalSection(effects, &state))
+            case .terminal:
+                // The subscriber has left.
+                return (action, self.endCriticalSection(Machine.Effects(), &state))
+            case .suspend(let epoch?):
+                var effects = Machine.Effects()
+                effects.startUpstream = epoch
+                return (action, self.endCriticalSection(effects, &state))
+            case .suspend(nil):
+                catchUpBatch = state.machine.catchUpBatch(for: id)
+                return (action, nil)
+            case .gap:
+                return (action, nil)
+            }
+        }
+        if let work { self.perform(work) }
+        return (action, catchUpBatch)
+    }
+
+    /// The asynchronous part of a subscriber's `next()`, after `refill` found nothing: suspends until an
+    /// element or terminal event arrives, or the task is cancelled (it then leaves, and
+    /// this returns `nil` at once). With `report.reportsGaps`, `nil` with `report.missed > 0`
+    /// is a gap found before suspending: the subscriber is still subscribed.
+    @inlinable
+    func wait(
+        _ id: SubscriberID, report: inout ReadReport, isolation actor: isolated (any Actor)?
+    ) async throws(Failure) -> Element? {
+        var suspendedReport = report
+        let result = await withTaskCancellationHandler {
+            await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in
+                self.suspend(id, continuation: continuation, report: &suspendedReport)
+            }
+        } onCancel: {
+            self.unsubscribe(id)
+        }
+        report = suspendedReport
+        return try result.get()
+    }
+
+    /// The subscriber suspended with `continuation`: the machine's `subscriberWaiting` stores
+    /// it, or resumes it at once.
+    ///
+    /// Fast path: the usual outcome, stored without starting the upstream, changes no count
+    /// and has nothing to do after the lock; it skips the end of the critical section.
+    @inlinable
+    func suspend(_ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport) {
+        let work = self.state.withLock { state -> OutsideLock? in
+            switch state.machine.subscriberWaiting(id, continuation: continuation, report: &report) {
+            case .stored(nil):
+                return nil
+            case .stored(let epoch?):
+                var effects = Machine.Effects()
+                effects.startUpstream = epoch
+                return self.endCriticalSection(effects, &state)
+            case .resumed(let effects):
+                return self.endCriticalSection(effects, &state)
+            }
+        }
+        if let work { self.perform(work) }
+    }
+}

@@ -1,0 +1,54 @@
+// Joining and leaving, beside MulticastStateMachine+Subscribers.swift, and the commands that
+// observe the subscriber count (its observers are `SubscriberCountObservers`, in the state).
+
+extension MulticastStorage {
+    /// Registers a subscriber. Its `connectRule` is the machine's to decide
+    /// (`MulticastStateMachine.subscriberJoined(policy:connectRule:)`): `.onDemand` is kept
+    /// with the subscriber, and `.atSubscriberCount(n)` connects the upstream if it is idle
+    /// and at least `n` subscribers are now present.
+    @inlinable
+    func subscribe(policy: SharedBufferingPolicy? = nil, connectRule: ConnectRule = .never) -> SubscriberID {
+        let (id, work) = self.state.withLock { state in
+            let (id, effects) = state.machine.subscriberJoined(policy: policy, connectRule: connectRule)
+            return (id, self.endCriticalSection(effects, &state))
+        }
+        self.perform(work)
+        return id
+    }
+
+    @inlinable
+    func unsubscribe(_ id: SubscriberID) {
+        self.transition { $0.subscriberLeft(id) }
+    }
+
+    // MARK: Observing the subscriber count
+
+    /// Registers an observer of the subscriber count; it is offered the current count first.
+    @inlinable
+    func observeSubscriberCount() -> SubscriberCountCell {
+        let cell = SubscriberCountCell()
+        let first = self.state.withLock { state in
+            state.countObservers.add(cell, count: state.machine.subscriberCount)
+        }
+        first.offer()
+        return cell
+    }
+
+    @inlinable
+    func stopObservingSubscriberCount(_ cell: SubscriberCountCell) {
+        self.state.withLock { $0.countObservers.remove(cell) }
+        cell.end()
+    }
+
+    /// Returns once at least `count` subscribers are registered; throws if the task is
+    /// cancelled first.
+    @inlinable
+    func waitForSubscribers(atLeast count: Int) async throws(CancellationError) {
+        let cell = self.observeSubscriberCount()
+        defer { self.stopObservingSubscriberCount(cell) }
+        while let current = await cell.next(isolation: nil) {
+            if current >= count { return }
+        }
+        throw CancellationError()
+    }
+}

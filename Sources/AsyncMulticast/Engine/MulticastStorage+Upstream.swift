@@ -1,0 +1,259 @@
+// The upstream's lifecycle, beside MulticastStateMachine+Upstream.swift: the upstream task
+// (started and cancelled as the machine's effects say), the keep-alive timer task that times
+// the machine's windows, `connect`, `disconnect`, and the ends (`finish`, `complete`).
+
+extension MulticastStorage {
+    // MARK: Commands
+
+    /// Starts the upstream if idle; returns the running epoch (`nil` once terminated).
+    @inlinable
+    func connect() -> UInt64? {
+        let (epoch, work) = self.state.withLock { state in
+            let (epoch, effects) = state.machine.connectRequested()
+            return (epoch, self.endCriticalSection(effects, &state))
+        }
+        self.perform(work)
+        return epoch
+    }
+
+    /// Cancels the upstream iteration `epoch` (a multicast connection).
+    @inlinable
+    func disconnect(epoch: UInt64) {
+        self.transition { $0.connectionCancelled(epoch: epoch) }
+    }
+
+    /// The upstream iteration `epoch` ended.
+    @inlinable
+    func finish(epoch: UInt64, failure: Failure?) {
+        let work = self.state.withLock { state in
+            // The iteration is over: forget its task in the same critical section.
+            if state.upstreamTask?.epoch == epoch { state.upstreamTask = nil }
+            return self.endCriticalSection(state.machine.upstreamEnded(epoch: epoch, failure: failure), &state)
+        }
+        self.perform(work)
+    }
+
+    /// Completes a push-fed storage, and tells the completion observers (the end of the
+    /// critical section takes them). Ignored once completed.
+    @inlinable
+    func complete(failure: Failure?) {
+        self.transition { $0.subjectCompleted(failure: failure) }
+    }
+
+    /// Clears the replay cache for subscribers joining from now on.
+    @inlinable
+    func resetReplayCache() {
+        self.state.withLock { $0.machine.replayCacheReset() }
+    }
+
+    // MARK: The upstream task
+
+    /// Creates and registers the task of upstream iteration `epoch`. Called under the lock,
+    /// in the same critical section in which the machine decided to start it, so that the
+    /// task is registered before anyone can cancel the epoch, and chained after the
+    /// previous (cancelled) iteration: two iterations of the base never overlap. Creating
+    /// a task only enqueues it; nothing runs or is resumed here.
+    @inlinable
+    func startUpstream(epoch: UInt64, in state: inout State) {
+        guard let body = self.upstreamBody else {
+            preconditionFailure("a push-fed storage was asked to start an upstream")
+        }
+        let sink = UpstreamSink(storage: self, epoch: epoch)
+        let previous = state.retiringTask
+        // Detached: the upstream must not inherit the priority or task-locals of whichever
+        // subscriber happened to ask first.
+        state.upstreamTask = (
+            epoch,
+            Task.detached {
+                // A base that reacts slowly to cancellation may still be inside `next()`.
+                await previous?.value
+                // Cancelled before it began: do not even create the base iterator.
+                guard sink.storage.state.withLock({ $0.machine.isCurrent(epoch: epoch) }) else { return }
+                await body(sink)
+            }
+        )
+    }
+
+    /// Under the lock: takes the upstream task `effects` cancels (to be cancelled outside the
+    /// lock); the next one waits for it to end.
+    @inlinable
+    static func takeUpstreamTask(_ state: inout State, for effects: Machine.Effects) -> Task<Void, Never>? {
+        guard let epoch = effects.cancelUpstream, let running = state.upstreamTask,
+            running.epoch == epoch
+        else { return nil }
+        state.upstreamTask = nil
+        state.retiringTask = running.task
+        return running.task
+    }
+
+    // MARK: The timer's windows
+
+    /// A keep-alive or replay-expiry window this long or longer (about 35,000 years) is
+    /// forever, for a process: it is never timed (`KeepAlive.forever`, `ReplayExpiry.never`).
+    /// Shorter ones are, and their deadlines never overflow.
+    @inlinable
+    static var longestKeepAlive: Duration { .seconds(1 << 40) }
+
+    /// The timer task never sleeps toward an instant more than this past the latest instant
+    /// it knows the clock reached (its reading, or a sleep that returned, which is trusted):
+    /// it wakes, finds the deadline still ahead, and sleeps again, so that no duration is too
+    /// long for the clock. A clock set back as a sleep returns gets one longer sleep, by as
+    /// much as it went back: the timer keeps the time its sleep vouched for.
+    @inlinable
+    static var longestTimerSleep: Duration { .seconds(86_400) }
+
+    /// How long `window` lasts: the storage's configuration (the machine decides which window
+    /// is open, `MulticastStateMachine.timedWindow`).
+    @inlinable
+    func length(of window: Machine.TimerWindow) -> Duration {
+        switch window {
+        case .keepAlive: return self.keepAlive
+        case .replayExpiry: return self.replayExpiration
+        }
+    }
+
+    /// `instant + window`, or the largest `Duration` where that sum would overflow: a clock
+    /// read near `Duration`'s limit (a user's clock may jump there) must not trap under the
+    /// lock. Such a deadline is never reached; the window then stays open, as for a clock
+    /// that stands still.
+    @inlinable
+    static func saturating(_ instant: Duration, plus window: Duration) -> Duration {
+        let (sum, overflow) = instant.attoseconds.addingReportingOverflow(window.attoseconds)
+        guard overflow else { return Duration(attoseconds: sum) }
+        return Duration(attoseconds: window.attoseconds > 0 ? .max : .min)
+    }
+
+    /// When the window the machine's timer times now (`MulticastStateMachine.timedWindow`)
+    /// closes, if it opens at `now`.
+    @inlinable
+    func windowDeadline(_ machine: Machine, from now: Duration) -> Duration {
+        Self.saturating(now, plus: self.length(of: machine.timedWindow))
+    }
+
+    /// When the timer wakes next: at `deadline`, or after its longest sleep from `now`.
+    @inlinable
+    static func wakeUp(for deadline: Duration, from now: Duration) -> Duration {
+        Swift.min(deadline, Self.saturating(now, plus: Self.longestTimerSleep))
+    }
+
+    // MARK: The timer task
+
+    /// Under the lock, at the end of a critical section: does what `action` asks of the timer
+    /// task, and returns the task to cancel outside the lock, if any.
+    ///
+    /// - `.start`: a window opened: its deadline, and a new timer task.
+    /// - `.restart`: a window opened while the task runs: its deadline only, as the task
+    ///   finds it when it wakes. A window that ends before the instant the task sleeps until
+    ///   replaces the task instead (the old one is returned), so that each window ends at its
+    ///   own deadline: the clock went back (a user's clock need not be monotonic), or the
+    ///   task was timing a longer window (a replay cache's expiry).
+    /// - `.cancel`: the task is returned.
+    ///
+    /// `timerStep`: the section is the timer task's own step (`runKeepAliveTimer`), and the
+    /// clock read `timerStep`. The window it timed closed, so it times the next one, if the
+    /// machine opened one (`.start`), from that reading (a window opens when the clock reads
+    /// it, as one a subscriber's leaving opens), without a new task; else (`.none`) it ends.
+    @inlinable
+    func armTimer(
+        _ state: inout State, for action: Machine.KeepAliveTimerAction, timerStep: Duration?
+    ) -> Task<Void, Never>? {
+        if let now = timerStep {
+            switch action {
+            case .start, .restart:
+                state.timerDeadline = self.windowDeadline(state.machine, from: now)
+                state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
+            case .none, .cancel:
+                state.timerTask = nil
+                state.timerWakeUp = nil
+            }
+            return nil
+        }
+        switch action {
+        case .none:
+            return nil
+        case .restart:
+            state.timerDeadline = self.windowDeadline(state.machine, from: self.clock.now())
+            guard let wakeUp = state.timerWakeUp, state.timerDeadline < wakeUp else { return nil }
+            let replaced = state.timerTask
+            self.startTimer(&state)
+            return replaced
+        case .start:
+            state.timerDeadline = self.windowDeadline(state.machine, from: self.clock.now())
+            self.startTimer(&state)
+            return nil
+        case .cancel:
+            defer {
+                state.timerTask = nil
+                state.timerWakeUp = nil
+            }
+            return state.timerTask
+        }
+    }
+
+    /// Under the lock: creates the timer task of the open window, of a new generation.
+    @inlinable
+    func startTimer(_ state: inout State) {
+        state.timerGeneration &+= 1
+        let generation = state.timerGeneration
+        state.timerWakeUp = nil
+        // Creating a task only enqueues it; it takes the lock when it runs.
+        state.timerTask = Task.detached { await self.runKeepAliveTimer(generation: generation) }
+    }
+
+    /// The timer task: sleeps on `clock` until the deadline of the latest window (it moves
+    /// each time the last subscriber leaves), then tells the machine (`keepAliveExpired()`).
+    /// When that opens the next window (the keep-alive closed, the upstream stopped, and now
+    /// the replay cache's expiry window opens) it times that one too.
+    ///
+    /// Only a cancellation ends it early, and only the storage cancels it: when the upstream
+    /// ended, or when it replaced the task (`armTimer`), in both cases after updating the
+    /// state, so the task leaves it alone. A sleep that throws while the task is not
+    /// cancelled is the clock failing (user code): the clock cannot time the window, so the
+    /// window open then closes at once, as if its deadline had passed. Never "the timer is
+    /// gone but the machine believes it runs", which left every later window open for good.
+    ///
+    /// A sleep that returns is trusted: the instant it slept toward has come, whatever the
+    /// clock reads afterwards (`now` never counts as earlier than that instant). A clock set
+    /// back between its sleep returning and the timer reading it cannot reopen a window, and
+    /// a sleep that returns early, even at once while `now` creeps, ends the window instead
+    /// of making the timer poll the clock until the deadline: each sleep moves the timer's
+    /// time at least to its wake-up instant, so the loop sleeps at most once per
+    /// `longestTimerSleep` of the window.
+    @inlinable
+    func runKeepAliveTimer(generation: UInt64) async {
+        var sleepFailed = false
+        // The instant the last sleep returned at (trusted), or `nil` before the first sleep.
+        var sleptUntil: Duration? = nil
+        while true {
+            let closesNow = sleepFailed
+            let trusted = sleptUntil
+            // Set under the lock: when this task sleeps until next; `nil`: it ends.
+            var sleepUntil: Duration? = nil
+            let work = self.state.withLock { state -> OutsideLock? in
+                // Cancelled or replaced, after a sleep that returned or failed anyway.
+                guard state.timerGeneration == generation, state.timerTask != nil else { return nil }
+                let reading = self.clock.now()
+                let now = trusted.map { Swift.max(reading, $0) } ?? reading
+                if state.timerDeadline > now, !closesNow {
+                    // Not yet (the window moved, or the sleep was capped): no event.
+                    state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
+                    sleepUntil = state.timerWakeUp
+                    return nil
+                }
+                let work = self.endCriticalSection(state.machine.keepAliveExpired(), &state, timerStep: reading)
+                sleepUntil = state.timerWakeUp
+                return work
+            }
+            if let work { self.perform(work) }
+            guard let wakeUp = sleepUntil else { return }
+            do {
+                try await self.clock.sleepUntil(wakeUp)
+                sleptUntil = wakeUp
+                sleepFailed = false  // only the window open when a sleep failed closes at once
+            } catch {
+                if Task.isCancelled { return }  // the upstream ended, or a new task replaced it
+                sleepFailed = true  // the clock failed: the open window closes at once
+            }
+        }
+    }
+}
