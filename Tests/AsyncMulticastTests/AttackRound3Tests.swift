@@ -1064,7 +1064,8 @@ struct AttackRound3Tests {
             #expect(taken == Array(0..<k), "round \(round)")
             let pulls = patient.pulls
             #expect(pulls.allSatisfy { $0.actor == mainActor }, "round \(round): every pull on the main actor")
-            #expect(pulls.count == k + 1 || pulls.count == k + 2, "round \(round): one or two pulls after the completion")
+            #expect(
+                pulls.count == k + 1 || pulls.count == k + 2, "round \(round): one or two pulls after the completion")
             #expect(pulls.last?.sawCancellation == true, "round \(round): the last pull saw the cancellation")
             #expect(await reader.next() == nil)
         }

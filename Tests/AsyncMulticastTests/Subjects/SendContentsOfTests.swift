@@ -123,7 +123,7 @@ struct SendContentsOfTests {
         await reader.leave()
     }
 
-    @Test("a sequence that ignores cancellation and answers after the completion is asked once more, then the call returns")
+    @Test("a sequence that ignores cancellation and answers after the completion is asked once more, then returns")
     func stopsWhenTheSubjectCompletes() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>()
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
