@@ -114,7 +114,7 @@ extension MulticastStorage {
     ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
         offersWhenCaughtUp = 0
         var catchUpBatch: Int? = nil
-        let (action, work) = self.state.withLock { state -> (Machine.NextAction, OutsideLock?) in
+        let (action, work) = self.state.withLock { state -> (Machine.NextAction, BoxedOutsideLock?) in
             let action = state.machine.nextRequested(id, batch: &batch, report: &report)
             switch action {
             case .element:
@@ -127,14 +127,14 @@ extension MulticastStorage {
                 return (action, nil)
             case .elementReleasingSenders(_, let effects):
                 // Not caught up: the senders' elements came after what it took.
-                return (action, self.endCriticalSection(effects, &state))
+                return (action, self.endCriticalSection(effects, &state).map(BoxedOutsideLock.init))
             case .terminal:
                 // The subscriber has left.
-                return (action, self.endCriticalSection(Machine.Effects(), &state))
+                return (action, self.endCriticalSection(Machine.Effects(), &state).map(BoxedOutsideLock.init))
             case .suspend(let epoch?):
                 var effects = Machine.Effects()
                 effects.startUpstream = epoch
-                return (action, self.endCriticalSection(effects, &state))
+                return (action, self.endCriticalSection(effects, &state).map(BoxedOutsideLock.init))
             case .suspend(nil):
                 catchUpBatch = state.machine.catchUpBatch(for: id)
                 return (action, nil)
@@ -142,7 +142,7 @@ extension MulticastStorage {
                 return (action, nil)
             }
         }
-        if let work { self.perform(work) }
+        if let work { self.perform(work.work) }
         return (action, catchUpBatch)
     }
 
@@ -173,18 +173,18 @@ extension MulticastStorage {
     /// and has nothing to do after the lock; it skips the end of the critical section.
     @inlinable
     func suspend(_ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport) {
-        let work = self.state.withLock { state -> OutsideLock? in
+        let work = self.state.withLock { state -> BoxedOutsideLock? in
             switch state.machine.subscriberWaiting(id, continuation: continuation, report: &report) {
             case .stored(nil):
                 return nil
             case .stored(let epoch?):
                 var effects = Machine.Effects()
                 effects.startUpstream = epoch
-                return self.endCriticalSection(effects, &state)
+                return self.endCriticalSection(effects, &state).map(BoxedOutsideLock.init)
             case .resumed(let effects):
-                return self.endCriticalSection(effects, &state)
+                return self.endCriticalSection(effects, &state).map(BoxedOutsideLock.init)
             }
         }
-        if let work { self.perform(work) }
+        if let work { self.perform(work.work) }
     }
 }

@@ -157,13 +157,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     // MARK: The end of every critical section
 
     /// What a critical section leaves to do once the lock is released: the one shape every
-    /// command ends with.
+    /// command ends with (`nil`: nothing).
     ///
-    /// A reference: a fast path that has nothing to do moves one word, `nil`, out of the
-    /// lock. As a struct (about 150 bytes) it was copied with `memcpy` on every read. Only
-    /// the slow outcomes allocate one, none of them per element.
+    /// A value: joining, leaving and cancelling allocate nothing for it. The reading paths,
+    /// whose usual outcome has nothing to do, carry it boxed (`BoxedOutsideLock`) so that
+    /// they move one word, `nil`, out of the lock: as a value (about 150 bytes) it was copied
+    /// with `memcpy` on every read.
     @usableFromInline
-    final class OutsideLock: Sendable {
+    struct OutsideLock: Sendable {
         /// What the machine's transition returned: continuations to resume.
         @usableFromInline let effects: Machine.Effects
         /// The upstream task the effects retired, to cancel.
@@ -185,6 +186,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             self.timerTask = timerTask
             self.change = change
             self.completionObservers = completionObservers
+        }
+    }
+
+    /// An `OutsideLock` boxed, for the reading paths (see there). Only their slow outcomes
+    /// allocate one, none of them per element.
+    @usableFromInline
+    final class BoxedOutsideLock: Sendable {
+        @usableFromInline let work: OutsideLock
+
+        @inlinable
+        init(_ work: OutsideLock) {
+            self.work = work
         }
     }
 
