@@ -220,13 +220,14 @@ extension AsyncSubject {
     /// If the subject has already completed, it returns at once without iterating
     /// `elements`. If the subject completes, or the task is cancelled, while the call waits
     /// for the next element, the iteration of `elements` is cancelled and the call returns
-    /// as soon as that `next()` does: at once for a sequence that stops on cancellation, such
-    /// as `AsyncStream`. A completion that comes between two `next()` calls (while an element
-    /// waits for room, say) cancels the iteration too: unless `elements` has ended, the call
-    /// asks it for one more element in a cancelled task, so it sees the cancellation (what it
-    /// returns is ignored; a sequence that ignores cancellation keeps the call until it
-    /// returns). `elements` is iterated on the caller's actor, in a task that ends before the
-    /// call returns.
+    /// when that `next()` does: at once for a sequence that stops on cancellation, such as
+    /// `AsyncStream`. After a completion, unless `elements` has ended (returned `nil` or
+    /// thrown), the call asks it for one more element in a cancelled task, so that it sees
+    /// the cancellation even if the completion came between two `next()` calls (while an
+    /// element waited for room, say); what it returns is ignored. So a sequence that ignores
+    /// cancellation and returns an element keeps the call until that extra `next()` returns
+    /// too. `elements` is iterated on the caller's actor, in a task that ends before the call
+    /// returns.
     ///
     /// ```swift
     /// Task { try await chat.send(contentsOf: databaseNotifications) }

@@ -13,12 +13,12 @@
 // Order comes from gates (the manual clock's sleepers, held stops, `waitUntil` on public
 // state); deadlines are hang guards only. Races are looped.
 //
-// Found (kept as a known issue below): a completion that comes while a sequence's `next()` is
-// in flight is followed by one more pull, in a cancelled task, after that `next()` returns an
-// element; a sequence that ignores cancellation then keeps the call until that extra pull
-// returns. The doc of `send(contentsOf:)` says the call "returns as soon as that `next()`
-// does". Deliberate in `MulticastStorage.send(contentsOf:isolation:)` (a completion as the
-// `next()` returns cannot be told apart), so the doc sentence is what is off.
+// Found: a completion that comes while a sequence's `next()` is in flight is followed by one
+// more pull, in a cancelled task, after that `next()` returns an element; a sequence that
+// ignores cancellation then keeps the call until that extra pull returns. The doc of
+// `send(contentsOf:)` said the call "returns as soon as that `next()` does". Deliberate in
+// `MulticastStorage.send(contentsOf:isolation:)` (a completion as the `next()` returns cannot
+// be told apart): the doc now says so, and the test checks the documented behaviour.
 
 import Testing
 
@@ -590,7 +590,9 @@ private struct R4ThrowsOnMinusOne: AsyncSequence, Sendable {
         mutating func next() async throws(TestError) -> Int? { try await self.next(isolation: nil) }
     }
 
-    func makeAsyncIterator() -> AsyncIterator { AsyncIterator(base: self.base.makeAsyncIterator(), counter: self.counter) }
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(base: self.base.makeAsyncIterator(), counter: self.counter)
+    }
 }
 
 // MARK: - Tests
@@ -627,7 +629,8 @@ struct AttackRound4Tests {
         #expect(log.overlaps == 0)
     }
 
-    @Test("replay: a sleep failing in the middle of a 3-day expiry window expires the cache; the next windows are timed")
+    @Test(
+        "replay: a sleep failing in the middle of a 3-day expiry window expires the cache; the next windows are timed")
     func failureInTheMiddleOfAChainedWindow() async throws {
         // Sleeps: 0 keep-alive (to 10 s), 1 expiry (to 10 s + 1 day), 2 expiry: fails.
         let clock = R4Clock { $0 == 2 ? .throwFailure : .normal }
@@ -777,7 +780,8 @@ struct AttackRound4Tests {
     private func chainedWindowAfterAJump(to reading: Duration) async throws {
         let clock = R4Clock()
         let log = R4Log()
-        let replayed = R4Base(log: log).replay(1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
+        let replayed = R4Base(log: log).replay(
+            1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
         #expect(try await visit4(replayed) == 0)
         try await clock.waitForWakes([at4(.seconds(10))])
         clock.setBackOnNextWake(to: at4(reading))
@@ -810,7 +814,9 @@ struct AttackRound4Tests {
 
     @Test("the clock set back a day at every wake, sleeps returning at once: both windows close after bounded sleeps")
     func creepingAndSetBack() async throws {
-        for (keepAlive, expiry) in [(oneDay * 2, oneDay * 3), (Duration.seconds(10), oneDay * 4), (oneDay * 5, .seconds(1))] {
+        for (keepAlive, expiry) in [
+            (oneDay * 2, oneDay * 3), (Duration.seconds(10), oneDay * 4), (oneDay * 5, .seconds(1)),
+        ] {
             let clock = R4Clock { _ in .returnAtOnce }
             clock.setCreep(.milliseconds(1))
             clock.setOnEveryWake { $0.advanced(by: .zero - oneDay) }
@@ -848,7 +854,8 @@ struct AttackRound4Tests {
             var generator = LCG(seed: 4_4)
             let clock = R4Clock()
             let log = R4Log()
-            let replayed = R4Base(log: log).replay(1, keepAlive: .seconds(10), replayExpiration: .seconds(50), clock: clock)
+            let replayed = R4Base(log: log).replay(
+                1, keepAlive: .seconds(10), replayExpiration: .seconds(50), clock: clock)
             var cached = false
             for round in 0..<100 {
                 // A cached value greets without starting the upstream: read one more to start it.
@@ -939,7 +946,8 @@ struct AttackRound4Tests {
                 withExtendedLifetime(held) {}
                 await reader.leave()
             }
-            #expect(missing.isEmpty, "rounds whose held stream did not see .cancelled before the call returned: \(missing)")
+            #expect(
+                missing.isEmpty, "rounds whose held stream did not see .cancelled before the call returned: \(missing)")
         }
     }
 
@@ -992,7 +1000,9 @@ struct AttackRound4Tests {
 
     // MARK: 4. AsyncSharedSource: async stop, failed sources
 
-    @Test("a completion while a sequence that ignores cancellation waits in next(): the call returns when that next() does")
+    @Test(
+        "a completion while a sequence that ignores cancellation waits in next(): the call returns when that next() does"
+    )
     func completionDuringAPatientPull() async throws {
         var extraPulls: [Int] = []
         for round in 0..<30 {
@@ -1026,13 +1036,11 @@ struct AttackRound4Tests {
             #expect(rest.elements.isEmpty, "round \(round): an element sent after completion")
             await reader.leave()
         }
-        // Expected (AsyncSharedSequence.send(contentsOf:) doc): "If the subject completes ... while the
-        // call waits for the next element, the iteration of `elements` is cancelled and the
-        // call returns as soon as that `next()` does". The brief's "asks it exactly once more"
-        // covers a completion between two pulls.
-        withKnownIssue("a completion during a pull: the call asks a third time and waits for it") {
-            #expect(extraPulls.isEmpty, "rounds where the call pulled again and waited: \(extraPulls)")
-        }
+        // Documented (AsyncSubject.send(contentsOf:), Subjects.md): a pull that returns an
+        // element after the completion cannot be told from one that missed the cancellation,
+        // so the call asks once more, in a cancelled task, and waits for that pull. Found
+        // here: the doc sentence said the call returned "as soon as that next() does".
+        #expect(extraPulls.count == 30, "every round asked a third time: \(extraPulls)")
     }
 
     @Test("replay: a replaced timer whose sleep ignores cancellation and then throws: the newer window is not closed")
@@ -1040,7 +1048,8 @@ struct AttackRound4Tests {
         for round in 0..<30 {
             let clock = R4Clock { $0 == 1 ? .failWhenReleasedIgnoringCancellation : .normal }
             let log = R4Log()
-            let replayed = R4Base(log: log).replay(1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
+            let replayed = R4Base(log: log).replay(
+                1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
             #expect(try await visit4(replayed) == 0)
             try await clock.waitForWakes([at4(.seconds(10))])
             clock.jump(to: .seconds(10))
@@ -1118,7 +1127,8 @@ struct AttackRound4Tests {
     func keepAliveIntoAHeldStop() async throws {
         let clock = R4Clock()
         let sessions = R4Sessions()
-        let source = sessions.makeSource(replay: 1, keepAlive: .seconds(5), replayExpiration: .seconds(50), clock: clock)
+        let source = sessions.makeSource(
+            replay: 1, keepAlive: .seconds(5), replayExpiration: .seconds(50), clock: clock)
         for round in 0..<30 {
             let offset = clock.peek
             #expect(try await visit4(source) != nil, "round \(round)")
@@ -1155,7 +1165,8 @@ struct AttackRound4Tests {
             let clock = R4Clock()
             let sessions = R4Sessions()
             sessions.setYieldsInStop(50)
-            let source = sessions.makeSource(replay: 1, keepAlive: .seconds(2), replayExpiration: .seconds(3), clock: clock)
+            let source = sessions.makeSource(
+                replay: 1, keepAlive: .seconds(2), replayExpiration: .seconds(3), clock: clock)
             for round in 0..<200 {
                 let visitors = Int.random(in: 1...4, using: &generator)
                 try await withThrowingTaskGroup(of: Int?.self) { group in
