@@ -35,245 +35,13 @@ import Testing
 // assertion is about public behaviour.
 @testable import AsyncMulticast
 
-// MARK: - A clock that misbehaves on demand
+// MARK: - The scripted clock and the recorded upstream (Support/ScriptedClock.swift)
 
-/// `a + b`, or the limit it went past.
-private func r3Saturating(_ a: Duration, _ b: Duration) -> Duration {
-    let (sum, overflow) = a.attoseconds.addingReportingOverflow(b.attoseconds)
-    guard overflow else { return Duration(attoseconds: sum) }
-    return Duration(attoseconds: b > .zero ? .max : .min)
-}
-
-/// A clock that moves only when the test says so; each `sleep(until:)` behaves as `plan` says
-/// for its index (0, 1, …). It can also set itself back at the moment a sleep returns
-/// (`setBackOnNextWake(to:)`): the timer then reads a clock earlier than the instant its
-/// sleep returned at.
-private final class R3Clock: Clock, Sendable {
-    typealias Duration = Swift.Duration
-
-    struct Instant: InstantProtocol {
-        var offset: Duration
-        func advanced(by duration: Duration) -> Instant { Instant(offset: r3Saturating(self.offset, duration)) }
-        func duration(to other: Instant) -> Duration {
-            let (difference, overflow) = other.offset.attoseconds.subtractingReportingOverflow(self.offset.attoseconds)
-            guard overflow else { return Duration(attoseconds: difference) }
-            return Duration(attoseconds: other.offset > self.offset ? .max : .min)
-        }
-        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
-    }
-
-    struct Failure: Error {}
-
-    enum Sleep: Sendable {
-        /// Returns once the time reaches the deadline; throws `CancellationError` if cancelled.
-        case normal
-        /// Throws `Failure` at once, its task not being cancelled.
-        case throwFailure
-        /// Returns at once, whatever the deadline.
-        case returnAtOnce
-        /// Returns once the time reaches `by` before the deadline.
-        case early(by: Duration)
-        /// Returns once the time reaches `by` after the deadline.
-        case late(by: Duration)
-    }
-
-    private struct Sleeper: Sendable {
-        let id: UInt64
-        let wake: Instant
-        let continuation: CheckedContinuation<Void, any Error>
-    }
-
-    private struct State: Sendable {
-        var now = Instant(offset: .zero)
-        var nextID: UInt64 = 0
-        var sleepCalls = 0
-        var sleepers: [Sleeper] = []
-        var cancelled: Set<UInt64> = []
-        var setBackOnWake: Instant?
-        /// The longest sleep asked for: from the clock's reading to the deadline.
-        var longestSleep: Duration = .zero
-
-        mutating func takeDue() -> [Sleeper] {
-            let now = self.now
-            let due = self.sleepers.filter { $0.wake <= now }
-            self.sleepers.removeAll { $0.wake <= now }
-            return due.sorted { $0.wake < $1.wake }
-        }
-    }
-
-    private let state = Lock(State())
-    private let plan: @Sendable (Int) -> Sleep
-
-    init(plan: @escaping @Sendable (Int) -> Sleep = { _ in .normal }) {
-        self.plan = plan
-    }
-
-    var now: Instant { self.state.withLock { $0.now } }
-    var minimumResolution: Duration { .zero }
-
-    var sleepCalls: Int { self.state.withLock { $0.sleepCalls } }
-    var sleeperCount: Int { self.state.withLock { $0.sleepers.count } }
-    var sleeperWakes: [Instant] { self.state.withLock { $0.sleepers.map(\.wake).sorted() } }
-    var longestSleep: Duration { self.state.withLock { $0.longestSleep } }
-
-    /// The next sleep that returns (not one that throws) sets the clock to `instant` first.
-    func setBackOnNextWake(to instant: Instant) {
-        self.state.withLock { $0.setBackOnWake = instant }
-    }
-
-    func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-        let index = self.state.withLock { state in
-            state.longestSleep = max(state.longestSleep, state.now.duration(to: deadline))
-            defer { state.sleepCalls += 1 }
-            return state.sleepCalls
-        }
-        switch self.plan(index) {
-        case .normal: try await self.suspend(until: deadline)
-        case .throwFailure: throw Failure()
-        case .returnAtOnce: break
-        case .early(let early): try await self.suspend(until: deadline.advanced(by: .zero - early))
-        case .late(let late): try await self.suspend(until: deadline.advanced(by: late))
-        }
-        self.state.withLock { state in
-            if let back = state.setBackOnWake {
-                state.now = back
-                state.setBackOnWake = nil
-            }
-        }
-    }
-
-    private func suspend(until wake: Instant) async throws {
-        let id = self.state.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
-        defer { self.state.withLock { _ = $0.cancelled.remove(id) } }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let outcome = self.state.withLock { state -> Result<Void, any Error>? in
-                    if state.cancelled.contains(id) { return .failure(CancellationError()) }
-                    if wake <= state.now { return .success(()) }
-                    state.sleepers.append(Sleeper(id: id, wake: wake, continuation: continuation))
-                    return nil
-                }
-                if let outcome { continuation.resume(with: outcome) }
-            }
-        } onCancel: {
-            let sleeper = self.state.withLock { state -> Sleeper? in
-                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else {
-                    state.cancelled.insert(id)
-                    return nil
-                }
-                return state.sleepers.remove(at: index)
-            }
-            sleeper?.continuation.resume(throwing: CancellationError())
-        }
-    }
-
-    /// Sets the time (earlier or later) and wakes the sleepers it reached.
-    func jump(to instant: Instant) {
-        let due = self.state.withLock { state in
-            state.now = instant
-            return state.takeDue()
-        }
-        for sleeper in due { sleeper.continuation.resume() }
-    }
-
-    func jump(to offset: Duration) { self.jump(to: Instant(offset: offset)) }
-
-    /// Moves the time by `duration` (back if negative) and wakes the sleepers it reached.
-    func advance(by duration: Duration) {
-        let due = self.state.withLock { state in
-            state.now = state.now.advanced(by: duration)
-            return state.takeDue()
-        }
-        for sleeper in due { sleeper.continuation.resume() }
-    }
-
-    func waitForWakes(_ wakes: [Instant], sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await waitUntil("sleepers waking at \(wakes)", seconds: 30, sourceLocation: sourceLocation) {
-            self.sleeperWakes == wakes
-        }
-    }
-}
-
-private func at(_ offset: Duration) -> R3Clock.Instant { R3Clock.Instant(offset: offset) }
+private typealias R3Clock = ScriptedClock
+private typealias R3Log = ScriptedLog
+private typealias R3Base = ScriptedBase
+private func at(_ offset: Duration) -> ScriptedClock.Instant { scriptedInstant(offset) }
 private let day = Duration.seconds(86_400)
-
-// MARK: - Recorded upstreams
-
-/// The iterations of an `R3Base`: each `makeAsyncIterator()` starts one (0, 1, …), backed by an
-/// `AsyncStream` that first yields its own index. Records how each ended (`onTermination`) and
-/// iterations created while an earlier one's iterator still existed.
-private final class R3Log: Sendable {
-    private struct State: Sendable {
-        var continuations: [AsyncStream<Int>.Continuation] = []
-        var ends: [Int: StreamEnd] = [:]
-        var endReports = 0
-        var live = 0
-        var overlaps = 0
-    }
-    private let state = Lock(State())
-
-    var starts: Int { self.state.withLock { $0.continuations.count } }
-    var stops: Int { self.state.withLock { $0.ends.count } }
-    /// `onTermination` calls: more than `stops` would be an iteration ended twice.
-    var endReports: Int { self.state.withLock { $0.endReports } }
-    var overlaps: Int { self.state.withLock { $0.overlaps } }
-    func end(of index: Int) -> StreamEnd? { self.state.withLock { $0.ends[index] } }
-
-    fileprivate func begin() -> AsyncStream<Int> {
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let index = self.state.withLock { state in
-            if state.live > 0 { state.overlaps += 1 }
-            state.live += 1
-            state.continuations.append(continuation)
-            return state.continuations.count - 1
-        }
-        continuation.onTermination = { termination in
-            self.state.withLock {
-                $0.ends[index] = StreamEnd(termination)
-                $0.endReports += 1
-            }
-        }
-        continuation.yield(index)
-        return stream
-    }
-
-    fileprivate func released() { self.state.withLock { $0.live -= 1 } }
-
-    /// Finishes the latest iteration's stream.
-    func finishLatest() { self.state.withLock { $0.continuations.last }?.finish() }
-
-    func waitForEnd(of index: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws -> StreamEnd? {
-        try await waitUntil("the end of iteration \(index)", seconds: 30, sourceLocation: sourceLocation) {
-            self.end(of: index) != nil
-        }
-        return self.end(of: index)
-    }
-}
-
-private struct R3Base: AsyncSequence, Sendable {
-    typealias Element = Int
-    typealias Failure = Never
-    let log: R3Log
-
-    final class Token: Sendable {
-        let log: R3Log
-        init(_ log: R3Log) { self.log = log }
-        deinit { self.log.released() }
-    }
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<Int>.Iterator
-        let token: Token
-        mutating func next() async -> Int? { await self.base.next() }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: self.log.begin().makeAsyncIterator(), token: Token(self.log))
-    }
-}
 
 /// The sessions of an `AsyncSharedSource`: each `start` sends its index first. Records starts,
 /// stops, a start while the previous session ran, and a stop called twice.
@@ -336,20 +104,14 @@ private final class R3Sessions: Sendable {
 private func visit<S: AsyncSequence & Sendable>(
     _ sequence: S, sourceLocation: SourceLocation = #_sourceLocation
 ) async throws -> Int? where S.AsyncIterator == SharedIterator<Int, Never> {
-    try await withTimeout("a visit", seconds: 120, sourceLocation: sourceLocation) {
-        var iterator = sequence.makeAsyncIterator()
-        return await iterator.next()
-    }
+    try await visitScripted(sequence, sourceLocation: sourceLocation)
 }
 
 /// Joins, reads `count` elements, leaves, under a hang guard.
 private func visit<S: AsyncSequence & Sendable>(
     _ sequence: S, taking count: Int, sourceLocation: SourceLocation = #_sourceLocation
 ) async throws -> [Int] where S.AsyncIterator == SharedIterator<Int, Never> {
-    try await withTimeout("a visit", seconds: 120, sourceLocation: sourceLocation) {
-        var iterator = sequence.makeAsyncIterator()
-        return await iterator.take(count)
-    }
+    try await visitScripted(sequence, taking: count, sourceLocation: sourceLocation)
 }
 
 // MARK: - Sequences for send(contentsOf:)
