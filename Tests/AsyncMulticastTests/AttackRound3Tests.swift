@@ -116,53 +116,6 @@ private func visit<S: AsyncSequence & Sendable>(
 
 // MARK: - Sequences for send(contentsOf:)
 
-/// An `AsyncStream` the test holds (so only a cancelled `next()` can call its `onTermination`
-/// with `.cancelled`), prefilled with `values`, its pulls counted by a `Probe`.
-private final class HeldStream: Sendable {
-    let stream: AsyncStream<Int>
-    let input: AsyncStream<Int>.Continuation
-    let ends = TerminationRecorder()
-    let probe = Probe()
-
-    init<S: Sequence<Int>>(prefilled values: S) {
-        (self.stream, self.input) = AsyncStream.makeStream(of: Int.self)
-        self.ends.attach(to: self.input)
-        for value in values { self.input.yield(value) }
-    }
-
-    var sequence: Instrumented<AsyncStream<Int>> { Instrumented(self.stream, probe: self.probe) }
-
-    /// The stream itself, its pulls counted before each `next()` and nothing done after it
-    /// returns (unlike `Instrumented`, which records the pull's end inside the same call, so
-    /// that a cancellation arriving then reaches the wrapper but not the stream).
-    let counter = Lock(0)
-    var counted: Counted { Counted(base: self.stream, counter: self.counter) }
-    var countedPulls: Int { self.counter.withLock { $0 } }
-}
-
-private struct Counted: AsyncSequence, Sendable {
-    typealias Element = Int
-    typealias Failure = Never
-    let base: AsyncStream<Int>
-    let counter: Lock<Int>
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        typealias Element = Int
-        typealias Failure = Never
-        var base: AsyncStream<Int>.Iterator
-        let counter: Lock<Int>
-        mutating func next(isolation actor: isolated (any Actor)?) async -> Int? {
-            self.counter.withLock { $0 += 1 }
-            return await self.base.next(isolation: actor)
-        }
-        mutating func next() async -> Int? { await self.next(isolation: nil) }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: self.base.makeAsyncIterator(), counter: self.counter)
-    }
-}
-
 /// A sequence whose `next()` ignores cancellation: each pull waits for the test's answer.
 /// Records, per pull, whether its task was cancelled when it began or while it waited, and
 /// which actor it ran on.

@@ -212,46 +212,6 @@ private final class R4IteratorCounter: Sendable {
     var sequence: Sequence { Sequence(counter: self) }
 }
 
-/// An `AsyncStream` the test holds, prefilled, its pulls counted before each `next()`.
-private final class R4Held: Sendable {
-    let stream: AsyncStream<Int>
-    let input: AsyncStream<Int>.Continuation
-    let ends = TerminationRecorder()
-    let counter = Lock(0)
-
-    init<S: Swift.Sequence<Int>>(prefilled values: S) {
-        (self.stream, self.input) = AsyncStream.makeStream(of: Int.self)
-        self.ends.attach(to: self.input)
-        for value in values { self.input.yield(value) }
-    }
-
-    var counted: R4Counted { R4Counted(base: self.stream, counter: self.counter) }
-    var countedPulls: Int { self.counter.withLock { $0 } }
-}
-
-private struct R4Counted: AsyncSequence, Sendable {
-    typealias Element = Int
-    typealias Failure = Never
-    let base: AsyncStream<Int>
-    let counter: Lock<Int>
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        typealias Element = Int
-        typealias Failure = Never
-        var base: AsyncStream<Int>.Iterator
-        let counter: Lock<Int>
-        mutating func next(isolation actor: isolated (any Actor)?) async -> Int? {
-            self.counter.withLock { $0 += 1 }
-            return await self.base.next(isolation: actor)
-        }
-        mutating func next() async -> Int? { await self.next(isolation: nil) }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: self.base.makeAsyncIterator(), counter: self.counter)
-    }
-}
-
 /// Over an `AsyncStream`: `-1` is thrown as `TestError.boom`. Counts pulls.
 private struct R4ThrowsOnMinusOne: AsyncSequence, Sendable {
     typealias Element = Int
@@ -587,7 +547,7 @@ struct AttackRound4Tests {
             var generator = LCG(seed: 4_04)
             var missing: [Int] = []
             for round in 0..<150 {
-                let held = R4Held(prefilled: 0..<20)
+                let held = HeldStream(prefilled: 0..<20)
                 let kind = round % 3
                 let fails = Bool.random(using: &generator)
                 let taken = Int.random(in: 0...5, using: &generator)
@@ -637,7 +597,7 @@ struct AttackRound4Tests {
     @Test("the caller's cancellation alone while the sequence's next() waits: the stream is cancelled, asked once")
     func callerCancellationWhilePulling() async throws {
         for round in 0..<100 {
-            let held = R4Held(prefilled: 0..<round % 3)
+            let held = HeldStream(prefilled: 0..<round % 3)
             let subject = AsyncPassthroughSubject<Int, Never>()
             let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
             let sequence = held.counted
