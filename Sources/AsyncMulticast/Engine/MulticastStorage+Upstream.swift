@@ -244,7 +244,7 @@ extension MulticastStorage {
                 sleepUntil = state.timerWakeUp
                 return work
             }
-            if let work { self.perform(work) }
+            self.perform(work)
             guard let wakeUp = sleepUntil else { return }
             do {
                 try await self.clock.sleepUntil(wakeUp)
