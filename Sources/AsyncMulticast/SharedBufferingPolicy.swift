@@ -42,27 +42,78 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     case unbounded
 
     /// Lossless while a subscriber keeps up, and never waits for it: a subscriber that holds
-    /// `n` unconsumed elements when another one arrives is **evicted**. Its buffer is
-    /// released at once, the upstream and the other subscribers carry on at full speed, and
-    /// its iteration ends the next time it asks for an element:
+    /// `hardLimit` unconsumed elements when another one arrives is **evicted**. With a
+    /// `softLimit`, one that holds more than its count for longer than its duration is
+    /// evicted too: a healthy subscriber absorbs a burst up to the hard limit, and a stalled
+    /// one goes once the soft limit's duration is over (the two limits of Redis's
+    /// `client-output-buffer-limit pubsub 32mb 8mb 60`).
+    ///
+    /// An evicted subscriber's buffer is released at once, the upstream and the other
+    /// subscribers carry on at full speed, and its iteration ends the next time it asks for
+    /// an element:
     /// - a sequence whose `Failure` can hold it (`any Error`) throws ``SubscriberEvictedError``;
     /// - otherwise (`Never`, or a concrete error type) the iteration returns `nil`, and
     ///   `events(buffering:)` (``SharedEvent/evicted``) tells the two endings apart.
+    /// A subscriber that is not reading (a server's handler stuck in a write) learns of its
+    /// eviction through ``SharedSubscription/waitForEviction()``, and
+    /// ``SharedSubscription/backlog`` shows how far behind it runs, to size the limits from
+    /// data (see the ServingClients guide).
     ///
-    /// This is how a server keeps one stalled client from stalling or bloating the others
-    /// (Redis disconnects a pub/sub client whose output buffer passes a hard limit). As with
-    /// ``bounded(_:)``, an iterator may also hold up to `min(n / 2, 64)` elements it has
-    /// already taken: only elements not yet handed to it count. A subscriber waiting in
-    /// `next()` holds nothing and is never evicted. Replayed elements (`replay(_:)`, the
-    /// replaying subjects) are a greeting that counts against no limit: a new subscriber
-    /// receives all of them, and only what is produced after it joined can evict it.
-    /// `n` must be at least 1.
+    /// This is how a server keeps one stalled client from stalling or bloating the others.
+    /// As with ``bounded(_:)``, an iterator may also hold up to `min(hardLimit / 2, 64)`
+    /// elements it has already taken: only elements not yet handed to it count. A subscriber
+    /// waiting in `next()` holds nothing and is never evicted. Replayed elements
+    /// (`replay(_:)`, the replaying subjects) are a greeting that counts against no limit: a
+    /// new subscriber receives all of them, and only what is produced after it joined can
+    /// evict it. `hardLimit` must be at least 1.
     ///
     /// ```swift
     /// // Each client may fall 256 events behind; past that it is dropped, not waited for.
     /// for try await event in feed.buffering(.evicting(256)) { try await client.write(event) }
+    ///
+    /// // A burst of up to 4096 passes; a client more than 256 behind for 10 s goes.
+    /// let client = feed.subscribe(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
     /// ```
-    case evicting(Int)
+    case evicting(_ hardLimit: Int, softLimit: SoftLimit? = nil)
+
+    /// The soft limit of ``evicting(_:softLimit:)``: a subscriber that holds more than
+    /// `count` unconsumed elements for longer than `duration` is evicted.
+    ///
+    /// The duration is measured from the element that took the subscriber past `count`
+    /// elements behind: a subscriber is evicted once the element `count + 1` places after
+    /// the last one it took was produced more than `duration` ago. Reading moves that
+    /// element on, so a subscriber that keeps reading is measured from a later element; one
+    /// that stops reading is evicted `duration` after it went past `count`. (Redis measures
+    /// from the moment a client went past its soft limit, however much it read since.)
+    ///
+    /// The limit is checked when an element is produced, like Redis's: a subscriber whose
+    /// duration is over is evicted by the next element, not while the upstream is silent
+    /// (it then holds nothing new). The duration is timed on the sequence's `clock:`
+    /// (`ContinuousClock` by default).
+    ///
+    /// ```swift
+    /// let soft = SharedBufferingPolicy.SoftLimit.above(256, for: .seconds(10))
+    /// let policy = SharedBufferingPolicy.evicting(4096, softLimit: soft)
+    /// ```
+    public struct SoftLimit: Sendable, Hashable {
+        /// How many unconsumed elements a subscriber may hold for as long as it likes.
+        public let count: Int
+        /// How long a subscriber may hold more than `count`.
+        public let duration: Duration
+
+        /// A subscriber that holds more than `count` unconsumed elements for longer than
+        /// `duration` is evicted. `count` must be at least 0 and `duration` not negative.
+        @inlinable
+        public static func above(_ count: Int, for duration: Duration) -> SoftLimit {
+            SoftLimit(count: count, duration: duration)
+        }
+
+        @inlinable
+        init(count: Int, duration: Duration) {
+            self.count = count
+            self.duration = duration
+        }
+    }
 
     /// Stops with a message naming `parameter` and the value when the policy is invalid.
     @usableFromInline
@@ -74,8 +125,18 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
             precondition(n >= 0, "\(parameter): .bufferingNewest(\(n)) needs a limit of at least 0")
         case .bufferingOldest(let n):
             precondition(n >= 0, "\(parameter): .bufferingOldest(\(n)) needs a limit of at least 0")
-        case .evicting(let n):
+        case .evicting(let n, nil):
             precondition(n >= 1, "\(parameter): .evicting(\(n)) needs a limit of at least 1")
+        case .evicting(let n, let soft?):
+            precondition(n >= 1, "\(parameter): .evicting(\(n), softLimit: ...) needs a hard limit of at least 1")
+            precondition(
+                soft.count >= 0 && soft.count < n,
+                "\(parameter): .evicting(\(n), softLimit: .above(\(soft.count), ...)) needs a soft limit from 0 to \(n - 1)"
+            )
+            precondition(
+                soft.duration >= .zero,
+                "\(parameter): .evicting(\(n), softLimit: .above(\(soft.count), for: \(soft.duration))) needs a duration of at least zero"
+            )
         case .unbounded:
             break
         }

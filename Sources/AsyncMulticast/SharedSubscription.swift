@@ -60,6 +60,43 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
         Events(subscriber: self.subscriber)
     }
 
+    /// How far behind this subscriber runs: what it holds now and the most it has held since
+    /// it joined (see ``SubscriberBacklog``). `nil` once it has left or was evicted. Any
+    /// task may read it, while another one iterates the subscription: a server samples
+    /// its clients' high-water marks under a real burst to size their limits.
+    ///
+    /// ```swift
+    /// let chat = AsyncReplaySubject<String, Never>(16, buffering: .evicting(4096))
+    /// let client = chat.subscribe()
+    /// for n in 1...50 { chat.send("message \(n)") }
+    /// print(client.backlog!.highWaterMark)   // 50
+    /// ```
+    @inlinable
+    public var backlog: SubscriberBacklog? {
+        self.subscriber.storage.backlog(of: self.subscriber.id).map {
+            SubscriberBacklog(count: $0.count, highWaterMark: $0.highWaterMark)
+        }
+    }
+
+    /// Returns `true` once this subscriber is evicted (``SharedBufferingPolicy/evicting(_:softLimit:)``),
+    /// `false` once it has left otherwise (its iteration ended, was cancelled or was
+    /// released) or if it had left already; `false` at once if the waiting task is cancelled.
+    ///
+    /// An iteration learns of its eviction when it next asks for an element. A server's
+    /// handler stuck in a write to a client that stopped reading never asks, so it never
+    /// learns: another task waits here instead, and closes the connection, which ends the
+    /// write. Any number of tasks may wait.
+    ///
+    /// ```swift
+    /// let client = feed.subscribe(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
+    /// Task { if await client.waitForEviction() { try await connection.close() } }
+    /// for await event in client { try await connection.write(event) }
+    /// ```
+    @inlinable
+    public func waitForEviction() async -> Bool {
+        await self.subscriber.storage.waitForEviction(self.subscriber.id)
+    }
+
     /// The events of a ``SharedSubscription``: see ``SharedSubscription/events``.
     public struct Events: AsyncSequence, Sendable {
         public typealias AsyncIterator = SharedEventIterator<Element, Failure>
@@ -82,14 +119,21 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
 
     /// The joined subscriber, until an iterator takes it. Its lock guards one optional
     /// reference, so a copy of the subscription taken in any task takes it at most once.
+    /// `storage` and `id` name the subscriber after that too (`backlog`, `waitForEviction`).
     @usableFromInline
     final class Subscriber: Sendable {
         @usableFromInline
         let waiting: Lock<SharedIterator<Element, Failure>.Subscription?>
+        @usableFromInline
+        let storage: MulticastStorage<Element, Failure>
+        @usableFromInline
+        let id: SubscriberID
 
         @inlinable
         init(_ subscription: SharedIterator<Element, Failure>.Subscription) {
             self.waiting = Lock(subscription)
+            self.storage = subscription.storage
+            self.id = subscription.id
         }
 
         /// The joined subscriber the first time; afterwards a subscriber of a completed

@@ -167,8 +167,9 @@ extension MulticastStateMachine {
             // `.park`: a member may hold more than its bound past a subject's synchronous
             // `send`, which cannot wait.
             (evicts, freezes) = (false, false)
-        case .evict(let limit):
+        case .evict(let limit, let soft):
             guard held <= limit else { return "holds \(held), more than its eviction limit \(limit)" }
+            if let problem = Self.softDeadlineViolation(lane, soft: soft, tail: self.tail) { return problem }
             (evicts, freezes) = (true, false)
         case .dropOldest(let keep):
             guard held <= keep else { return "holds \(held), more than \(keep)" }
@@ -189,8 +190,29 @@ extension MulticastStateMachine {
             (evicts, freezes) = (false, true)
         }
         guard evicts || lane.evicted == 0 else { return "\(lane.evicted) evicted members" }
+        guard evicts || lane.softDeadlines.isEmpty else { return "soft deadlines without a soft limit" }
         guard freezes || (lane.frozen.isEmpty && lane.roomList.isEmpty && readingPrivateQueues == 0) else {
             return "frozen cells or private queues"
+        }
+        return nil
+    }
+
+    /// The first broken rule of an `.evict` lane's soft deadlines, or `nil`: none without a
+    /// soft limit; while kept, they end where holding more than the soft limit starts (at
+    /// most at the tail before the last append, which wrote them) and never decrease.
+    static func softDeadlineViolation(_ lane: Lane, soft: SharedBufferingPolicy.SoftLimit?, tail: Int) -> String? {
+        let deadlines = lane.softDeadlines
+        guard let soft else { return deadlines.isEmpty ? nil : "soft deadlines without a soft limit" }
+        guard !deadlines.isEmpty else { return nil }
+        guard deadlines.endIndex <= tail - soft.count else {
+            return "soft deadlines up to \(deadlines.endIndex), past \(tail - soft.count)"
+        }
+        var previous = Duration.zero
+        for position in deadlines.startIndex..<deadlines.endIndex {
+            guard position == deadlines.startIndex || deadlines[position] >= previous else {
+                return "soft deadlines decrease at \(position)"
+            }
+            previous = deadlines[position]
         }
         return nil
     }

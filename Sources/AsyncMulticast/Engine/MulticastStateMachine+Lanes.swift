@@ -57,6 +57,14 @@ extension MulticastStateMachine {
         /// they were evicted; their stored cursor is below `minCursor`.
         @usableFromInline
         var evicted = 0
+        /// `.evict` with a soft limit of `count` elements, while some member holds more than
+        /// that: `softDeadlines[p]` is when members whose cursor is `p` have held more than
+        /// `count` for the soft limit's duration, for `p` from at most `minCursor` (trimmed
+        /// lazily) to `tail - count` (excluded). Written when the element at `p + count` is
+        /// appended (that is when a member at `p` went past `count`): one clock reading per
+        /// element, only while a member is past the soft limit. Empty otherwise.
+        @usableFromInline
+        var softDeadlines = IndexedRing<Duration>()
 
         @inlinable
         init(policy: SharedBufferingPolicy, tail: Int) {
@@ -68,7 +76,7 @@ extension MulticastStateMachine {
             switch overflow {
             case .park(let bound):
                 (self.bound, self.isLossless, self.batchLimit) = (bound, true, Swift.min(bound / 2, Self.maxBatch))
-            case .evict(let limit):
+            case .evict(let limit, _):
                 (self.bound, self.isLossless, self.batchLimit) = (.max, true, Swift.min(limit / 2, Self.maxBatch))
             case .keepAll:
                 (self.bound, self.isLossless, self.batchLimit) = (.max, true, Self.maxBatch)

@@ -65,6 +65,7 @@ extension MulticastStateMachine {
         }
         // Then every lane's own bookkeeping, through one mutable access to the lanes (the
         // hot path: one uniqueness check instead of one per field written).
+        let now = self.now
         self.lanes.withUnsafeMutableBufferPointer { lanes in
             for laneIndex in lanes.indices {
                 guard lanes[laneIndex].members > 0 else {
@@ -82,11 +83,14 @@ extension MulticastStateMachine {
                     while !lanes[laneIndex].counts.isEmpty && lanes[laneIndex].minCursor < floor {
                         lanes[laneIndex].advanceOldestCell(tail: newTail)
                     }
-                case .evict(let limit):
+                case .evict(let limit, let soft):
                     // Members that would now hold `limit + 1` are evicted: the cell goes.
                     let evicted = lanes[laneIndex].evicted
                     lanes[laneIndex].evictCells(before: newTail - limit)
                     if lanes[laneIndex].evicted != evicted { evictedAny = true }
+                    if let soft, lanes[laneIndex].applySoftLimit(soft, newTail: newTail, now: now) {
+                        evictedAny = true
+                    }
                 case .park, .freeze, .keepAll:
                     break  // `.park`: the room check below; `.freeze`: done above
                 }
@@ -104,7 +108,7 @@ extension MulticastStateMachine {
         }
 
         if !self.waiters.isEmpty { self.handOver(resuming: &resuming) }
-        if evictedAny && !self.greetings.isEmpty { self.dropEvictedGreetings() }
+        if evictedAny { self.evictionsHappened() }
         // What `trimElements()` would do, with the minimum computed above.
         self.trimElements(before: keepFrom)
         assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
@@ -121,11 +125,13 @@ extension MulticastStateMachine {
         let newTail = self.tail + 1
         self.lanes[0].elementAppended(at: self.tail)
         switch self.lanes[0].overflow {
-        case .evict(let limit):
+        case .evict(let limit, let soft):
             // Members that would now hold `limit + 1` are evicted (the whole cell).
             let evicted = self.lanes[0].evicted
             self.lanes[0].evictCells(before: newTail - limit)
-            if self.lanes[0].evicted != evicted && !self.greetings.isEmpty { self.dropEvictedGreetings() }
+            var evictedAny = self.lanes[0].evicted != evicted
+            if let soft, self.lanes[0].applySoftLimit(soft, newTail: newTail, now: self.now) { evictedAny = true }
+            if evictedAny { self.evictionsHappened() }
         case .park, .keepAll:
             break  // `.park`: the room check below
         case .dropOldest, .freeze:

@@ -99,6 +99,8 @@ extension MulticastStateMachine {
         }
         let position = self.slots[slotIndex].cursor
         if position < self.tail {
+            let held = self.tail - position
+            if held > self.slots[slotIndex].highWaterMark { self.slots[slotIndex].highWaterMark = held }
             let element = self.elements[position]
             var taken = 1
             let limit = self.lanes[laneIndex].batchLimit
@@ -170,6 +172,8 @@ extension MulticastStateMachine {
         }
         if report.reportsGaps, self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
         let laneIndex = Int(self.slots[slotIndex].lane)
+        let held = self.privateQueues[key]!.pending
+        if held > self.slots[slotIndex].highWaterMark { self.slots[slotIndex].highWaterMark = held }
         let element = self.privateQueues[key]!.pop(missed: &report.missed)
         if self.privateQueues[key]!.pending == 0 {
             // Nothing private is left: rejoin the shared buffer at the tail. What was

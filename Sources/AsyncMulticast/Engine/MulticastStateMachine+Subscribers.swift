@@ -25,6 +25,9 @@ extension MulticastStateMachine {
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
         @usableFromInline
         var waiterIndex: Int32 = -1
+        /// The most elements it held when it read (see `backlog(of:)`).
+        @usableFromInline
+        var highWaterMark = 0
 
         /// The `lane` of a subscriber that belongs to no lane any more.
         @inlinable
@@ -207,6 +210,7 @@ extension MulticastStateMachine {
     @inlinable
     mutating func removeSubscriber(_ slotIndex: Int) -> SubscriberContinuation? {
         var continuation: SubscriberContinuation?
+        if !self.evictionWatchers.isEmpty { self.endEvictionWatch(slotIndex) }
         let waiterIndex = Int(self.slots[slotIndex].waiterIndex)
         if waiterIndex >= 0 {
             continuation = self.waiters[waiterIndex].continuation

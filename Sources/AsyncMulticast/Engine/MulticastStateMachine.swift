@@ -289,10 +289,26 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var keepAliveTimerIsRunning = false
 
+    /// Tasks waiting to learn whether a subscriber is evicted
+    /// (`SharedSubscription.waitForEviction()`), by slot. Rare, so kept here.
+    @usableFromInline
+    var evictionWatchers: [UInt32: [EvictionWatcher]] = [:]
+
+    /// Eviction watchers a transition resolved: the storage takes them at the end of the
+    /// critical section (`takeEvictionNotices()`) and resumes them outside the lock.
+    @usableFromInline
+    var evictionNotices: [EvictionNotice] = []
+
+    /// Reads the clock that times soft limits (`SharedBufferingPolicy.SoftLimit`): the
+    /// storage's clock, as a duration since an origin. Called only while a subscriber of a
+    /// soft-limited lane is past its soft limit, once per element (`Lane.applySoftLimit`).
+    @usableFromInline
+    let now: @Sendable () -> Duration
+
     @inlinable
     init(
         policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: KeepAlive = .off,
-        replayExpiry: ReplayExpiry = .never
+        replayExpiry: ReplayExpiry = .never, now: @escaping @Sendable () -> Duration = { .zero }
     ) {
         // The public faces check their arguments, once, with messages that name them.
         assert(replay >= 0, "the public faces check replay")
@@ -301,6 +317,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.replayExpiry = replayExpiry
         self.mode = mode
         self.keepAlive = keepAlive
+        self.now = now
         if mode == .push { self.upstream = .running(epoch: Self.pushEpoch) }
     }
 

@@ -9,10 +9,15 @@ extension MulticastStorage {
     @inlinable
     func offer(_ element: Element, epoch: UInt64, respectingBounds: Bool) -> Machine.ProduceOutcome {
         var resuming: [Machine.SubscriberContinuation] = []
+        var notices: [Machine.EvictionNotice]? = nil
         let outcome = self.state.withLock {
-            $0.machine.elementProduced(element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
+            let outcome = $0.machine.elementProduced(
+                element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
+            notices = $0.machine.takeEvictionNotices()
+            return outcome
         }
         if outcome != .stop { self.delivered(element, resuming: resuming) }
+        if let notices { Self.resume(notices) }
         return outcome
     }
 
@@ -21,10 +26,14 @@ extension MulticastStorage {
     @inlinable
     func offerIfRoom(_ element: Element) -> Machine.ProduceOutcome? {
         var resuming: [Machine.SubscriberContinuation] = []
+        var notices: [Machine.EvictionNotice]? = nil
         let outcome = self.state.withLock {
-            $0.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming)
+            let outcome = $0.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming)
+            notices = $0.machine.takeEvictionNotices()
+            return outcome
         }
         if outcome == .proceed { self.delivered(element, resuming: resuming) }
+        if let notices { Self.resume(notices) }
         return outcome
     }
 
@@ -39,6 +48,13 @@ extension MulticastStorage {
         for continuation in resuming {
             continuation.resume(returning: .success(element))
         }
+    }
+
+    /// Outside the lock: tells the tasks waiting to learn of an eviction whether their
+    /// subscriber was evicted (`waitForEviction(_:)`).
+    @inlinable
+    static func resume(_ notices: [Machine.EvictionNotice]) {
+        for notice in notices { notice.continuation.resume(returning: notice.evicted) }
     }
 
     /// An upstream iteration's producer, told to `.park`: suspends until a bounded subscriber
@@ -76,8 +92,8 @@ extension MulticastStorage {
         cancelled: @escaping @Sendable (inout Machine, UInt64) -> Machine.Effects
     ) async -> Bool {
         let token = self.state.withLock { state -> UInt64 in
-            defer { state.nextProducerToken += 1 }
-            return state.nextProducerToken
+            defer { state.nextWaiterToken += 1 }
+            return state.nextWaiterToken
         }
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: Machine.ProducerContinuation) in
@@ -228,7 +244,13 @@ extension MulticastStorage {
     /// Ends as `offer` does.
     func updateLatest(_ transform: (Element) -> Element) {
         var resuming: [Machine.SubscriberContinuation] = []
-        let produced = self.state.withLock { $0.machine.latestElementUpdated(by: transform, resuming: &resuming) }
+        var notices: [Machine.EvictionNotice]? = nil
+        let produced = self.state.withLock {
+            let produced = $0.machine.latestElementUpdated(by: transform, resuming: &resuming)
+            notices = $0.machine.takeEvictionNotices()
+            return produced
+        }
         if let produced { self.delivered(produced, resuming: resuming) }
+        if let notices { Self.resume(notices) }
     }
 }

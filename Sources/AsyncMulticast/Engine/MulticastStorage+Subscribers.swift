@@ -51,4 +51,35 @@ extension MulticastStorage {
         }
         throw CancellationError()
     }
+
+    // MARK: Evictions and backlogs
+
+    /// Returns `true` once subscriber `id` is evicted, `false` once it has left otherwise (or
+    /// had left already), or at once, `false`, if the waiting task is cancelled.
+    @inlinable
+    func waitForEviction(_ id: SubscriberID) async -> Bool {
+        let token = self.state.withLock { state -> UInt64 in
+            defer { state.nextWaiterToken += 1 }
+            return state.nextWaiterToken
+        }
+        return await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<Bool, Never>) in
+                // Checked under the lock: if the cancellation handler already ran, it found
+                // nothing to resume, so storing the watcher now would never be undone.
+                let answer = self.state.withLock { state -> Bool? in
+                    Task.isCancelled
+                        ? false : state.machine.evictionWatchRequested(id, token: token, continuation: continuation)
+                }
+                if let answer { continuation.resume(returning: answer) }
+            }
+        } onCancel: {
+            self.state.withLock { $0.machine.evictionWatchCancelled(id, token: token) }?.resume(returning: false)
+        }
+    }
+
+    /// What subscriber `id` holds and the most it held; `nil` once it has left or was evicted.
+    @inlinable
+    func backlog(of id: SubscriberID) -> (count: Int, highWaterMark: Int)? {
+        self.state.withLock { $0.machine.backlog(of: id) }
+    }
 }

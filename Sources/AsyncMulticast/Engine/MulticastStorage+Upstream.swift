@@ -112,28 +112,17 @@ extension MulticastStorage {
         }
     }
 
-    /// `instant + window`, or the largest `Duration` where that sum would overflow: a clock
-    /// read near `Duration`'s limit (a user's clock may jump there) must not trap under the
-    /// lock. Such a deadline is never reached; the window then stays open, as for a clock
-    /// that stands still.
-    @inlinable
-    static func saturating(_ instant: Duration, plus window: Duration) -> Duration {
-        let (sum, overflow) = instant.attoseconds.addingReportingOverflow(window.attoseconds)
-        guard overflow else { return Duration(attoseconds: sum) }
-        return Duration(attoseconds: window.attoseconds > 0 ? .max : .min)
-    }
-
     /// When the window the machine's timer times now (`MulticastStateMachine.timedWindow`)
     /// closes, if it opens at `now`.
     @inlinable
     func windowDeadline(_ machine: Machine, from now: Duration) -> Duration {
-        Self.saturating(now, plus: self.length(of: machine.timedWindow))
+        now.saturatingAdding(self.length(of: machine.timedWindow))
     }
 
     /// When the timer wakes next: at `deadline`, or after its longest sleep from `now`.
     @inlinable
     static func wakeUp(for deadline: Duration, from now: Duration) -> Duration {
-        Swift.min(deadline, Self.saturating(now, plus: Self.longestTimerSleep))
+        Swift.min(deadline, now.saturatingAdding(Self.longestTimerSleep))
     }
 
     // MARK: The timer task

@@ -68,8 +68,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// fell asleep if that is earlier. `nil` until its first step decides.
         @usableFromInline
         var timerWakeUp: Duration?
+        /// Names a parked producer or an eviction watcher, for its task's cancellation.
         @usableFromInline
-        var nextProducerToken: UInt64 = 0
+        var nextWaiterToken: UInt64 = 0
         /// Each running `send(contentsOf:)` of a push-fed storage stops pulling its sequence
         /// when it completes: the end of the critical section that completed it takes these.
         @usableFromInline
@@ -95,7 +96,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// How long a replay cache outlives its stopped upstream (`ReplayExpiry.afterWindow`).
     @usableFromInline
     let replayExpiration: Duration
-    /// The clock of the keep-alive and replay-expiry windows.
+    /// The clock of the keep-alive and replay-expiry windows, and of soft limits (the machine
+    /// reads it through its `now`).
     @usableFromInline
     let clock: TimerClock
     /// Lets a subscriber that caught up wait briefly for a busy producer instead of
@@ -146,7 +148,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         self.state = Lock(
             State(
                 machine: Machine(
-                    policy: policy, replay: replay, mode: mode, keepAlive: lingering, replayExpiry: expiry)))
+                    policy: policy, replay: replay, mode: mode, keepAlive: lingering, replayExpiry: expiry,
+                    now: clock.now)))
         self.upstreamBody = upstream
         self.keepAlive = Swift.min(keepAlive, Self.longestKeepAlive)
         self.replayExpiration = Swift.min(replayExpiration ?? .zero, Self.longestKeepAlive)
@@ -175,17 +178,21 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         @usableFromInline let change: SubscriberCountObservers.Change?
         /// The storage completed: the completion observers to tell.
         @usableFromInline let completionObservers: [CompletionObserver]?
+        /// The tasks waiting to learn of an eviction that the transition resolved.
+        @usableFromInline let evictionNotices: [Machine.EvictionNotice]?
 
         @inlinable
         init(
             effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
-            change: SubscriberCountObservers.Change?, completionObservers: [CompletionObserver]?
+            change: SubscriberCountObservers.Change?, completionObservers: [CompletionObserver]?,
+            evictionNotices: [Machine.EvictionNotice]?
         ) {
             self.effects = effects
             self.upstreamTask = upstreamTask
             self.timerTask = timerTask
             self.change = change
             self.completionObservers = completionObservers
+            self.evictionNotices = evictionNotices
         }
     }
 
@@ -227,18 +234,19 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         let timerTask = self.armTimer(&state, for: effects.keepAliveTimer, timerStep: timerStep)
         let change = state.countObservers.change(to: state.machine.subscriberCount)
         let completionObservers = Self.takeCompletionObservers(&state)
+        let evictionNotices = state.machine.takeEvictionNotices()
         // Nothing left to do, as for most joins and leaves: no allocation (`compare --only
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
         // per leave).
         if upstreamTask == nil, timerTask == nil, change == nil, completionObservers == nil,
-            effects.subscribers.isEmpty, effects.producers.isEmpty, effects.handedOver.isEmpty,
-            effects.parkedElementsAppended == 0
+            evictionNotices == nil, effects.subscribers.isEmpty, effects.producers.isEmpty,
+            effects.handedOver.isEmpty, effects.parkedElementsAppended == 0
         {
             return nil
         }
         return OutsideLock(
             effects: effects, upstreamTask: upstreamTask, timerTask: timerTask, change: change,
-            completionObservers: completionObservers)
+            completionObservers: completionObservers, evictionNotices: evictionNotices)
     }
 
     /// Outside the lock: does what `endCriticalSection` took, in this order: resumes the
@@ -255,6 +263,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         if let observers = work.completionObservers {
             for observer in observers { observer.onCompletion() }
         }
+        if let notices = work.evictionNotices { Self.resume(notices) }
     }
 
     /// Resumes the continuations `effects` hands over, and counts the senders' elements it

@@ -13,9 +13,11 @@ enum Overflow: Sendable, Equatable {
     /// `.bounded(bound)`: the producer parks once a member holds `bound` (see `hasRoom`).
     /// Lossless.
     case park(bound: Int)
-    /// `.evicting(limit)`: members that would hold `limit + 1` are evicted: their histogram
-    /// cell leaves the lane, and they learn it when they next read. Lossless until then.
-    case evict(limit: Int)
+    /// `.evicting(limit, softLimit: soft)`: members that would hold `limit + 1` are evicted:
+    /// their histogram cell leaves the lane, and they learn it when they next read. With a
+    /// `soft` limit, so are members that held more than `soft.count` for longer than
+    /// `soft.duration` (`Lane.softDeadlines`). Lossless until then.
+    case evict(limit: Int, soft: SharedBufferingPolicy.SoftLimit?)
     /// `.bufferingNewest(keep)`, and `.bufferingOldest(0)`: members that would hold
     /// `keep + 1` drop their oldest: their histogram cell moves one position forward.
     case dropOldest(keep: Int)
@@ -32,8 +34,8 @@ enum Overflow: Sendable, Equatable {
         switch policy {
         case .bounded(let bound):
             self = .park(bound: bound)
-        case .evicting(let limit):
-            self = .evict(limit: limit)
+        case .evicting(let limit, let soft):
+            self = .evict(limit: limit, soft: soft)
         case .bufferingNewest(let keep):
             self = .dropOldest(keep: keep)
         case .bufferingOldest(0):

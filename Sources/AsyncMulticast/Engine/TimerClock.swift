@@ -25,3 +25,15 @@ struct TimerClock: Sendable {
     @inlinable
     static var continuous: TimerClock { TimerClock(ContinuousClock()) }
 }
+
+extension Duration {
+    /// `self + other`, or the largest (smallest) `Duration` where that sum would overflow: a
+    /// clock read near `Duration`'s limit (a user's clock may jump there) must not trap
+    /// under the lock. Such a deadline is never reached.
+    @inlinable
+    func saturatingAdding(_ other: Duration) -> Duration {
+        let (sum, overflow) = self.attoseconds.addingReportingOverflow(other.attoseconds)
+        guard overflow else { return Duration(attoseconds: sum) }
+        return Duration(attoseconds: other.attoseconds > 0 ? .max : .min)
+    }
+}

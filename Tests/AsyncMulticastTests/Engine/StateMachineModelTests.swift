@@ -216,7 +216,7 @@ struct ModelRun {
         var batchLimit: Int {
             if self.ending { return 0 }
             switch self.policy {
-            case .bounded(let n), .evicting(let n): return Swift.min(n / 2, 64)
+            case .bounded(let n), .evicting(let n, _): return Swift.min(n / 2, 64)
             case .unbounded: return 64
             case .bufferingNewest, .bufferingOldest: return 0
             }
@@ -264,7 +264,7 @@ struct ModelRun {
                 } else {
                     self.trailing += 1
                 }
-            case .evicting(let limit):
+            case .evicting(let limit, _):
                 guard !self.evicted else { return }
                 self.pending.append(value)
                 self.gaps.append(0)

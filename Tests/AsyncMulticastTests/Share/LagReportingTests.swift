@@ -36,7 +36,7 @@ struct LagReference {
     /// How many ready elements a read takes besides the one it returns (see `SharedIterator`).
     var batchLimit: Int {
         switch self.policy {
-        case .bounded(let n), .evicting(let n): return Swift.min(n / 2, 64)
+        case .bounded(let n), .evicting(let n, _): return Swift.min(n / 2, 64)
         case .unbounded: return 64
         case .bufferingNewest, .bufferingOldest: return 0
         }
@@ -64,7 +64,7 @@ struct LagReference {
             } else {
                 self.trailing += 1
             }
-        case .evicting(let limit):
+        case .evicting(let limit, _):
             self.queue.append((0, value))
             if self.queue.count > limit {
                 self.evicted = true

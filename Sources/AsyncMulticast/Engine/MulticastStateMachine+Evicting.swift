@@ -1,0 +1,193 @@
+// Evicting: what the `.evicting` policy adds to the machine besides its hard limit (which
+// `append` applies): the soft limit, what a subscriber holds (its backlog and high-water
+// mark, for sizing the limits), and the tasks waiting to learn of an eviction
+// (`SharedSubscription.waitForEviction()`).
+
+extension MulticastStateMachine.Lane {
+        /// `.evict` with a soft limit, after the element that made the tail `newTail` was
+        /// appended (and the hard limit applied): stamps the deadline of the cell that went
+        /// past `soft.count` with it (see `softDeadlines`), and evicts the cells whose
+        /// deadline has passed. `now` reads the clock; it is called only while some member
+        /// holds more than `soft.count`. Returns whether a cell was evicted.
+        @inlinable
+        mutating func applySoftLimit(
+            _ soft: SharedBufferingPolicy.SoftLimit, newTail: Int, now: () -> Duration
+        ) -> Bool {
+            // Members whose cursor is below this hold more than `soft.count`.
+            let pastSoft = newTail - soft.count
+            guard !self.counts.isEmpty, self.minCursor < pastSoft else {
+                // Nobody is past the soft limit: no deadline to keep.
+                if !self.softDeadlines.isEmpty { self.softDeadlines = IndexedRing() }
+                return false
+            }
+            // The ring covers the cells past the soft limit, from at most `minCursor`.
+            if self.softDeadlines.isEmpty {
+                // Nobody was past the soft limit before this element: whoever is now sits in
+                // the cell that just went past it.
+                self.softDeadlines.rebase(to: pastSoft - 1)
+            } else if self.softDeadlines.startIndex < self.minCursor {
+                self.softDeadlines.removeFirst(
+                    Swift.min(self.minCursor, self.softDeadlines.endIndex) - self.softDeadlines.startIndex)
+                if self.softDeadlines.isEmpty { self.softDeadlines.rebase(to: self.minCursor) }
+            }
+            let reading = now()
+            var deadline = reading.saturatingAdding(soft.duration)
+            // Deadlines never go back, even when the clock does: the cells are evicted in order.
+            if !self.softDeadlines.isEmpty {
+                deadline = Swift.max(deadline, self.softDeadlines[self.softDeadlines.endIndex - 1])
+            }
+            while self.softDeadlines.endIndex < pastSoft { self.softDeadlines.append(deadline) }
+            var evictedAny = false
+            while !self.counts.isEmpty, self.minCursor < pastSoft, self.softDeadlines[self.minCursor] <= reading {
+                self.evictOldestCell()
+                evictedAny = true
+            }
+            return evictedAny
+        }
+
+}
+
+extension MulticastStateMachine {
+    /// A task waiting in `SharedSubscription.waitForEviction()`; `token` finds it when that
+    /// task is cancelled.
+    @usableFromInline
+    struct EvictionWatcher: Sendable {
+        @usableFromInline
+        let token: UInt64
+        @usableFromInline
+        let continuation: UnsafeContinuation<Bool, Never>
+
+        @inlinable
+        init(token: UInt64, continuation: UnsafeContinuation<Bool, Never>) {
+            self.token = token
+            self.continuation = continuation
+        }
+    }
+
+    /// An eviction watcher to resume, outside the lock, with whether its subscriber was
+    /// evicted (`false`: it left otherwise).
+    @usableFromInline
+    struct EvictionNotice: Sendable {
+        @usableFromInline
+        let continuation: UnsafeContinuation<Bool, Never>
+        @usableFromInline
+        let evicted: Bool
+
+        @inlinable
+        init(continuation: UnsafeContinuation<Bool, Never>, evicted: Bool) {
+            self.continuation = continuation
+            self.evicted = evicted
+        }
+    }
+
+    /// Whether the live subscriber in `slotIndex` was evicted and has not read since.
+    @inlinable
+    func isEvicted(_ slotIndex: Int) -> Bool {
+        let slot = self.slots[slotIndex]
+        if slot.lane == Slot.noLane {
+            // An ended connection left it a private queue; it says whether it was evicted.
+            return self.privateQueues[UInt32(slotIndex)]?.endsEvicted ?? false
+        }
+        guard !slot.readsPrivateQueue, case .evict = self.lanes[Int(slot.lane)].overflow else { return false }
+        return slot.cursor < self.lanes[Int(slot.lane)].minCursor
+    }
+
+    /// A task asks to learn whether subscriber `id` is evicted: `true` if it already is,
+    /// `false` if it has left; `nil` when the watcher is stored, to be resumed when the
+    /// subscriber is evicted (`true`) or leaves (`false`).
+    @inlinable
+    mutating func evictionWatchRequested(
+        _ id: SubscriberID, token: UInt64, continuation: UnsafeContinuation<Bool, Never>
+    ) -> Bool? {
+        guard let slotIndex = self.liveSlot(id) else { return false }
+        if self.isEvicted(slotIndex) { return true }
+        self.evictionWatchers[UInt32(slotIndex), default: []].append(
+            EvictionWatcher(token: token, continuation: continuation))
+        return nil
+    }
+
+    /// The task waiting with `token` was cancelled: its continuation, if still stored (the
+    /// caller resumes it with `false`).
+    @inlinable
+    mutating func evictionWatchCancelled(
+        _ id: SubscriberID, token: UInt64
+    ) -> UnsafeContinuation<Bool, Never>? {
+        guard let slotIndex = self.liveSlot(id), var watchers = self.evictionWatchers[UInt32(slotIndex)],
+            let index = watchers.firstIndex(where: { $0.token == token })
+        else { return nil }
+        let watcher = watchers.remove(at: index)
+        self.evictionWatchers[UInt32(slotIndex)] = watchers.isEmpty ? nil : watchers
+        return watcher.continuation
+    }
+
+    /// `append` evicted members: they drop their greetings (see `dropEvictedGreetings()`) and
+    /// their watchers learn it.
+    @inlinable
+    mutating func evictionsHappened() {
+        if !self.greetings.isEmpty { self.dropEvictedGreetings() }
+        if !self.evictionWatchers.isEmpty { self.noticeEvictions() }
+    }
+
+    /// Members were just evicted: the watchers of those that were resolve with `true`. Scans
+    /// the watchers, not the subscribers; only when some were evicted and some are watched.
+    @inlinable
+    mutating func noticeEvictions() {
+        for (slot, watchers) in self.evictionWatchers where self.isEvicted(Int(slot)) {
+            self.evictionWatchers[slot] = nil
+            for watcher in watchers {
+                self.evictionNotices.append(EvictionNotice(continuation: watcher.continuation, evicted: true))
+            }
+        }
+    }
+
+    /// The subscriber in `slotIndex` is leaving: its watchers learn whether it was evicted.
+    @inlinable
+    mutating func endEvictionWatch(_ slotIndex: Int) {
+        guard let watchers = self.evictionWatchers.removeValue(forKey: UInt32(slotIndex)) else { return }
+        let evicted = self.isEvicted(slotIndex)
+        for watcher in watchers {
+            self.evictionNotices.append(EvictionNotice(continuation: watcher.continuation, evicted: evicted))
+        }
+    }
+
+    /// The eviction watchers resolved since the last call, for the storage to resume outside
+    /// the lock; `nil` if none (the usual case: a test of an empty array).
+    @inlinable
+    mutating func takeEvictionNotices() -> [EvictionNotice]? {
+        guard !self.evictionNotices.isEmpty else { return nil }
+        defer { self.evictionNotices = [] }
+        return self.evictionNotices
+    }
+
+    /// How many elements subscriber `id` holds (produced after it joined, not yet handed to
+    /// its iterator; a replaying `.evicting` subscriber's greeting does not count), and the
+    /// most it held since it joined. `nil` once it has left or was evicted.
+    ///
+    /// The most it held is seen when it reads: between two reads what it holds only grows
+    /// (or is dropped by its policy), so its largest value is the one its next read finds,
+    /// or the one this query finds.
+    @inlinable
+    func backlog(of id: SubscriberID) -> (count: Int, highWaterMark: Int)? {
+        guard let slotIndex = self.liveSlot(id), !self.isEvicted(slotIndex) else { return nil }
+        let slot = self.slots[slotIndex]
+        let count: Int
+        if slot.readsPrivateQueue || slot.lane == Slot.noLane {
+            count = self.privateQueues[UInt32(slotIndex)]?.pending ?? 0
+        } else {
+            let lane = self.lanes[Int(slot.lane)]
+            if slot.cursor >= lane.minCursor {
+                count = self.tail - slot.cursor
+            } else {
+                switch lane.overflow {
+                case .dropOldest:
+                    count = self.tail - lane.minCursor  // its cell moved on; it reads from there
+                case .freeze:
+                    count = lane.frozen[slot.cursor]?.elements.count ?? 0
+                case .evict, .park, .keepAll:
+                    preconditionFailure("a live lossless subscriber behind the shared window")
+                }
+            }
+        }
+        return (count, Swift.max(count, slot.highWaterMark))
+    }
+}
