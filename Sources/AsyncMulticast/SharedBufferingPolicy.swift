@@ -142,3 +142,23 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
         }
     }
 }
+
+extension SharedBufferingPolicy: CustomStringConvertible {
+    /// The policy as it is written, without the leading dot: `bounded(64)`, `evicting(256)`,
+    /// `evicting(4096, softLimit: .above(256, for: 10.0 seconds))`.
+    public var description: String {
+        switch self {
+        case .bounded(let n): return "bounded(\(n))"
+        case .bufferingNewest(let n): return "bufferingNewest(\(n))"
+        case .bufferingOldest(let n): return "bufferingOldest(\(n))"
+        case .unbounded: return "unbounded"
+        case .evicting(let n, nil): return "evicting(\(n))"
+        case .evicting(let n, let soft?): return "evicting(\(n), softLimit: \(soft))"
+        }
+    }
+}
+
+extension SharedBufferingPolicy.SoftLimit: CustomStringConvertible {
+    /// The limit as it is written: `.above(256, for: 10.0 seconds)`.
+    public var description: String { ".above(\(self.count), for: \(self.duration))" }
+}

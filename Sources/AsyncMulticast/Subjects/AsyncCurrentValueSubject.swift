@@ -30,10 +30,17 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
     ///     Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait).
     ///     With `.bufferingNewest(0)` or `.bufferingOldest(0)` a subscriber only receives
     ///     values sent while it waits in `next()`, so it does not receive the current value.
+    ///   - clock: the clock that times a soft limit's duration
+    ///     (``SharedBufferingPolicy/evicting(_:softLimit:)``); `ContinuousClock` by default,
+    ///     a test's manual clock for example.
     @inlinable
-    public init(_ value: Element, buffering: SharedBufferingPolicy = .bufferingNewest(1)) {
+    public init(
+        _ value: Element, buffering: SharedBufferingPolicy = .bufferingNewest(1),
+        clock: some Clock<Duration> = ContinuousClock()
+    ) {
         buffering.validate(parameter: "buffering")
-        self._core = _SharedCore(MulticastStorage(policy: buffering, replay: 1, mode: .push, upstream: nil))
+        self._core = _SharedCore(MulticastStorage(
+                policy: buffering, replay: 1, mode: .push, clock: TimerClock(clock), upstream: nil))
         self.storage.send(value)
     }
 

@@ -27,13 +27,18 @@ public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: A
 
     /// Creates a subject.
     ///
-    /// - Parameter buffering: how each subscriber keeps elements it has not consumed yet.
-    ///   Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait);
-    ///   ``send(waitingForRoom:)`` waits instead.
+    /// - Parameters:
+    ///   - buffering: how each subscriber keeps elements it has not consumed yet. Under
+    ///     `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait);
+    ///     ``send(waitingForRoom:)`` waits instead.
+    ///   - clock: the clock that times a soft limit's duration
+    ///     (``SharedBufferingPolicy/evicting(_:softLimit:)``); `ContinuousClock` by default,
+    ///     a test's manual clock for example.
     @inlinable
-    public init(buffering: SharedBufferingPolicy = .unbounded) {
+    public init(buffering: SharedBufferingPolicy = .unbounded, clock: some Clock<Duration> = ContinuousClock()) {
         buffering.validate(parameter: "buffering")
-        self._core = _SharedCore(MulticastStorage(policy: buffering, replay: 0, mode: .push, upstream: nil))
+        self._core = _SharedCore(MulticastStorage(
+                policy: buffering, replay: 0, mode: .push, clock: TimerClock(clock), upstream: nil))
     }
 
 }

@@ -34,12 +34,19 @@ public final class AsyncReplaySubject<Element: Sendable, Failure: Error>: AsyncS
     ///     `bufferSize` also limits what a new subscriber is replayed. Under `.evicting(n)` a
     ///     new subscriber gets the whole replay, which counts against no limit: only what is
     ///     sent after it joined can evict it.
+    ///   - clock: the clock that times a soft limit's duration
+    ///     (``SharedBufferingPolicy/evicting(_:softLimit:)``); `ContinuousClock` by default,
+    ///     a test's manual clock for example.
     @inlinable
-    public init(bufferSize: Int, buffering: SharedBufferingPolicy = .unbounded) {
+    public init(
+        bufferSize: Int, buffering: SharedBufferingPolicy = .unbounded,
+        clock: some Clock<Duration> = ContinuousClock()
+    ) {
         precondition(
             bufferSize >= 0, "AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got \(bufferSize)")
         buffering.validate(parameter: "buffering")
-        self._core = _SharedCore(MulticastStorage(policy: buffering, replay: bufferSize, mode: .push, upstream: nil))
+        self._core = _SharedCore(MulticastStorage(
+                policy: buffering, replay: bufferSize, mode: .push, clock: TimerClock(clock), upstream: nil))
     }
 
 }
