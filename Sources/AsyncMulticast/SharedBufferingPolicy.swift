@@ -43,8 +43,8 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
 
     /// Lossless while a subscriber keeps up, and never waits for it: a subscriber that holds
     /// `hardLimit` unconsumed elements when another one arrives is **evicted**. With a
-    /// `softLimit`, one that holds more than its count for longer than its duration is
-    /// evicted too: a healthy subscriber absorbs a burst up to the hard limit, and a stalled
+    /// `softLimit`, one that has held more than its count for its duration is evicted
+    /// too: a healthy subscriber absorbs a burst up to the hard limit, and a stalled
     /// one goes once the soft limit's duration is over (the two limits of Redis's
     /// `client-output-buffer-limit pubsub 32mb 8mb 60`).
     ///
@@ -70,18 +70,22 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     /// ```swift
     /// // Each client may fall 256 events behind; past that it is dropped, not waited for.
     /// for try await event in feed.buffering(.evicting(256)) { try await client.write(event) }
+    /// ```
     ///
+    /// ```swift
     /// // A burst of up to 4096 passes; a client more than 256 behind for 10 s goes.
-    /// let client = feed.subscribe(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
+    /// let subscription = feed.subscribe(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
     /// ```
     case evicting(_ hardLimit: Int, softLimit: SoftLimit? = nil)
 
-    /// The soft limit of ``evicting(_:softLimit:)``: a subscriber that holds more than
-    /// `count` unconsumed elements for longer than `duration` is evicted.
+    /// The soft limit of ``evicting(_:softLimit:)``: a subscriber that has held more than
+    /// `count` unconsumed elements for `duration` is evicted.
+    ///
+    /// With a zero duration the soft limit is a second hard limit at `count`.
     ///
     /// The duration is measured from the element that took the subscriber past `count`
     /// elements behind: a subscriber is evicted once the element `count + 1` places after
-    /// the last one it took was produced more than `duration` ago. Reading moves that
+    /// the last one it took was produced `duration` ago or earlier. Reading moves that
     /// element on, so a subscriber that keeps reading is measured from a later element; one
     /// that stops reading is evicted `duration` after it went past `count`. (Redis measures
     /// from the moment a client went past its soft limit, however much it read since.)
@@ -101,8 +105,8 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
         /// How long a subscriber may hold more than `count`.
         public let duration: Duration
 
-        /// A subscriber that holds more than `count` unconsumed elements for longer than
-        /// `duration` is evicted. `count` must be at least 0 and `duration` not negative.
+        /// A subscriber that has held more than `count` unconsumed elements for `duration`
+        /// is evicted. `count` must be at least 0 and `duration` not negative.
         @inlinable
         public static func above(_ count: Int, for duration: Duration) -> SoftLimit {
             SoftLimit(count: count, duration: duration)

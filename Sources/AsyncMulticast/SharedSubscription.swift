@@ -66,7 +66,7 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     /// its clients' high-water marks under a real burst to size their limits.
     ///
     /// ```swift
-    /// let chat = AsyncReplaySubject<String, Never>(16, buffering: .evicting(4096))
+    /// let chat = AsyncReplaySubject<String, Never>(bufferSize: 16, buffering: .evicting(4096))
     /// let client = chat.subscribe()
     /// for n in 1...50 { chat.send("message \(n)") }
     /// print(client.backlog!.highWaterMark)   // 50

@@ -143,6 +143,11 @@ public enum Scenarios {
         /// an out-of-line call (as another module's sequence is), N subscribers each in its own
         /// task, all registered before the upstream starts.
         case share
+        /// `OpaqueCountingSequence(M).share(buffering: .unbounded)`: the `share` cell under the
+        /// keep-all policy (no back-pressure: the upstream runs ahead, every subscriber's backlog
+        /// grows until it reads). Counted by `compare --instructions` only, so that the instruction
+        /// gate covers the keep-all path of `share()`; scenario 6 (CPU) does not run it.
+        case shareUnbounded = "share-unbounded"
         /// `AsyncPassthroughSubject<Int, Never>()` (its default policy, `.unbounded`): one task
         /// sends `0..<M` and finishes, N subscribers each in its own task, registered first.
         case subject
@@ -156,16 +161,20 @@ public enum Scenarios {
         public var description: String {
             switch self {
             case .share: "share() .bounded(64)"
+            case .shareUnbounded: "share() .unbounded"
             case .subject: "AsyncPassthroughSubject"
             case .openCombine: "OpenCombine subject"
             case .base: "base (opaque upstream, no sharing)"
             }
         }
 
+        /// Whether only `compare --instructions` runs it (not scenario 6's CPU table).
+        public var isCountedOnly: Bool { self == .shareUnbounded }
+
         /// The implementation `--impls` selects it with.
         public var implementation: Implementation {
             switch self {
-            case .share, .subject: .ours
+            case .share, .shareUnbounded, .subject: .ours
             case .openCombine: .openCombine
             case .base: .base
             }
@@ -176,6 +185,8 @@ public enum Scenarios {
     public static func deliveryCell(_ cell: DeliveryCell, subscribers: Int, elements: Int) async -> FanOutTally {
         switch cell {
         case .share: await Ours.fanOutOverOpaque(policy: .bounded64, subscribers: subscribers, elements: elements)
+        case .shareUnbounded:
+            await Ours.fanOutOverOpaque(policy: .unbounded, subscribers: subscribers, elements: elements)
         case .subject: await Ours.subject(subscribers: subscribers, elements: elements, defaultPolicy: true)
         case .openCombine: OpenCombineSide.fanOut(subscribers: subscribers, elements: elements)
         case .base:

@@ -15,11 +15,13 @@ import MulticastScenarios
 typealias DeliveryCell = Scenarios.DeliveryCell
 
 extension Options {
-    /// The cells `--impls` selects for `subscribers`: `ours` selects share() and the subject,
-    /// `opencombine` OpenCombine, `base` the floor (N = 1 only).
-    func deliveryCells(subscribers: Int) -> [DeliveryCell] {
+    /// The cells `--impls` selects for `subscribers`: `ours` selects share() and the subject
+    /// (and, when `counting` instructions, share() `.unbounded`), `opencombine` OpenCombine,
+    /// `base` the floor (N = 1 only).
+    func deliveryCells(subscribers: Int, counting: Bool = false) -> [DeliveryCell] {
         DeliveryCell.allCases.filter {
             implementations.contains($0.implementation) && ($0 != .base || subscribers == 1)
+                && (counting || !$0.isCountedOnly)
         }
     }
 }
@@ -171,7 +173,7 @@ func instructionTarget(_ cell: DeliveryCell, subscribers: Int) -> Double? {
 @MainActor
 func runInstructions(_ options: Options) {
     #if os(Linux)
-        guard !options.deliveryCells(subscribers: 1).isEmpty else {
+        guard !options.deliveryCells(subscribers: 1, counting: true).isEmpty else {
             stamp("compare: --impls selects none of ours, opencombine, base: nothing to count")
             return
         }
@@ -217,7 +219,8 @@ func runInstructions(_ options: Options) {
             == Instructions per delivery (callgrind) ==
             Each run is one process: valgrind --tool=callgrind delivery-cell CELL N M
             (\(cellBinary == builtCell ? builtCell : "a copy of \(builtCell) without debug info"); the cells of
-            scenario 6, run in a detached task while the synchronous main waits). Ir = instructions executed
+            scenario 6, and share() over the same upstream with .unbounded, run in a detached task while the
+            synchronous main waits). Ir = instructions executed
             by the whole process, every thread. Instructions per delivery = (Ir(M2) - Ir(M1)) / ((M2 - M1)·N),
             so start-up and tear-down cancel out; median of \(repetitions) such pairs (range in brackets).
             Under valgrind the process's threads take turns on one core, so share()'s count varies from run
@@ -227,7 +230,7 @@ func runInstructions(_ options: Options) {
         var perDelivery: [Int: [DeliveryCell: [Double]]] = [:]
         for size in sizes {
             for repetition in 0..<repetitions {
-                for cell in options.deliveryCells(subscribers: size.subscribers) {
+                for cell in options.deliveryCells(subscribers: size.subscribers, counting: true) {
                     var counts: [Int] = []
                     var seconds = 0.0
                     for elements in [size.smaller, size.larger] {
@@ -277,7 +280,7 @@ func runInstructions(_ options: Options) {
 
         var table = Table([
             "N", "M1", "M2", "share Ir/del", "subject Ir/del", "OpenCombine Ir/del",
-            "share / OC", "target", "subject / OC", "target",
+            "share / OC", "target", "subject / OC", "target", "share .unbounded Ir/del",
         ])
         for size in sizes {
             let row = perDelivery[size.subscribers] ?? [:]
@@ -302,7 +305,7 @@ func runInstructions(_ options: Options) {
             table.add([
                 "\(size.subscribers)", "\(size.smaller)", "\(size.larger)",
                 cellText(.share), cellText(.subject), cellText(.openCombine),
-                share.ratio, share.target, subject.ratio, subject.target,
+                share.ratio, share.target, subject.ratio, subject.target, cellText(.shareUnbounded),
             ])
         }
         stamp(
@@ -324,7 +327,7 @@ func runInstructions(_ options: Options) {
         var medians: [String: Double] = [:]
         var order: [String] = []
         for size in sizes {
-            for cell in options.deliveryCells(subscribers: size.subscribers) where cell != .base {
+            for cell in options.deliveryCells(subscribers: size.subscribers, counting: true) where cell != .base {
                 let key = InstructionThresholds.key(cell, subscribers: size.subscribers)
                 order.append(key)
                 medians[key] = perDelivery[size.subscribers]?[cell].flatMap(median)

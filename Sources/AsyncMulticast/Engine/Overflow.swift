@@ -15,7 +15,7 @@ enum Overflow: Sendable, Equatable {
     case park(bound: Int)
     /// `.evicting(limit, softLimit: soft)`: members that would hold `limit + 1` are evicted:
     /// their histogram cell leaves the lane, and they learn it when they next read. With a
-    /// `soft` limit, so are members that held more than `soft.count` for longer than
+    /// `soft` limit, so are members that have held more than `soft.count` for
     /// `soft.duration` (`Lane.softDeadlines`). Lossless until then.
     case evict(limit: Int, soft: SharedBufferingPolicy.SoftLimit?)
     /// `.bufferingNewest(keep)`, and `.bufferingOldest(0)`: members that would hold

@@ -222,3 +222,39 @@ final class StubConnection: Sendable {
 
     var isClosed: Bool { self.state.withLock { $0.closed } }
 }
+
+/// A connection to a client that stopped reading: its first `write` records the value and
+/// then hangs (the socket's buffers are full) until `close()`, which fails it with
+/// ``Closed``, as closing a real socket fails a pending write. Later writes fail at once.
+final class StalledConnection: Sendable {
+    struct Closed: Error {}
+
+    /// The values written, in order.
+    let written = PrintedLines()
+    /// Sent when a write starts hanging.
+    let stalled = Signal<Void>()
+    private let state = Lock<(closed: Bool, pending: CheckedContinuation<Void, any Error>?)>((false, nil))
+
+    var isClosed: Bool { self.state.withLock { $0.closed } }
+
+    func write<Value: Sendable>(_ value: Value) async throws {
+        self.written.record([value])
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let closed = self.state.withLock { state -> Bool in
+                if state.closed { return true }
+                state.pending = continuation
+                return false
+            }
+            if closed { continuation.resume(throwing: Closed()) } else { self.stalled.send(()) }
+        }
+    }
+
+    func close() async throws {
+        let pending = self.state.withLock { state in
+            state.closed = true
+            defer { state.pending = nil }
+            return state.pending
+        }
+        pending?.resume(throwing: Closed())
+    }
+}

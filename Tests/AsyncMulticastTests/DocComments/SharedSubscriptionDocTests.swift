@@ -55,4 +55,43 @@ struct SharedSubscriptionDocTests {
         await body()
         #expect(printed.lines == ["101.5"])
     }
+
+    // backlog
+    @Test func backlog() {
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+
+        let chat = AsyncReplaySubject<String, Never>(bufferSize: 16, buffering: .evicting(4096))
+        let client = chat.subscribe()
+        for n in 1...50 { chat.send("message \(n)") }
+        print(client.backlog!.highWaterMark)   // 50
+
+        #expect(printed.lines == ["50"])
+    }
+
+    // waitForEviction()
+    @Test func waitForEviction() async throws {
+        let clock = ManualClock()  // (test only)
+        let feed = AsyncPassthroughSubject<Int, Never>(clock: clock)  // (test only)
+        let connection = StalledConnection()  // (test only)
+
+        let client = feed.subscribe(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
+        Task { if await client.waitForEviction() { try await connection.close() } }
+        let burst = Task {  // (test only) the client stops reading while the feed goes on
+            feed.send(0)  // (test only)
+            await connection.stalled.next("the first write hangs")  // (test only)
+            for n in 1...300 { feed.send(n) }  // (test only) more than 256 behind...
+            clock.advance(by: .seconds(11))  // (test only) ...for more than 10 s
+            feed.send(301)  // (test only) checked when an element is produced: evicted
+        }  // (test only)
+        await #expect(throws: StalledConnection.Closed.self) {  // (test only)
+        for await event in client { try await connection.write(event) }
+        }  // (test only)
+
+        await burst.value
+        #expect(connection.isClosed)
+        #expect(connection.written.lines == ["0"], "stuck in its first write until closed")
+        #expect(client.backlog == nil)
+        #expect(feed.subscriberCount == 0)
+    }
 }

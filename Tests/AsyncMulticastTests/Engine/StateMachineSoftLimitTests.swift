@@ -1,6 +1,6 @@
 // The soft limit of `.evicting(hard, softLimit:)` and the backlog, on the machine alone: a
 // member that holds more than the soft limit is evicted once the element that took it past
-// the limit is older than the duration, checked when an element is appended; the clock is
+// the limit has been there for the duration, checked when an element is appended; the clock is
 // the test's (`now`), read only while someone is past the soft limit.
 
 import Synchronization
@@ -41,7 +41,7 @@ private func readsEvicted(_ machine: inout Machine, _ id: SubscriberID) -> Bool 
 struct StateMachineSoftLimitTests {
     let soft = SharedBufferingPolicy.evicting(10, softLimit: .above(3, for: .seconds(5)))
 
-    @Test("a stalled member goes when the element that took it past the soft limit is older than the duration")
+    @Test("a stalled member goes when the element that took it past the soft limit has been there for the duration")
     func stalledMemberIsEvictedAfterTheDuration() {
         let time = TestTime()
         var machine = pushMachine(self.soft, time: time)

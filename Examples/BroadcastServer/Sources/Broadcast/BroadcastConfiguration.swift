@@ -1,3 +1,5 @@
+import AsyncMulticast
+
 /// The server's settings. The host is always 127.0.0.1.
 public struct BroadcastConfiguration: Sendable {
     /// The TCP port; 0 picks a free one (the server reports which).
@@ -7,11 +9,23 @@ public struct BroadcastConfiguration: Sendable {
     /// How long a connection may stay silent before the server writes a `: heartbeat` comment.
     /// A client that vanished is noticed when such a write fails.
     public var heartbeatInterval: Duration
-    /// The `.evicting(n)` limit of each client's subscriptions: a client that holds this many
-    /// undelivered events when another arrives is evicted, and its response ends.
-    public var evictAfter: Int
+    /// The hard limit of each client's subscriptions (one per feed): a client that holds this
+    /// many undelivered events on a feed when another one arrives is evicted at once. It sizes
+    /// the largest burst a healthy client may absorb; the server holds at most this many
+    /// events per feed for one client.
+    public var hardLimit: Int
+    /// The soft limit: a client that holds more than this many undelivered events on a feed
+    /// for longer than ``softLimitDuration`` is evicted. From 0 to `hardLimit - 1`.
+    public var softLimit: Int
+    /// How long a client may hold more than ``softLimit`` events on a feed before it is
+    /// evicted. Timed on the hub's clock, and checked each time an event is produced on that
+    /// feed (an idle feed evicts nobody).
+    public var softLimitDuration: Duration
     /// How long one write to a client may stay pending before the server closes the
-    /// connection: the client stopped reading and its socket buffers are full.
+    /// connection. A backstop: a client that stops reading is evicted by the limits and
+    /// closed at once, as soon as the feeds produce enough; this catches the stalls the limits
+    /// cannot see, a client that stops reading while the feeds are quiet (its heartbeat write
+    /// blocks), or one that falls below ``softLimit`` events behind and stays there.
     public var writeTimeout: Duration
     /// The kernel send buffer (`SO_SNDBUF`) of each event stream, in bytes; nil leaves the
     /// kernel's default, which grows up to 4 MiB on Linux. A client that stops reading first
@@ -22,16 +36,26 @@ public struct BroadcastConfiguration: Sendable {
         port: Int = 8080,
         tickInterval: Duration = .seconds(1),
         heartbeatInterval: Duration = .seconds(15),
-        evictAfter: Int = 256,
-        writeTimeout: Duration = .seconds(10),
+        hardLimit: Int = 4096,
+        softLimit: Int = 256,
+        softLimitDuration: Duration = .seconds(10),
+        writeTimeout: Duration = .seconds(60),
         sendBufferSize: Int? = nil
     ) {
         self.port = port
         self.tickInterval = tickInterval
         self.heartbeatInterval = heartbeatInterval
-        self.evictAfter = evictAfter
+        self.hardLimit = hardLimit
+        self.softLimit = softLimit
+        self.softLimitDuration = softLimitDuration
         self.writeTimeout = writeTimeout
         self.sendBufferSize = sendBufferSize
+    }
+
+    /// The buffering policy of each client's subscriptions:
+    /// `.evicting(hardLimit, softLimit: .above(softLimit, for: softLimitDuration))`.
+    public var bufferingPolicy: SharedBufferingPolicy {
+        .evicting(self.hardLimit, softLimit: .above(self.softLimit, for: self.softLimitDuration))
     }
 }
 
@@ -39,15 +63,21 @@ extension BroadcastConfiguration {
     /// The command-line usage.
     public static let usage = """
         usage: BroadcastServer [--port N] [--tick SECONDS] [--heartbeat SECONDS]
-                               [--evict-after N] [--write-timeout SECONDS]
-                               [--send-buffer BYTES]
+                               [--hard-limit N] [--soft-limit N] [--soft-limit-duration SECONDS]
+                               [--write-timeout SECONDS] [--send-buffer BYTES]
 
-          --port N                 TCP port on 127.0.0.1; 0 picks a free one (default 8080)
-          --tick SECONDS           ticker period (default 1)
-          --heartbeat SECONDS      idle time before a `: heartbeat` comment (default 15)
-          --evict-after N          events a client may fall behind before it is evicted (default 256)
-          --write-timeout SECONDS  a write pending this long closes the connection (default 10)
-          --send-buffer BYTES      SO_SNDBUF of each event stream (default: the kernel's)
+          --port N                       TCP port on 127.0.0.1; 0 picks a free one (default 8080)
+          --tick SECONDS                 ticker period (default 1)
+          --heartbeat SECONDS            idle time before a `: heartbeat` comment (default 15)
+          --hard-limit N                 events a client may fall behind (per feed) before it is
+                                         evicted at once (default 4096)
+          --soft-limit N                 events a client may fall behind (per feed) for as long as
+                                         it likes; below --hard-limit (default 256)
+          --soft-limit-duration SECONDS  how long a client may stay more than --soft-limit events
+                                         behind before it is evicted (default 10)
+          --write-timeout SECONDS        a write pending this long closes the connection: a backstop
+                                         for stalls the limits cannot see (default 60)
+          --send-buffer BYTES            SO_SNDBUF of each event stream (default: the kernel's)
         """
 
     /// Reads the options from the command-line arguments (without the program name).
@@ -68,11 +98,17 @@ extension BroadcastConfiguration {
             case "--tick": self.tickInterval = try Self.seconds(value, option)
             case "--heartbeat": self.heartbeatInterval = try Self.seconds(value, option)
             case "--write-timeout": self.writeTimeout = try Self.seconds(value, option)
-            case "--evict-after":
+            case "--soft-limit-duration": self.softLimitDuration = try Self.seconds(value, option)
+            case "--hard-limit":
                 guard let n = Int(value), n >= 1 else {
-                    throw UsageError(message: "--evict-after: expected a whole number >= 1, got \(value)")
+                    throw UsageError(message: "--hard-limit: expected a whole number >= 1, got \(value)")
                 }
-                self.evictAfter = n
+                self.hardLimit = n
+            case "--soft-limit":
+                guard let n = Int(value), n >= 0 else {
+                    throw UsageError(message: "--soft-limit: expected a whole number >= 0, got \(value)")
+                }
+                self.softLimit = n
             case "--send-buffer":
                 guard let n = Int(value), n >= 1 else {
                     throw UsageError(message: "--send-buffer: expected a number of bytes >= 1, got \(value)")
@@ -81,6 +117,11 @@ extension BroadcastConfiguration {
             default:
                 throw UsageError(message: "unknown option \(option)")
             }
+        }
+        // Checked once all are read, so that the options may come in any order.
+        guard self.softLimit < self.hardLimit else {
+            throw UsageError(
+                message: "--soft-limit (\(self.softLimit)) must be below --hard-limit (\(self.hardLimit))")
         }
     }
 
