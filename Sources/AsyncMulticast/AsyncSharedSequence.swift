@@ -104,6 +104,9 @@ extension AsyncSharedSequence {
 
     /// The number of subscribers currently registered, whatever their policy: iterators that
     /// exist and have not left (by cancellation, by reaching the end, or by being released).
+    /// An evicted subscriber counts until its iteration learns of the eviction or it is
+    /// released (a server closes a stalled client through
+    /// ``SharedSubscription/waitForEviction()``).
     ///
     /// ```swift
     /// let logs = events.buffering(.bufferingNewest(100))

@@ -79,13 +79,15 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     }
 
     /// Returns `true` once this subscriber is evicted (``SharedBufferingPolicy/evicting(_:softLimit:)``),
-    /// `false` once it has left otherwise (its iteration ended, was cancelled or was
-    /// released) or if it had left already; `false` at once if the waiting task is cancelled.
+    /// at once if it already was; `false` once it leaves otherwise (its iteration ended, was
+    /// cancelled or was released), or at once if it has left (even an iteration that ended by
+    /// learning of its eviction); `false` at once if the waiting task is cancelled.
     ///
     /// An iteration learns of its eviction when it next asks for an element. A server's
     /// handler stuck in a write to a client that stopped reading never asks, so it never
     /// learns: another task waits here instead, and closes the connection, which ends the
-    /// write. Any number of tasks may wait.
+    /// write. Any number of tasks may wait. A waiting task holds its copy of the
+    /// subscription: one that nobody iterates stays a subscriber while a task waits.
     ///
     /// ```swift
     /// let client = feed.subscribe(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))

@@ -144,6 +144,8 @@ extension MulticastStateMachine {
         let position = self.slots[slotIndex].cursor
         let shared = Swift.min(room, self.tail - position)
         if shared > 0 {
+            let held = self.tail - position
+            if held > self.slots[slotIndex].highWaterMark { self.slots[slotIndex].highWaterMark = held }
             self.elements.copy(position..<position + shared, appendingTo: &batch!)
             self.commit(shared, slot: slotIndex, lane: laneIndex)
         }

@@ -97,7 +97,8 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
         AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: keepAlive)
     }
 
-    /// ``share(buffering:keepAlive:)`` timing its `keepAlive` window on `clock` instead of
+    /// ``share(buffering:keepAlive:)`` timing its `keepAlive` window, and the duration of a
+    /// soft limit (``SharedBufferingPolicy/evicting(_:softLimit:)``), on `clock` instead of
     /// `ContinuousClock` (a test's manual clock, for example).
     ///
     /// ```swift
@@ -107,10 +108,10 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// - Parameters:
     ///   - buffering: how unconsumed elements are kept for each subscriber.
     ///   - keepAlive: how long, on `clock`, the upstream outlives its last subscriber; not
-    ///     negative. One of 2^40 seconds (about 35,000 years) or longer, such as
+    ///     negative, `.zero` by default. One of 2^40 seconds (about 35,000 years) or longer, such as
     ///     `.seconds(Int64.max)`, is not timed at all: subscribers leaving never stop the
     ///     upstream, whatever the clock does.
-    ///   - clock: the clock that times the window: its `now` is read and its
+    ///   - clock: the clock that times the window and a soft limit: its `now` is read and its
     ///     `sleep(until:)` awaited. A clock that misbehaves does not break the window. A
     ///     sleep that returns is trusted: the window closes when its sleep returns, even
     ///     early, whatever the clock reads afterwards (so a clock that jumps past the
@@ -123,7 +124,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///     upstream ends.
     @inlinable
     public func share(
-        buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration, clock: some Clock<Duration>
+        buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero, clock: some Clock<Duration>
     ) -> AsyncShareSequence<Element, Failure> {
         AsyncShareSequence(base: self, buffering: buffering, replay: 0, keepAlive: keepAlive, clock: TimerClock(clock))
     }
@@ -170,8 +171,9 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     }
 
     /// ``replay(_:buffering:keepAlive:replayExpiration:)`` timing its `keepAlive` and
-    /// `replayExpiration` windows on `clock` instead of `ContinuousClock` (a test's manual
-    /// clock, for example).
+    /// `replayExpiration` windows, and the duration of a soft limit
+    /// (``SharedBufferingPolicy/evicting(_:softLimit:)``), on `clock` instead of
+    /// `ContinuousClock` (a test's manual clock, for example).
     ///
     /// ```swift
     /// let state = updates.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: clock)
@@ -187,7 +189,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///   - replayExpiration: how long, on `clock`, the replayed elements outlive an upstream
     ///     stopped because its last subscriber left; not negative. One of 2^40 seconds or
     ///     longer keeps them for the life of the process, whatever the clock does.
-    ///   - clock: the clock that times both windows: its `now` is read and its
+    ///   - clock: the clock that times both windows and a soft limit: its `now` is read and its
     ///     `sleep(until:)` awaited. A clock that misbehaves does not break the windows. A
     ///     sleep that returns is trusted: the window closes when its sleep returns, even
     ///     early, whatever the clock reads afterwards (so a clock that jumps past the

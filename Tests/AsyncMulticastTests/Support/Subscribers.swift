@@ -288,3 +288,10 @@ func startReadAndLeave(
     await a.leave(sourceLocation: sourceLocation)
     #expect(shared.subscriberCount == 0, sourceLocation: sourceLocation)
 }
+
+extension MulticastStorage {
+    /// Tasks waiting in `SharedSubscription.waitForEviction()`.
+    var evictionWatcherCount: Int {
+        self.state.withLock { $0.machine.evictionWatchers.values.reduce(0) { $0 + $1.count } }
+    }
+}

@@ -9,12 +9,16 @@ public struct Message: Sendable, Hashable, Codable {
 }
 
 /// The server's shared state: ONE upstream of ticks that every client shares, the subject
-/// that fans messages out, and the counters `GET /stats` reports.
+/// that fans messages out, who is connected, and the counters `GET /stats` reports.
 public final class BroadcastHub: Sendable {
     public let configuration: BroadcastConfiguration
 
     /// The upstream's starts and stops, as they happen.
     public let upstreamStates = AsyncCurrentValueSubject<UpstreamState, Never>(UpstreamState())
+
+    /// Presence: how many `GET /events` handlers run, as it changes. A client counts from
+    /// its `: connected` until its handler ends, which an eviction makes happen at once.
+    public let connectedClients = AsyncCurrentValueSubject<Int, Never>(0)
 
     /// The shared ticks. `replay(1)`: a client that connects late gets the latest count
     /// first. The upstream starts with the first client and is cancelled when the last one
@@ -28,19 +32,34 @@ public final class BroadcastHub: Sendable {
 
     struct Counters {
         var messagesPosted = 0
-        var clients = 0
         var evictions = 0
         var writeTimeouts = 0
+        /// The subscriptions of each connected client, for their backlogs.
+        var clients: [Int: ClientSubscriptions] = [:]
+        var nextClient = 0
     }
 
-    /// - Parameter upstream: where the ticks come from; by default a ``Ticker`` with the
-    ///   configuration's `tickInterval`.
-    public init(configuration: BroadcastConfiguration, upstream: TickSource? = nil) {
+    /// One client's subscriptions to the two feeds.
+    struct ClientSubscriptions {
+        let ticks: SharedSubscription<Int, Never>
+        let messages: SharedSubscription<Message, Never>
+    }
+
+    /// - Parameters:
+    ///   - upstream: where the ticks come from; by default a ``Ticker`` with the
+    ///     configuration's `tickInterval`.
+    ///   - clock: the clock that times the soft limit's duration (both feeds); a test's
+    ///     manual clock, for example.
+    public init(
+        configuration: BroadcastConfiguration, upstream: TickSource? = nil,
+        clock: some Clock<Duration> = ContinuousClock()
+    ) {
         self.configuration = configuration
-        let evicting = SharedBufferingPolicy.evicting(configuration.evictAfter)
+        // Every subscriber of both feeds (one of each per client) has this policy.
+        let evicting = configuration.bufferingPolicy
         let source = upstream ?? TickSource(Ticker(interval: configuration.tickInterval))
-        self.ticks = source.monitored(by: self.upstreamStates).replay(1, buffering: evicting)
-        self.messages = AsyncPassthroughSubject(buffering: evicting)
+        self.ticks = source.monitored(by: self.upstreamStates).replay(1, buffering: evicting, clock: clock)
+        self.messages = AsyncPassthroughSubject(buffering: evicting, clock: clock)
     }
 
     /// Sends `text` to every connected client, with the next message id.
@@ -58,23 +77,46 @@ public final class BroadcastHub: Sendable {
     /// What `GET /stats` reports.
     public var stats: Stats {
         let upstream = self.upstreamStates.value
-        return self.counters.withLock { counters in
-            Stats(
-                subscribers: self.ticks.subscriberCount,
-                messageSubscribers: self.messages.subscriberCount,
-                clients: counters.clients,
-                upstreamStarts: upstream.starts,
-                upstreamRunning: upstream.running,
-                latestTick: self.ticks.replayCache.last,
-                messagesPosted: counters.messagesPosted,
-                evictions: counters.evictions,
-                writeTimeouts: counters.writeTimeouts
-            )
+        let (counters, clients) = self.counters.withLock { counters in
+            (counters, Array(counters.clients.values))
         }
+        // Read outside the hub's lock: each read takes its feed's lock. An evicted client's
+        // subscription has no backlog any more (nil), until its handler ends.
+        let backlogs = clients.flatMap { [$0.ticks.backlog, $0.messages.backlog] }.compactMap { $0 }
+        return Stats(
+            subscribers: self.ticks.subscriberCount,
+            messageSubscribers: self.messages.subscriberCount,
+            clients: self.connectedClients.value,
+            upstreamStarts: upstream.starts,
+            upstreamRunning: upstream.running,
+            latestTick: self.ticks.replayCache.last,
+            messagesPosted: counters.messagesPosted,
+            evictions: counters.evictions,
+            writeTimeouts: counters.writeTimeouts,
+            maxBacklog: backlogs.map(\.count).max() ?? 0,
+            maxBacklogHighWaterMark: backlogs.map(\.highWaterMark).max() ?? 0
+        )
     }
 
-    func clientConnected() { self.counters.withLock { $0.clients += 1 } }
-    func clientDisconnected() { self.counters.withLock { $0.clients -= 1 } }
+    /// A client's handler starts: it counts as connected, and its backlogs in `stats`.
+    /// Returns the number to pass to ``clientDisconnected(_:)``.
+    func clientConnected(
+        ticks: SharedSubscription<Int, Never>, messages: SharedSubscription<Message, Never>
+    ) -> Int {
+        let client = self.counters.withLock { counters in
+            defer { counters.nextClient += 1 }
+            counters.clients[counters.nextClient] = ClientSubscriptions(ticks: ticks, messages: messages)
+            return counters.nextClient
+        }
+        self.connectedClients.update { $0 + 1 }
+        return client
+    }
+
+    func clientDisconnected(_ client: Int) {
+        self.counters.withLock { _ = $0.clients.removeValue(forKey: client) }
+        self.connectedClients.update { $0 - 1 }
+    }
+
     func clientEvicted() { self.counters.withLock { $0.evictions += 1 } }
     func clientTimedOut() { self.counters.withLock { $0.writeTimeouts += 1 } }
 }
@@ -85,7 +127,7 @@ public struct Stats: Sendable, Hashable, Codable {
     public var subscribers: Int
     /// Subscribers of the messages subject: one per connected client as well.
     public var messageSubscribers: Int
-    /// `GET /events` handlers running.
+    /// `GET /events` handlers running (``BroadcastHub/connectedClients``).
     public var clients: Int
     /// How many times the ticker upstream started.
     public var upstreamStarts: Int
@@ -94,10 +136,21 @@ public struct Stats: Sendable, Hashable, Codable {
     /// The count a client connecting now receives first, if any.
     public var latestTick: Int?
     public var messagesPosted: Int
-    /// Clients whose response ended because they were evicted.
+    /// Clients evicted by the hard or the soft limit. Each one's response ended with
+    /// `event: evicted`, or, when a write to it was pending (it was not reading), its
+    /// connection was closed at once.
     public var evictions: Int
-    /// Connections closed because a write to them stayed pending for `writeTimeout`.
+    /// Connections closed by the write-timeout backstop: a write to them stayed pending
+    /// for `writeTimeout` and no eviction had ended them.
     public var writeTimeouts: Int
+    /// The most undelivered events a connected client holds now on one feed (what its
+    /// subscription holds, `SharedSubscription.backlog`; not what is already in the socket
+    /// buffers); 0 without clients. An evicted client holds nothing.
+    public var maxBacklog: Int
+    /// The most undelivered events a connected client has held at once on one feed since it
+    /// connected: the number to compare with the limits when sizing them. Only the clients
+    /// connected now count (an evicted client's is gone with its subscription).
+    public var maxBacklogHighWaterMark: Int
 }
 
 /// An upstream of ticks: the ``Ticker``, or any other sequence of `Int` (a test's subject).

@@ -9,7 +9,8 @@ enum Outgoing: Sendable {
     case tick(Int)
     case message(Message)
     case heartbeat
-    /// The client fell `evictAfter` events behind on this feed: the last event it gets.
+    /// The client was evicted from this feed (it fell too far behind): the last event it
+    /// gets, when it can be written without waiting for the client.
     case evicted(feed: String)
 
     /// The server-sent-events text.
@@ -34,25 +35,45 @@ extension BroadcastHub {
     /// Streams ticks and messages to one client until it disconnects, is evicted, stops
     /// reading, or the server shuts down.
     ///
-    /// The client subscribes to the shared ticks and to the messages, each with
-    /// `.evicting(evictAfter)`, before anything is written: the `: connected` comment it
+    /// The client subscribes to the shared ticks and to the messages, each with the
+    /// configuration's `.evicting(hardLimit, softLimit: .above(softLimit, for:
+    /// softLimitDuration))`, before anything is written: the `: connected` comment it
     /// receives first means that it receives every tick and message from then on.
     ///
-    /// One writer (this task) writes to the connection. The two subscriptions, the heartbeat
-    /// and the write timeout run in child tasks that hand it what to write through a
-    /// per-client `.bounded(1)` subject. So a client that does not read blocks the writer,
-    /// then the forwarding tasks (in `send(waitingForRoom:)`), and then its subscriptions
-    /// fall behind until the library evicts them: the upstream and the other clients never
-    /// wait for it, and the server keeps fewer than `evictAfter` undelivered events per feed
-    /// for it (plus what its socket buffers hold).
+    /// One writer (this task) writes to the connection. The two subscriptions and the
+    /// heartbeat run in child tasks that hand it what to write through a per-client
+    /// `.bounded(1)` subject. So a client that does not read blocks the writer, then the
+    /// forwarding tasks (in `send(waitingForRoom:)`), and then its subscriptions fall behind
+    /// until the library evicts them: the upstream and the other clients never wait for it,
+    /// and the server keeps at most `hardLimit` undelivered events per feed for it (plus
+    /// what the writer holds and its socket buffers).
+    ///
+    /// **Evictions are seen without reading.** The forwarding task of an evicted subscription
+    /// learns of it only when it next asks for an event, and when the client is not reading
+    /// that task is stuck behind the blocked writer. So two more child tasks wait in
+    /// `waitForEviction()`, one per subscription, and act at once (see
+    /// ``evicted(_:feed:)``): if a write is pending, the client is not taking what it was
+    /// sent, so the connection is closed, the pending write fails and the handler ends;
+    /// otherwise the writer gets a last `event: evicted` and ends the response. Either way
+    /// the client stops counting as connected (``connectedClients``) right away, not when a
+    /// watchdog fires.
+    ///
+    /// **The write timeout stays, as a backstop.** The limits only see a client that falls
+    /// behind while events are produced, and the soft limit only checks when one is: a client
+    /// that stops reading while the feeds are quiet (its `: heartbeat` write blocks), or on a
+    /// feed so slow that it never holds more than `softLimit` events, is never evicted. And a
+    /// client that was handed `event: evicted` may stop reading before it is written. For
+    /// those, a write pending for `writeTimeout` closes the connection (`writeTimeouts` in
+    /// the stats). It is long (60 s by default): under load, the limits end a stalled client
+    /// first.
     ///
     /// How the response ends:
-    /// - **evicted** (a client that reads, but falls `evictAfter` events behind): an
-    ///   `event: evicted` event, then the end of the response;
-    /// - **write timeout** (a client that stopped reading: its socket buffers are full, and a
-    ///   write has been pending for `writeTimeout`): the connection is closed. Its
-    ///   subscriptions were evicted before that, but only their own iteration can notice,
-    ///   and it waits behind the stalled write;
+    /// - **evicted**, when a write is pending (a client that stopped reading, or reads too
+    ///   slowly to take what is in its socket buffers): the connection is closed at once;
+    /// - **evicted**, when no write is pending (a client that reads, but a burst took it past
+    ///   the hard limit): what it was already handed, an `event: evicted` event, then the end
+    ///   of the response;
+    /// - **write timeout** (the backstop above): the connection is closed;
     /// - **the client closed the connection**: noticed at once (Hummingbird's inbound-close
     ///   handler), the handler ends, and with it its subscriptions;
     /// - **the client vanished** without closing (a network cut, a sleeping laptop): the
@@ -60,15 +81,14 @@ extension BroadcastHub {
     ///   handler ends;
     /// - **graceful shutdown** (SIGINT, SIGTERM): the response ends.
     func stream(_ request: Request, to writer: inout any ResponseBodyWriter, channel: any Channel) async throws {
-        let evicting = SharedBufferingPolicy.evicting(self.configuration.evictAfter)
         // Subscribe first: from here on, every tick (starting with the latest one, replayed)
-        // and every message is kept for this client. The subscriptions are `Sendable`, so
-        // the child tasks below read them.
-        let ticks = self.ticks.subscribe(buffering: evicting)
-        let messages = self.messages.subscribe(buffering: evicting)
+        // and every message is kept for this client, under the hub's evicting policy. The
+        // subscriptions are `Sendable`, so the child tasks below read and watch them.
+        let ticks = self.ticks.subscribe()
+        let messages = self.messages.subscribe()
         let outbox = AsyncPassthroughSubject<Outgoing, Never>(buffering: .bounded(1))
         var pending = outbox.makeAsyncIterator()
-        let writes = WriteTracker()
+        let connection = ClientConnection(channel: channel, outbox: outbox)
         if let size = self.configuration.sendBufferSize {
             try await channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: size).get()
         }
@@ -76,25 +96,33 @@ extension BroadcastHub {
         try await request.body.consumeWithInboundCloseHandler { _ in
             try await withGracefulShutdownHandler {
                 try await withThrowingTaskGroup(of: Void.self) { group in
-                    self.clientConnected()
-                    defer { self.clientDisconnected() }
+                    let client = self.clientConnected(ticks: ticks, messages: messages)
+                    defer { print("DEBUG disconnected \(client)"); self.clientDisconnected(client) }
                     try await writer.write(ByteBuffer(string: ": connected\n\n"))
 
                     group.addTask {
-                        await self.forward(ticks, feed: "ticks", to: outbox, as: Outgoing.tick)
+                        await self.forward(ticks, feed: "ticks", to: connection, as: Outgoing.tick)
                     }
                     group.addTask {
-                        await self.forward(messages, feed: "messages", to: outbox, as: Outgoing.message)
+                        await self.forward(messages, feed: "messages", to: connection, as: Outgoing.message)
+                    }
+                    // `false`: the subscription left otherwise, or the response ended first.
+                    group.addTask {
+                        if await ticks.waitForEviction() { self.evicted(connection, feed: "ticks") }
                     }
                     group.addTask {
-                        try await self.keepAlive(writes: writes, outbox: outbox, channel: channel)
+                        if await messages.waitForEviction() { self.evicted(connection, feed: "messages") }
+                    }
+                    group.addTask {
+                        try await self.keepAlive(connection)
                     }
                     while let item = await pending.next() {
-                        writes.begin()
-                        try await writer.write(ByteBuffer(string: item.text))
-                        writes.end()
+                        try await connection.writes.during { try await writer.write(ByteBuffer(string: item.text)) }
                         if case .evicted = item { break }
                     }
+                    print("DEBUG writer loop ended")
+                    // Inside the group, so that the write timeout watches the last write too.
+                    try await connection.writes.during { try await writer.finish(nil) }
                     group.cancelAll()
                 }
             } onGracefulShutdown: {
@@ -103,52 +131,75 @@ extension BroadcastHub {
         } onInboundClosed: {
             outbox.finish()  // the client closed the connection
         }
-        try await writer.finish(nil)
     }
 
     /// Hands every element of one subscription to the writer, waiting while it is busy.
     private func forward<Element: Sendable>(
         _ subscription: SharedSubscription<Element, Never>, feed: String,
-        to outbox: AsyncPassthroughSubject<Outgoing, Never>, as outgoing: (Element) -> Outgoing
+        to connection: ClientConnection, as outgoing: (Element) -> Outgoing
     ) async {
         for await event in subscription.events {
             switch event {
             case .element(let element):
-                await outbox.send(waitingForRoom: outgoing(element))
+                await connection.outbox.send(waitingForRoom: outgoing(element))
             case .missed:
                 break  // only lossy policies miss elements; .evicting does not
             case .evicted:
-                self.clientEvicted()
-                await outbox.send(waitingForRoom: .evicted(feed: feed))
+                // The watching task has usually acted already; if not, this does.
+                self.evicted(connection, feed: feed)
                 return
             }
         }
         // The feed ended (or this task was cancelled): so does the response.
-        outbox.finish()
+        connection.outbox.finish()
+    }
+
+    /// The client's subscription to `feed` was evicted: counts it, and ends the response at
+    /// once, without waiting for the client. Called by whichever task learns of it first
+    /// (the watcher, or the forwarding task); only the first call for a client acts.
+    ///
+    /// - A write is pending: the client is not taking what was already written (its socket
+    ///   buffers are full), and a last event would queue behind all that. Closing the
+    ///   connection fails the pending write, and the handler ends.
+    /// - No write is pending: the writer is free, so it gets `event: evicted` without waiting
+    ///   (a synchronous send goes past the outbox's bound, behind at most one event already
+    ///   handed), writes it, and ends the response. Should a write block from here on (the
+    ///   client stopped reading just now), the write timeout closes the connection.
+    private func evicted(_ connection: ClientConnection, feed: String) {
+        print("DEBUG evicted \(feed) pending=\(connection.writes.isPending) channel=\(connection.channel)")
+        guard connection.ending.set() else { return }
+        self.clientEvicted()
+        if connection.writes.isPending {
+            connection.channel.close(promise: nil)
+        } else {
+            connection.outbox.send(.evicted(feed: feed))
+        }
     }
 
     /// Writes a heartbeat whenever the connection was silent for `heartbeatInterval`, and
-    /// closes it when a write stayed pending for `writeTimeout` (noticed within half of it).
-    private func keepAlive(
-        writes: WriteTracker, outbox: AsyncPassthroughSubject<Outgoing, Never>, channel: any Channel
-    ) async throws {
+    /// closes it when a write stayed pending for `writeTimeout` (noticed within half of it):
+    /// the backstop for the stalls that no eviction ends (see ``stream(_:to:channel:)``).
+    private func keepAlive(_ connection: ClientConnection) async throws {
         let heartbeat = self.configuration.heartbeatInterval
         let timeout = self.configuration.writeTimeout
+        let writes = connection.writes
         while true {
             let now = ContinuousClock.now
             let deadline: ContinuousClock.Instant
             switch writes.state {
             case .pending(let since):
                 if now - since >= timeout {
-                    self.clientTimedOut()
-                    channel.close(promise: nil)  // fails the stalled write: the handler ends
+                    // Counted unless an eviction is ending this response already (its last
+                    // event, or what was ahead of it, is the write that blocked).
+                    if connection.ending.set() { self.clientTimedOut() }
+                    connection.channel.close(promise: nil)  // fails the stalled write: the handler ends
                     return
                 }
                 deadline = since + timeout
             case .idle(let since):
                 if now - since >= heartbeat {
                     writes.touch()
-                    outbox.send(.heartbeat)  // never waits: the writer is idle
+                    connection.outbox.send(.heartbeat)  // never waits: the writer is idle
                     deadline = now + heartbeat
                 } else {
                     deadline = since + heartbeat
@@ -160,7 +211,27 @@ extension BroadcastHub {
     }
 }
 
-/// When the writer last wrote, and whether a write is pending.
+/// One client's connection, as the tasks of its handler share it.
+final class ClientConnection: Sendable {
+    let channel: any Channel
+    /// What the writer writes next.
+    let outbox: AsyncPassthroughSubject<Outgoing, Never>
+    /// Whether a write is pending, and since when.
+    let writes = WriteTracker()
+    /// Set by the first of an eviction and the write timeout to end the response, which is
+    /// the one the stats count.
+    let ending = Flag()
+
+    init(channel: any Channel, outbox: AsyncPassthroughSubject<Outgoing, Never>) {
+        self.channel = channel
+        self.outbox = outbox
+    }
+}
+
+/// When the writer last wrote, and whether a write is pending. Hummingbird's writer returns
+/// as soon as the connection takes the bytes, and waits only while it does not (its
+/// outbound buffer is above its high-water mark, the socket's buffers being full): so a
+/// write that stays pending means a client that is not reading what it was sent.
 final class WriteTracker: Sendable {
     enum State {
         /// Nothing is being written; the last write ended (or the heartbeat was sent) then.
@@ -173,8 +244,17 @@ final class WriteTracker: Sendable {
 
     var state: State { self.current.withLock { $0 } }
 
-    func begin() { self.current.withLock { $0 = .pending(since: .now) } }
-    func end() { self.current.withLock { $0 = .idle(since: .now) } }
+    var isPending: Bool {
+        if case .pending = self.state { return true }
+        return false
+    }
+
+    /// Runs `write`, pending meanwhile.
+    func during(_ write: () async throws -> Void) async throws {
+        self.current.withLock { $0 = .pending(since: .now) }
+        defer { self.current.withLock { $0 = .idle(since: .now) } }
+        try await write()
+    }
 
     /// Counts as activity unless a write is pending.
     func touch() {

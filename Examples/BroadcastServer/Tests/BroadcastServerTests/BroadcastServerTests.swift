@@ -126,14 +126,17 @@ struct BroadcastServerTests {
     /// 4. A client that never reads does not slow the others down. Eight readers receive
     /// three rounds of 400 messages of 2 kB: alone, next to a client that never reads its
     /// socket, and next to a client that reads too slowly. The readers receive everything
-    /// each time; the stalled client's connection is closed by the write timeout, the slow
-    /// one is evicted (`event: evicted`, then the end of its response).
+    /// each time; the other two are evicted at the hard limit, and their responses end at
+    /// once through the eviction signal, not through the write timeout.
     @Test func stalledClientDoesNotSlowTheOthers() async throws {
         var configuration = TestServer.configuration
         configuration.tickInterval = .seconds(3600)  // one tick: the messages are the load
-        configuration.evictAfter = 128
-        configuration.writeTimeout = .seconds(3)
+        configuration.hardLimit = 128
+        configuration.softLimit = 64
+        configuration.softLimitDuration = .seconds(3600)  // the hard limit alone acts here
+        configuration.writeTimeout = .seconds(60)  // the backstop: it must not be what fires
         configuration.sendBufferSize = 16 * 1024  // so that ~100 kB fill a client's buffers
+        let policy = configuration.bufferingPolicy
         try await TestServer.run(configuration) { server in
             let readerCount = 8
             let perRound = 400
@@ -176,13 +179,13 @@ struct BroadcastServerTests {
             let stalled = try RawEventStreamClient(port: server.port, receiveBufferSize: 4096)
             _ = try await server.waitForSubscribers(readerCount + 1, within: .seconds(10))
             let withStalled = try await round(2)
-            // Its buffers are full, a write to it is pending: the write timeout closes it.
+            // Its buffers filled, a write to it stayed pending, and its subscription of the
+            // messages went 128 behind: evicted, and closed at once (not after 60 s).
             _ = try await server.waitForSubscribers(readerCount, within: .seconds(10))
+            try await server.waitForClients(readerCount, within: .seconds(10))
             var stats = try await fetchStats(port: server.port)
-            #expect(stats.writeTimeouts == 1)
-            // Its subscriptions were evicted too, but that is counted only if its forwarding
-            // task got to see it before it was cancelled: 0 or 1.
-            let evictionsBefore = stats.evictions
+            #expect(stats.evictions == 1)
+            #expect(stats.writeTimeouts == 0)
             let stalledBytes = try await withTimeout(.seconds(10), "the stalled client to see the end") {
                 var total = 0
                 while true {
@@ -225,25 +228,29 @@ struct BroadcastServerTests {
             let withSlow = try await round(3)
             roundPosted.set()
             let (slowIDs, slowEvicted) = try await slowReader.value
+            _ = try await server.waitForSubscribers(readerCount, within: .seconds(10))
+            try await server.waitForClients(readerCount, within: .seconds(10))
             stats = try await fetchStats(port: server.port)
-            #expect(slowEvicted, "the slow client was not told it was evicted: \(stats)")
-            #expect(stats.evictions == evictionsBefore + 1)
+            // Its response ended (the reader above saw the end) because it was evicted: with
+            // `event: evicted` if no write to it was pending then, else by a closed connection.
+            #expect(stats.evictions == 2)
+            #expect(stats.writeTimeouts == 0)
+            #expect(slowIDs.count < perRound)
             // Lossless until evicted: what it got is the start of round 3, without a gap.
             #expect(slowIDs == Array((2 * perRound + 1)...(2 * perRound + slowIDs.count)))
-            _ = try await server.waitForSubscribers(readerCount, within: .seconds(10))
 
             func rate(_ elapsed: Duration) -> String {
                 "\(Int((Double(perRound) / elapsed.seconds).rounded())) messages/s per reader (\(perRound) in \(elapsed.ms))"
             }
-            print("[4] \(readerCount) readers, rounds of \(perRound) messages of 2 kB, evicting(128), SO_SNDBUF 16 kB:")
+            print("[4] \(readerCount) readers, rounds of \(perRound) messages of 2 kB, \(policy), SO_SNDBUF 16 kB:")
             print("[4]   readers alone:                   \(rate(alone))")
             print("[4]   with a client that never reads:  \(rate(withStalled))")
             print(
-                "[4]     it was closed by the 3 s write timeout (writeTimeouts: 1); it had been sent \(stalledBytes) bytes"
+                "[4]     evicted at the hard limit and closed at once (evictions: 1, writeTimeouts: 0); it had been sent \(stalledBytes) bytes"
             )
             print("[4]   with a client that reads slowly: \(rate(withSlow))")
-            print(
-                "[4]     it got \(slowIDs.count) messages in order, then `event: evicted` and the end of its response")
+            let ending = slowEvicted ? "`event: evicted` and the end of its response" : "its connection closed"
+            print("[4]     it got \(slowIDs.count) messages in order, then \(ending) (evictions: 2, writeTimeouts: 0)")
             print(
                 "[4]   rate with the stalled client / alone: \(String(format: "%.2f", alone.seconds / withStalled.seconds))"
             )
@@ -296,6 +303,170 @@ struct BroadcastServerTests {
             let gaps = zip(arrivals.dropFirst(), arrivals).map { $0 - $1 }
             print("[6] heartbeats on an idle stream (interval 100 ms) arrived after \(gaps.map(\.ms))")
             await client.close()
+        }
+    }
+
+    /// 7. A client that stops reading is evicted by the soft limit and its connection is
+    /// closed at once, through `waitForEviction()`: its handler is stuck in a write and never
+    /// asks its subscriptions for anything. Presence drops with it, the write timeout (60 s)
+    /// has nothing to do, and a reading client next to it keeps receiving.
+    ///
+    /// The soft limit is timed on a manual clock: the stalled client is more than
+    /// `softLimit` behind while the clock stands still (not evicted), then the clock moves
+    /// past `softLimitDuration` (still not evicted: the limit is checked when an event is
+    /// produced), then one message evicts it.
+    @Test func clientThatStopsReadingIsEvictedAndClosedAtOnce() async throws {
+        var configuration = TestServer.configuration
+        configuration.tickInterval = .seconds(3600)  // one tick: the messages are the load
+        configuration.hardLimit = 1000
+        configuration.softLimit = 16
+        configuration.softLimitDuration = .seconds(10)
+        configuration.writeTimeout = .seconds(60)  // the backstop: it must not be what fires
+        configuration.sendBufferSize = 16 * 1024  // so that ~100 kB fill a client's buffers
+        let softLimit = configuration.softLimit
+        let clock = ManualClock()
+        try await TestServer.run(configuration, clock: clock) { server in
+            let reader = try await server.connectClients(1)[0]
+            var stalled = RawEventStreamReader(try RawEventStreamClient(port: server.port, receiveBufferSize: 4096))
+            _ = try await server.waitForSubscribers(2, within: .seconds(10))
+            try await server.waitForClients(2, within: .seconds(10))
+
+            // 200 messages of 2 kB: the reader takes them as they come; the stalled client's
+            // socket buffers take ~100 kB, and its subscription holds the rest.
+            let burst = 200
+            let payload = String(repeating: "x", count: 2000)
+            try await HTTPConnection.with(port: server.port) { http in
+                for n in 1...burst { _ = try await http.post("\(n) \(payload)") }
+            }
+            let got = try await withTimeout(.seconds(30), "the reader to receive the burst") {
+                var items = reader.items.makeAsyncIterator()
+                var ids: [Int] = []
+                while ids.count < burst, let message = await items.next(named: "message") {
+                    ids.append(Int(message.id ?? "") ?? -1)
+                }
+                return ids
+            }
+            #expect(got == Array(1...burst))
+
+            // The reader holds nothing now (it was written all of it): what is held is the
+            // stalled client's. More than the soft limit, for no time yet on the clock.
+            var stats = try await fetchStats(port: server.port)
+            #expect(stats.maxBacklog > softLimit, "the stalled client should be past the soft limit: \(stats)")
+            #expect(stats.evictions == 0)
+            #expect(stats.clients == 2)
+            let heldBeforeEviction = stats.maxBacklog
+
+            // Past the duration; nothing is produced, so nothing is checked yet.
+            clock.advance(by: .seconds(11))
+            stats = try await fetchStats(port: server.port)
+            #expect(stats.evictions == 0)
+            #expect(stats.maxBacklog > softLimit)  // 0 if it had been evicted
+
+            // One more message: the stalled client is evicted, and closed at once.
+            let timer = ContinuousClock()
+            let posted = timer.now
+            let trigger = try await HTTPConnection.with(port: server.port) { try await $0.post("the last straw") }
+            let presenceDropped = try await server.waitForClients(1, within: .seconds(10))
+            _ = try await server.waitForSubscribers(1, within: .seconds(10))
+            let noticed = timer.now - posted
+            stats = try await fetchStats(port: server.port)
+            #expect(stats.evictions == 1)
+            #expect(stats.writeTimeouts == 0)
+            #expect(stats.clients == 1)
+            #expect(stats.subscribers == 1)
+            #expect(stats.messageSubscribers == 1)
+
+            // Its connection was closed: it reads what its socket buffers held, then the end.
+            try await stalled.read(within: .seconds(10), "the stalled client's connection to close") { _ in false }
+            #expect(stalled.closed)
+            #expect(stalled.messageIDs == Array(1...stalled.messageIDs.count), "a gap in what it got")
+            #expect(stalled.messageIDs.count < burst)
+            // A write to it was pending: an `event: evicted` would have queued behind it.
+            #expect(!stalled.sawEvicted)
+
+            // The reader keeps receiving: the message that evicted the other one, and the next.
+            let next = try await HTTPConnection.with(port: server.port) { try await $0.post("still here?") }
+            let after = try await withTimeout(.seconds(10), "the reader to receive two more messages") {
+                var items = reader.items.makeAsyncIterator()
+                let first = await items.next(named: "message")?.id
+                let second = await items.next(named: "message")?.id
+                return [first, second]
+            }
+            #expect(after == ["\(trigger)", "\(next)"])
+            print(
+                "[7] stalled client: \(heldBeforeEviction) messages held (soft limit \(softLimit)), evicted by the"
+                    + " soft limit and closed \(noticed.ms) after the message that evicted it"
+                    + " (presence dropped after \(presenceDropped.ms)); it had received \(stalled.messageIDs.count)")
+            await reader.close()
+        }
+    }
+
+    /// 8. A burst that takes a healthy client past the soft limit, for less than its
+    /// duration, does not evict it. The client stops reading (the test holds its reads) while
+    /// 200 messages are posted, so its subscription holds far more than `softLimit`; the
+    /// manual clock moves 5 s of the 10 s, and another message is produced while it is that
+    /// far behind (the limit is checked, and passes). Then it reads everything; the clock
+    /// moves past the 10 s since the burst began, and a message is produced: it caught up,
+    /// so it is not evicted, and it receives every message in order.
+    @Test func burstAboveTheSoftLimitIsAbsorbed() async throws {
+        var configuration = TestServer.configuration
+        configuration.tickInterval = .seconds(3600)  // one tick: the messages are the load
+        configuration.hardLimit = 1000
+        configuration.softLimit = 16
+        configuration.softLimitDuration = .seconds(10)
+        configuration.writeTimeout = .seconds(60)
+        configuration.sendBufferSize = 16 * 1024
+        let softLimit = configuration.softLimit
+        let clock = ManualClock()
+        try await TestServer.run(configuration, clock: clock) { server in
+            // Reads only when the test says so.
+            var client = RawEventStreamReader(try RawEventStreamClient(port: server.port, receiveBufferSize: 4096))
+            _ = try await server.waitForSubscribers(1, within: .seconds(10))
+            try await server.waitForClients(1, within: .seconds(10))
+
+            let burst = 200
+            let payload = String(repeating: "x", count: 2000)
+            try await HTTPConnection.with(port: server.port) { http in
+                for n in 1...burst { _ = try await http.post("\(n) \(payload)") }
+            }
+            var stats = try await fetchStats(port: server.port)
+            let held = stats.maxBacklog
+            #expect(held > softLimit, "the burst should take the client past the soft limit: \(stats)")
+            #expect(stats.maxBacklogHighWaterMark >= held)
+
+            // 5 s of the 10 s pass, and a message is produced: the soft limit is checked, and
+            // the client, behind for less than its duration, stays. (The backlog is read
+            // after the post returned, so after that check: an evicted client has none.)
+            clock.advance(by: .seconds(5))
+            _ = try await HTTPConnection.with(port: server.port) { try await $0.post("\(burst + 1) within the duration") }
+            stats = try await fetchStats(port: server.port)
+            #expect(stats.maxBacklog > softLimit)  // 0 if it had been evicted
+            #expect(stats.evictions == 0)
+            #expect(stats.clients == 1)
+
+            // The client reads all of it.
+            try await client.read(within: .seconds(30), "the client to read the burst") { $0.messageIDs.count == burst + 1 }
+            #expect(!client.closed)
+            #expect(client.messageIDs == Array(1...(burst + 1)))
+
+            // 15 s since the burst took it past the soft limit, and a message is produced: it
+            // holds one message now, below the soft limit, so it stays.
+            clock.advance(by: .seconds(10))
+            let last = try await HTTPConnection.with(port: server.port) { try await $0.post("after the duration") }
+            try await client.read(within: .seconds(10), "the client to read the last message") {
+                $0.messageIDs.last == last
+            }
+            #expect(client.messageIDs == Array(1...last))
+            #expect(!client.sawEvicted)
+            #expect(!client.closed)
+            stats = try await fetchStats(port: server.port)
+            #expect(stats.evictions == 0)
+            #expect(stats.writeTimeouts == 0)
+            #expect(stats.clients == 1)
+            #expect(stats.maxBacklogHighWaterMark >= held + 1)  // what it absorbed stays on record
+            print(
+                "[8] a burst of \(burst + 1) messages held \(held + 1) for a client (soft limit \(softLimit) for 10 s)"
+                    + " for 5 s on the clock: absorbed, nothing evicted; high-water mark \(stats.maxBacklogHighWaterMark)")
         }
     }
 }

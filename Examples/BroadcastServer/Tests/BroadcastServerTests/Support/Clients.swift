@@ -250,3 +250,49 @@ extension Duration {
         String(format: "%.1f ms", self.seconds * 1000)
     }
 }
+
+/// Reads a ``RawEventStreamClient`` when the test says so, and parses what it read.
+struct RawEventStreamReader {
+    let client: RawEventStreamClient
+    private var parser = EventStreamParser()
+    /// Everything parsed so far.
+    private(set) var items: [SSEItem] = []
+    /// Whether the server closed the connection (or reset it).
+    private(set) var closed = false
+
+    init(_ client: RawEventStreamClient) {
+        self.client = client
+    }
+
+    /// The ids of the `message` events parsed so far.
+    var messageIDs: [Int] {
+        self.items.compactMap { item in
+            guard case .event("message", let id, _) = item else { return nil }
+            return Int(id ?? "") ?? -1
+        }
+    }
+
+    /// Whether an `event: evicted` was parsed.
+    var sawEvicted: Bool {
+        self.items.contains { if case .event("evicted", _, _) = $0 { true } else { false } }
+    }
+
+    /// Reads as fast as the bytes arrive until `done` holds or the connection is closed;
+    /// throws ``TimedOut`` after `limit` (a hang guard).
+    mutating func read(
+        within limit: Duration, _ what: String, until done: (RawEventStreamReader) -> Bool
+    ) async throws {
+        let clock = ContinuousClock()
+        let deadline = clock.now + limit
+        while !done(self) && !self.closed {
+            switch self.client.read(upTo: 65536) {
+            case .bytes(let bytes): self.items += try self.parser.feed(bytes)
+            case .closed: self.closed = true
+            case .nothingYet:
+                // Polls the non-blocking socket: nothing has arrived yet.
+                guard clock.now < deadline else { throw TimedOut(what: what) }
+                try await Task.sleep(for: .milliseconds(5))
+            }
+        }
+    }
+}

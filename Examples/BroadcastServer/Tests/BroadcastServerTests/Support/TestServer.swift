@@ -13,7 +13,9 @@ struct TestServer: Sendable {
         port: 0,
         tickInterval: .milliseconds(250),
         heartbeatInterval: .milliseconds(100),
-        evictAfter: 256,
+        hardLimit: 256,
+        softLimit: 128,
+        softLimitDuration: .seconds(10),
         writeTimeout: .seconds(5)
     )
 
@@ -22,11 +24,12 @@ struct TestServer: Sendable {
     static func run<Result: Sendable>(
         _ configuration: BroadcastConfiguration = Self.configuration,
         upstream: TickSource? = nil,
+        clock: some Clock<Duration> = ContinuousClock(),
         _ body: @escaping @Sendable (TestServer) async throws -> Result
     ) async throws -> Result {
         var configuration = configuration
         configuration.port = 0
-        let hub = BroadcastHub(configuration: configuration, upstream: upstream)
+        let hub = BroadcastHub(configuration: configuration, upstream: upstream, clock: clock)
         var logger = Logger(label: "BroadcastServerTests")
         logger.logLevel = .warning
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
@@ -91,6 +94,19 @@ struct TestServer: Sendable {
         try await withTimeout(limit, "\(count) subscribers (\(now))") {
             for await current in hub.ticks.subscriberCounts where current == count { break }
             for await current in hub.messages.subscriberCounts where current == count { break }
+        }
+        return clock.now - start
+    }
+
+    /// Waits until exactly `count` event-stream handlers run (the hub's presence count),
+    /// and returns how long that took; throws ``TimedOut`` after `limit`.
+    @discardableResult
+    func waitForClients(_ count: Int, within limit: Duration) async throws -> Duration {
+        let hub = self.hub
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await withTimeout(limit, "\(count) connected clients (now \(hub.connectedClients.value))") {
+            for await current in hub.connectedClients where current == count { break }
         }
         return clock.now - start
     }
