@@ -4,46 +4,46 @@
 // (`SharedSubscription.waitForEviction()`).
 
 extension MulticastStateMachine.Lane {
-        /// `.evict` with a soft limit, after the element that made the tail `newTail` was
-        /// appended (and the hard limit applied): stamps the deadline of the cell that went
-        /// past `soft.count` with it (see `softDeadlines`), and evicts the cells whose
-        /// deadline has passed. `now` reads the clock; it is called only while some member
-        /// holds more than `soft.count`. Returns whether a cell was evicted.
-        @inlinable
-        mutating func applySoftLimit(
-            _ soft: SharedBufferingPolicy.SoftLimit, newTail: Int, now: () -> Duration
-        ) -> Bool {
-            // Members whose cursor is below this hold more than `soft.count`.
-            let pastSoft = newTail - soft.count
-            guard !self.counts.isEmpty, self.minCursor < pastSoft else {
-                // Nobody is past the soft limit: no deadline to keep.
-                if !self.softDeadlines.isEmpty { self.softDeadlines = IndexedRing() }
-                return false
-            }
-            // The ring covers the cells past the soft limit, from at most `minCursor`.
-            if self.softDeadlines.isEmpty {
-                // Nobody was past the soft limit before this element: whoever is now sits in
-                // the cell that just went past it.
-                self.softDeadlines.rebase(to: pastSoft - 1)
-            } else if self.softDeadlines.startIndex < self.minCursor {
-                self.softDeadlines.removeFirst(
-                    Swift.min(self.minCursor, self.softDeadlines.endIndex) - self.softDeadlines.startIndex)
-                if self.softDeadlines.isEmpty { self.softDeadlines.rebase(to: self.minCursor) }
-            }
-            let reading = now()
-            var deadline = reading.saturatingAdding(soft.duration)
-            // Deadlines never go back, even when the clock does: the cells are evicted in order.
-            if !self.softDeadlines.isEmpty {
-                deadline = Swift.max(deadline, self.softDeadlines[self.softDeadlines.endIndex - 1])
-            }
-            while self.softDeadlines.endIndex < pastSoft { self.softDeadlines.append(deadline) }
-            var evictedAny = false
-            while !self.counts.isEmpty, self.minCursor < pastSoft, self.softDeadlines[self.minCursor] <= reading {
-                self.evictOldestCell()
-                evictedAny = true
-            }
-            return evictedAny
+    /// `.evict` with a soft limit, after the element that made the tail `newTail` was
+    /// appended (and the hard limit applied): stamps the deadline of the cell that went
+    /// past `soft.count` with it (see `softDeadlines`), and evicts the cells whose
+    /// deadline has passed. `now` reads the clock; it is called only while some member
+    /// holds more than `soft.count`. Returns whether a cell was evicted.
+    @inlinable
+    mutating func applySoftLimit(
+        _ soft: SharedBufferingPolicy.SoftLimit, newTail: Int, now: () -> Duration
+    ) -> Bool {
+        // Members whose cursor is below this hold more than `soft.count`.
+        let pastSoft = newTail - soft.count
+        guard !self.counts.isEmpty, self.minCursor < pastSoft else {
+            // Nobody is past the soft limit: no deadline to keep.
+            if !self.softDeadlines.isEmpty { self.softDeadlines = IndexedRing() }
+            return false
         }
+        // The ring covers the cells past the soft limit, from at most `minCursor`.
+        if self.softDeadlines.isEmpty {
+            // Nobody was past the soft limit before this element: whoever is now sits in
+            // the cell that just went past it.
+            self.softDeadlines.rebase(to: pastSoft - 1)
+        } else if self.softDeadlines.startIndex < self.minCursor {
+            self.softDeadlines.removeFirst(
+                Swift.min(self.minCursor, self.softDeadlines.endIndex) - self.softDeadlines.startIndex)
+            if self.softDeadlines.isEmpty { self.softDeadlines.rebase(to: self.minCursor) }
+        }
+        let reading = now()
+        var deadline = reading.saturatingAdding(soft.duration)
+        // Deadlines never go back, even when the clock does: the cells are evicted in order.
+        if !self.softDeadlines.isEmpty {
+            deadline = Swift.max(deadline, self.softDeadlines[self.softDeadlines.endIndex - 1])
+        }
+        while self.softDeadlines.endIndex < pastSoft { self.softDeadlines.append(deadline) }
+        var evictedAny = false
+        while !self.counts.isEmpty, self.minCursor < pastSoft, self.softDeadlines[self.minCursor] <= reading {
+            self.evictOldestCell()
+            evictedAny = true
+        }
+        return evictedAny
+    }
 
 }
 

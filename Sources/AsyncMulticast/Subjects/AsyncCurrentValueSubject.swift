@@ -39,7 +39,8 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
         clock: some Clock<Duration> = ContinuousClock()
     ) {
         buffering.validate(parameter: "buffering")
-        self._core = _SharedCore(MulticastStorage(
+        self._core = _SharedCore(
+            MulticastStorage(
                 policy: buffering, replay: 1, mode: .push, clock: TimerClock(clock), upstream: nil))
         self.storage.send(value)
     }

@@ -37,7 +37,8 @@ public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: A
     @inlinable
     public init(buffering: SharedBufferingPolicy = .unbounded, clock: some Clock<Duration> = ContinuousClock()) {
         buffering.validate(parameter: "buffering")
-        self._core = _SharedCore(MulticastStorage(
+        self._core = _SharedCore(
+            MulticastStorage(
                 policy: buffering, replay: 0, mode: .push, clock: TimerClock(clock), upstream: nil))
     }
 

@@ -45,7 +45,8 @@ public final class AsyncReplaySubject<Element: Sendable, Failure: Error>: AsyncS
         precondition(
             bufferSize >= 0, "AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got \(bufferSize)")
         buffering.validate(parameter: "buffering")
-        self._core = _SharedCore(MulticastStorage(
+        self._core = _SharedCore(
+            MulticastStorage(
                 policy: buffering, replay: bufferSize, mode: .push, clock: TimerClock(clock), upstream: nil))
     }
 

@@ -64,7 +64,7 @@ struct SharedSubscriptionDocTests {
         let chat = AsyncReplaySubject<String, Never>(bufferSize: 16, buffering: .evicting(4096))
         let client = chat.subscribe()
         for n in 1...50 { chat.send("message \(n)") }
-        print(client.backlog!.highWaterMark)   // 50
+        print(client.backlog!.highWaterMark)  // 50
 
         #expect(printed.lines == ["50"])
     }
@@ -85,7 +85,7 @@ struct SharedSubscriptionDocTests {
             feed.send(301)  // (test only) checked when an element is produced: evicted
         }  // (test only)
         await #expect(throws: StalledConnection.Closed.self) {  // (test only)
-        for await event in client { try await connection.write(event) }
+            for await event in client { try await connection.write(event) }
         }  // (test only)
 
         await burst.value

@@ -15,7 +15,7 @@ struct SubscriberBacklogDocTests {
         let feed = AsyncPassthroughSubject<Int, Never>()
         let client = feed.subscribe(buffering: .evicting(100))
         for n in 1...30 { feed.send(n) }
-        print(client.backlog!)   // SubscriberBacklog(count: 30, highWaterMark: 30)
+        print(client.backlog!)  // SubscriberBacklog(count: 30, highWaterMark: 30)
 
         #expect(printed.lines == ["SubscriberBacklog(count: 30, highWaterMark: 30)"])
         var reader = client.makeAsyncIterator()  // (test only) what it holds falls as it reads...

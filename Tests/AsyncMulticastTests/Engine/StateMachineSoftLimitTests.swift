@@ -17,10 +17,12 @@ private final class TestTime: Sendable {
     func set(_ now: Duration) { self.state.withLock { $0.now = now } }
 
     var now: @Sendable () -> Duration {
-        { self.state.withLock { state in
-            state.readings += 1
-            return state.now
-        } }
+        {
+            self.state.withLock { state in
+                state.readings += 1
+                return state.now
+            }
+        }
     }
 }
 
@@ -33,7 +35,9 @@ private func pushMachine(_ policy: SharedBufferingPolicy, time: TestTime, replay
 private func readsEvicted(_ machine: inout Machine, _ id: SubscriberID) -> Bool {
     var batch: [Int]? = nil
     var report = ReadReport()
-    guard case .terminal(.success(nil)) = machine.nextRequested(id, batch: &batch, report: &report) else { return false }
+    guard case .terminal(.success(nil)) = machine.nextRequested(id, batch: &batch, report: &report) else {
+        return false
+    }
     return report.evicted
 }
 

@@ -81,6 +81,52 @@ func servingClientsGuideEvictionThrows() async throws {
     #expect(printed.lines == ["reader: 1", "reader: 2", "reader: 3", "reader: 4", "stalled: evicted"])
 }
 
+// Guides/ServingClients.md: Sizing the two limits (the burst)
+@Test("Guides/ServingClients.md: Sizing the two limits (the burst)", .timeLimit(.minutes(1)))
+func servingClientsGuideBurst() async {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    for policy in [SharedBufferingPolicy.evicting(256), .evicting(4096)] {
+        let room = AsyncReplaySubject<String, Never>(bufferSize: 50, buffering: policy)
+        let clients = (1...200).map { _ in room.subscribe() }  // connected, reading later
+        for poster in 1...50 {
+            for n in 1...20 { room.send("\(poster): message \(n)") }  // the burst comes first
+        }
+        let backlogs = clients.compactMap(\.backlog)  // nil: evicted
+        print(policy, "kept", backlogs.count, "clients; the most one held:", backlogs.map(\.highWaterMark).max() ?? 0)
+    }
+
+    #expect(
+        printed.lines == [
+            "evicting(256) kept 0 clients; the most one held: 0",
+            "evicting(4096) kept 200 clients; the most one held: 1000",
+        ])
+}
+
+// Guides/ServingClients.md: Sizing the two limits (the soft limit)
+@Test("Guides/ServingClients.md: Sizing the two limits (the soft limit)", .timeLimit(.minutes(1)))
+func servingClientsGuideSoftLimit() async throws {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    let soft = SharedBufferingPolicy.SoftLimit.above(256, for: .seconds(1))  // 10 s or more, in a server
+    let room = AsyncReplaySubject<String, Never>(bufferSize: 50, buffering: .evicting(4096, softLimit: soft))
+    let healthy = room.subscribe()
+    let stalled = room.subscribe()  // never reads
+    for poster in 1...50 {
+        for n in 1...20 { room.send("\(poster): message \(n)") }
+    }
+    var reader = healthy.makeAsyncIterator()
+    for _ in 1...1000 { _ = await reader.next() }  // catches up within the second
+    try await Task.sleep(for: .seconds(1))
+    room.send("a second later")
+    print("healthy:", healthy.backlog!)
+    print("stalled evicted:", await stalled.waitForEviction())
+
+    #expect(printed.lines == ["healthy: SubscriberBacklog(count: 1, highWaterMark: 1000)", "stalled evicted: true"])
+}
+
 // Guides/ServingClients.md: Joining when the request arrives
 @Test("Guides/ServingClients.md: Joining when the request arrives", .timeLimit(.minutes(1)))
 func servingClientsGuideSubscribe() async {
