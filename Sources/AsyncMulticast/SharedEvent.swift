@@ -2,7 +2,7 @@
 ///
 /// Iterate `events(buffering:)` instead of the sequence itself to learn what a lossy policy
 /// (``SharedBufferingPolicy/bufferingNewest(_:)``, ``SharedBufferingPolicy/bufferingOldest(_:)``)
-/// dropped for this subscriber, and whether an ``SharedBufferingPolicy/evicting(_:)`` policy
+/// dropped for this subscriber, and whether an ``SharedBufferingPolicy/evicting(_:softLimit:)`` policy
 /// evicted it. Like tokio's `Lagged(n)`: the count arrives exactly where the gap is, between
 /// the last element before it and the first one after it. Returning `.missed` takes nothing
 /// from the subscriber's buffer, so the element after the gap may still be dropped (and the
@@ -23,7 +23,7 @@ public enum SharedEvent<Element: Sendable>: Sendable {
     /// This subscriber's policy dropped this many elements here: after the previous event's
     /// element and before the next one (or before the end).
     case missed(Int)
-    /// This subscriber held more elements than its ``SharedBufferingPolicy/evicting(_:)``
+    /// This subscriber held more elements than its ``SharedBufferingPolicy/evicting(_:softLimit:)``
     /// limit and was evicted. Its last event: the iteration ends after it.
     case evicted
 }
@@ -32,7 +32,7 @@ extension SharedEvent: Equatable where Element: Equatable {}
 extension SharedEvent: Hashable where Element: Hashable {}
 
 /// The error that ends the iteration of a subscriber evicted by an
-/// ``SharedBufferingPolicy/evicting(_:)`` policy, when the sequence's `Failure` can hold it
+/// ``SharedBufferingPolicy/evicting(_:softLimit:)`` policy, when the sequence's `Failure` can hold it
 /// (`any Error`). Where it cannot (`Never`, or a concrete error type) the iteration returns
 /// `nil`; `events(buffering:)` reports ``SharedEvent/evicted`` whatever the `Failure`.
 ///
