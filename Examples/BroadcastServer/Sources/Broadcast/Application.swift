@@ -4,8 +4,8 @@ import Logging
 import NIOCore
 
 /// The request context: Hummingbird's basics, plus the connection, which the event stream
-/// closes when its client is evicted while a write to it is pending, or when a write stays
-/// pending for the write timeout.
+/// closes when its client is evicted while it is not writable (the client is not reading),
+/// or when a write to it stays pending for the write timeout.
 public struct BroadcastRequestContext: RequestContext {
     public var coreContext: CoreRequestContextStorage
     public let channel: any Channel

@@ -22,10 +22,12 @@ public struct BroadcastConfiguration: Sendable {
     /// feed (an idle feed evicts nobody).
     public var softLimitDuration: Duration
     /// How long one write to a client may stay pending before the server closes the
-    /// connection. A backstop: a client that stops reading is evicted by the limits and
-    /// closed at once, as soon as the feeds produce enough; this catches the stalls the limits
-    /// cannot see, a client that stops reading while the feeds are quiet (its heartbeat write
-    /// blocks), or one that falls below ``softLimit`` events behind and stays there.
+    /// connection. A backstop: a client that stops reading is evicted by the limits, and its
+    /// connection closed at once, as soon as the feeds produce enough to take it past them.
+    /// This catches the stalls the limits cannot see: a client that stops reading while the
+    /// feeds are quiet (its heartbeat write blocks), or while they are too slow to take it
+    /// more than ``softLimit`` events behind soon. Keep it well above ``softLimitDuration``,
+    /// or it ends stalled clients before the limits do.
     public var writeTimeout: Duration
     /// The kernel send buffer (`SO_SNDBUF`) of each event stream, in bytes; nil leaves the
     /// kernel's default, which grows up to 4 MiB on Linux. A client that stops reading first

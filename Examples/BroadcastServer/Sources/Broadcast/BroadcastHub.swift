@@ -137,8 +137,8 @@ public struct Stats: Sendable, Hashable, Codable {
     public var latestTick: Int?
     public var messagesPosted: Int
     /// Clients evicted by the hard or the soft limit. Each one's response ended with
-    /// `event: evicted`, or, when a write to it was pending (it was not reading), its
-    /// connection was closed at once.
+    /// `event: evicted`, or, when its connection was not writable (it was not reading what
+    /// it was sent), the connection was closed at once.
     public var evictions: Int
     /// Connections closed by the write-timeout backstop: a write to them stayed pending
     /// for `writeTimeout` and no eviction had ended them.

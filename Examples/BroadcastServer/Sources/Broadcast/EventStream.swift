@@ -52,25 +52,25 @@ extension BroadcastHub {
     /// learns of it only when it next asks for an event, and when the client is not reading
     /// that task is stuck behind the blocked writer. So two more child tasks wait in
     /// `waitForEviction()`, one per subscription, and act at once (see
-    /// ``evicted(_:feed:)``): if a write is pending, the client is not taking what it was
-    /// sent, so the connection is closed, the pending write fails and the handler ends;
-    /// otherwise the writer gets a last `event: evicted` and ends the response. Either way
-    /// the client stops counting as connected (``connectedClients``) right away, not when a
-    /// watchdog fires.
+    /// ``evicted(_:feed:)``): if the connection is not writable, the client is not taking
+    /// what it was sent, so the connection is closed, the pending write fails and the handler
+    /// ends; otherwise the writer gets a last `event: evicted` and ends the response. Either
+    /// way the client stops counting as connected (``connectedClients``) right away, not when
+    /// a watchdog fires.
     ///
-    /// **The write timeout stays, as a backstop.** The limits only see a client that falls
-    /// behind while events are produced, and the soft limit only checks when one is: a client
-    /// that stops reading while the feeds are quiet (its `: heartbeat` write blocks), or on a
-    /// feed so slow that it never holds more than `softLimit` events, is never evicted. And a
-    /// client that was handed `event: evicted` may stop reading before it is written. For
-    /// those, a write pending for `writeTimeout` closes the connection (`writeTimeouts` in
-    /// the stats). It is long (60 s by default): under load, the limits end a stalled client
-    /// first.
+    /// **The write timeout stays, as a backstop.** The eviction signal does not cover every
+    /// stall. The limits only see a client that falls behind while events are produced, and
+    /// the soft limit only checks when one is: a client that stops reading while the feeds
+    /// are quiet (its `: heartbeat` write blocks) is never evicted, and on slow feeds one
+    /// takes long to fall `softLimit` events behind. And a client handed `event: evicted`
+    /// may stop reading before it is written. For those, a write pending for `writeTimeout`
+    /// closes the connection (`writeTimeouts` in the stats). It is long (60 s by default,
+    /// above the soft limit's 10 s): under load, the limits end a stalled client first.
     ///
     /// How the response ends:
-    /// - **evicted**, when a write is pending (a client that stopped reading, or reads too
-    ///   slowly to take what is in its socket buffers): the connection is closed at once;
-    /// - **evicted**, when no write is pending (a client that reads, but a burst took it past
+    /// - **evicted**, the connection not writable (a client that stopped reading, or reads too
+    ///   slowly to empty its socket buffers): the connection is closed at once;
+    /// - **evicted**, the connection writable (a client that reads, but a burst took it past
     ///   the hard limit): what it was already handed, an `event: evicted` event, then the end
     ///   of the response;
     /// - **write timeout** (the backstop above): the connection is closed;
@@ -97,7 +97,7 @@ extension BroadcastHub {
             try await withGracefulShutdownHandler {
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     let client = self.clientConnected(ticks: ticks, messages: messages)
-                    defer { print("DEBUG disconnected \(client)"); self.clientDisconnected(client) }
+                    defer { self.clientDisconnected(client) }
                     try await writer.write(ByteBuffer(string: ": connected\n\n"))
 
                     group.addTask {
@@ -108,10 +108,10 @@ extension BroadcastHub {
                     }
                     // `false`: the subscription left otherwise, or the response ended first.
                     group.addTask {
-                        if await ticks.waitForEviction() { self.evicted(connection, feed: "ticks") }
+                        if await Self.waitForEviction(of: ticks) { self.evicted(connection, feed: "ticks") }
                     }
                     group.addTask {
-                        if await messages.waitForEviction() { self.evicted(connection, feed: "messages") }
+                        if await Self.waitForEviction(of: messages) { self.evicted(connection, feed: "messages") }
                     }
                     group.addTask {
                         try await self.keepAlive(connection)
@@ -120,7 +120,6 @@ extension BroadcastHub {
                         try await connection.writes.during { try await writer.write(ByteBuffer(string: item.text)) }
                         if case .evicted = item { break }
                     }
-                    print("DEBUG writer loop ended")
                     // Inside the group, so that the write timeout watches the last write too.
                     try await connection.writes.during { try await writer.finish(nil) }
                     group.cancelAll()
@@ -154,25 +153,40 @@ extension BroadcastHub {
         connection.outbox.finish()
     }
 
+    /// `subscription.waitForEviction()`, confirmed: `true` once the subscriber was evicted,
+    /// `false` once it left otherwise (or this task was cancelled).
+    ///
+    /// The library can answer `true` for a subscriber that waits in `next()` when another
+    /// subscriber of the same feed is evicted (it checks the evictions before it hands the
+    /// new element to the waiting ones). An evicted subscriber has no backlog any more, so
+    /// an answer with a backlog is waited out again.
+    private static func waitForEviction<Element>(of subscription: SharedSubscription<Element, Never>) async -> Bool {
+        while await subscription.waitForEviction() {
+            if subscription.backlog == nil { return true }
+        }
+        return false
+    }
+
     /// The client's subscription to `feed` was evicted: counts it, and ends the response at
     /// once, without waiting for the client. Called by whichever task learns of it first
     /// (the watcher, or the forwarding task); only the first call for a client acts.
     ///
-    /// - A write is pending: the client is not taking what was already written (its socket
-    ///   buffers are full), and a last event would queue behind all that. Closing the
-    ///   connection fails the pending write, and the handler ends.
-    /// - No write is pending: the writer is free, so it gets `event: evicted` without waiting
-    ///   (a synchronous send goes past the outbox's bound, behind at most one event already
-    ///   handed), writes it, and ends the response. Should a write block from here on (the
-    ///   client stopped reading just now), the write timeout closes the connection.
+    /// - The connection is not writable (NIO's `isWritable`, read from any thread): what was
+    ///   written waits above the channel's high-water mark because the socket's buffers are
+    ///   full, so the client is not taking what it was sent, the writer's next write waits
+    ///   (or its current one does), and a last event would queue behind all that. Closing
+    ///   the connection fails that write, and the handler ends.
+    /// - It is writable: the writer does not wait, so it gets `event: evicted` without
+    ///   waiting (a synchronous send goes past the outbox's bound, behind at most one event
+    ///   already handed), writes it, and ends the response. Should the client stop reading
+    ///   from here on, the write timeout closes the connection.
     private func evicted(_ connection: ClientConnection, feed: String) {
-        print("DEBUG evicted \(feed) pending=\(connection.writes.isPending) channel=\(connection.channel)")
         guard connection.ending.set() else { return }
         self.clientEvicted()
-        if connection.writes.isPending {
-            connection.channel.close(promise: nil)
-        } else {
+        if connection.channel.isWritable {
             connection.outbox.send(.evicted(feed: feed))
+        } else {
+            connection.channel.close(promise: nil)
         }
     }
 
@@ -228,10 +242,11 @@ final class ClientConnection: Sendable {
     }
 }
 
-/// When the writer last wrote, and whether a write is pending. Hummingbird's writer returns
-/// as soon as the connection takes the bytes, and waits only while it does not (its
-/// outbound buffer is above its high-water mark, the socket's buffers being full): so a
-/// write that stays pending means a client that is not reading what it was sent.
+/// When the writer last wrote, and whether a write is pending, for the write timeout.
+/// Hummingbird's writer returns as soon as the connection takes the bytes, and waits only
+/// while it does not (the channel is not writable: its outbound buffer is above its
+/// high-water mark, the socket's buffers being full): so a write that stays pending means
+/// a client that is not reading what it was sent.
 final class WriteTracker: Sendable {
     enum State {
         /// Nothing is being written; the last write ended (or the heartbeat was sent) then.
@@ -243,11 +258,6 @@ final class WriteTracker: Sendable {
     private let current = Mutex(State.idle(since: .now))
 
     var state: State { self.current.withLock { $0 } }
-
-    var isPending: Bool {
-        if case .pending = self.state { return true }
-        return false
-    }
 
     /// Runs `write`, pending meanwhile.
     func during(_ write: () async throws -> Void) async throws {
