@@ -237,7 +237,7 @@ struct BroadcastServerTests {
             #expect(stats.writeTimeouts == 0)
             #expect(slowIDs.count < perRound)
             // Lossless until evicted: what it got is the start of round 3, without a gap.
-            #expect(slowIDs == Array((2 * perRound + 1)...(2 * perRound + slowIDs.count)))
+            #expect(slowIDs == Array((2 * perRound + 1)..<(2 * perRound + 1 + slowIDs.count)))
 
             func rate(_ elapsed: Duration) -> String {
                 "\(Int((Double(perRound) / elapsed.seconds).rounded())) messages/s per reader (\(perRound) in \(elapsed.ms))"
@@ -366,7 +366,7 @@ struct BroadcastServerTests {
             let timer = ContinuousClock()
             let posted = timer.now
             let trigger = try await HTTPConnection.with(port: server.port) { try await $0.post("the last straw") }
-            let presenceDropped = try await server.waitForClients(1, within: .seconds(10))
+            try await server.waitForClients(1, within: .seconds(10))
             _ = try await server.waitForSubscribers(1, within: .seconds(10))
             let noticed = timer.now - posted
             stats = try await fetchStats(port: server.port)
@@ -379,9 +379,10 @@ struct BroadcastServerTests {
             // Its connection was closed: it reads what its socket buffers held, then the end.
             try await stalled.read(within: .seconds(10), "the stalled client's connection to close") { _ in false }
             #expect(stalled.closed)
-            #expect(stalled.messageIDs == Array(1...stalled.messageIDs.count), "a gap in what it got")
+            #expect(stalled.messageIDs == Array(1..<(stalled.messageIDs.count + 1)), "a gap in what it got")
             #expect(stalled.messageIDs.count < burst)
-            // A write to it was pending: an `event: evicted` would have queued behind it.
+            // Its connection was not writable (a write to it waited): an `event: evicted`
+            // would have queued behind what it does not read, so it was closed instead.
             #expect(!stalled.sawEvicted)
 
             // The reader keeps receiving: the message that evicted the other one, and the next.
@@ -395,8 +396,8 @@ struct BroadcastServerTests {
             #expect(after == ["\(trigger)", "\(next)"])
             print(
                 "[7] stalled client: \(heldBeforeEviction) messages held (soft limit \(softLimit)), evicted by the"
-                    + " soft limit and closed \(noticed.ms) after the message that evicted it"
-                    + " (presence dropped after \(presenceDropped.ms)); it had received \(stalled.messageIDs.count)")
+                    + " soft limit, closed and gone from presence \(noticed.ms) after the message that evicted it;"
+                    + " it had received \(stalled.messageIDs.count)")
             await reader.close()
         }
     }
@@ -467,6 +468,74 @@ struct BroadcastServerTests {
             print(
                 "[8] a burst of \(burst + 1) messages held \(held + 1) for a client (soft limit \(softLimit) for 10 s)"
                     + " for 5 s on the clock: absorbed, nothing evicted; high-water mark \(stats.maxBacklogHighWaterMark)")
+        }
+    }
+
+    /// 9. A client that reads, but that a burst takes past the hard limit at once, is told:
+    /// its connection is writable (it takes what it is sent), so instead of closing it the
+    /// server hands it `event: evicted`, after what it had already been handed, and ends
+    /// the response. The burst is posted in-process, faster than any client reads.
+    @Test func readingClientPastTheHardLimitIsToldItWasEvicted() async throws {
+        var configuration = TestServer.configuration
+        configuration.tickInterval = .seconds(3600)  // one tick: the messages are the load
+        configuration.hardLimit = 8
+        configuration.softLimit = 4
+        configuration.softLimitDuration = .seconds(3600)  // the hard limit alone acts here
+        configuration.writeTimeout = .seconds(60)
+        try await TestServer.run(configuration) { server in
+            let client = try await server.connectClients(1)[0]
+            let burst = 500
+            for n in 1...burst { server.hub.post("\(n)") }  // no await: nobody reads meanwhile
+
+            let (ids, events) = try await withTimeout(.seconds(10), "the client's response to end") {
+                var items = client.items.makeAsyncIterator()
+                var ids: [Int] = []
+                var events: [String] = []
+                while let item = await items.next() {
+                    switch item {
+                    case .event(let name, let id, _):
+                        events.append(name)
+                        if name == "message" { ids.append(Int(id ?? "") ?? -1) }
+                    case .endOfResponse: return (ids, events)
+                    case .comment: break
+                    }
+                }
+                throw TimedOut(what: "the end of the response (the connection closed first)")
+            }
+            try await server.waitForClients(0, within: .seconds(10))
+            _ = try await server.waitForSubscribers(0, within: .seconds(10))
+            let stats = try await fetchStats(port: server.port)
+            #expect(events.last == "evicted")
+            #expect(events.filter { $0 == "evicted" }.count == 1)
+            #expect(ids.count < burst)
+            #expect(ids == Array(1..<(ids.count + 1)), "a gap before the eviction: \(ids)")
+            #expect(stats.evictions == 1)
+            #expect(stats.writeTimeouts == 0)
+            #expect(stats.clients == 0)
+            print("[9] a reading client past the hard limit (8) got \(ids.count) of \(burst) messages in order, then `event: evicted` and the end of its response")
+            await client.close()
+        }
+    }
+
+    /// 10. The command line sets both limits, in any order, and refuses a soft limit that is
+    /// not below the hard one (the library would stop the process on it).
+    @Test func commandLineSetsBothLimits() throws {
+        let defaults = BroadcastConfiguration()
+        #expect(defaults.bufferingPolicy == .evicting(4096, softLimit: .above(256, for: .seconds(10))))
+        #expect(defaults.writeTimeout == .seconds(60))
+
+        let set = try BroadcastConfiguration(arguments: [
+            "--soft-limit", "500", "--soft-limit-duration", "2.5", "--hard-limit", "1000",
+        ])
+        #expect(set.bufferingPolicy == .evicting(1000, softLimit: .above(500, for: .milliseconds(2500))))
+
+        for arguments in [["--hard-limit", "100"], ["--soft-limit", "10", "--hard-limit", "10"]] {
+            #expect(throws: BroadcastConfiguration.UsageError.self, "\(arguments)") {
+                try BroadcastConfiguration(arguments: arguments)
+            }
+        }
+        #expect(throws: BroadcastConfiguration.UsageError.self) {
+            try BroadcastConfiguration(arguments: ["--soft-limit-duration", "0"])
         }
     }
 }
