@@ -62,6 +62,7 @@ extension MulticastStorage {
         let previous = state.retiringTask
         // Detached: the upstream must not inherit the priority or task-locals of whichever
         // subscriber happened to ask first.
+        state.upstreamPriority = Self.upstreamStartPriority.rawValue
         state.upstreamTask = (
             epoch,
             Task.detached {
@@ -72,6 +73,35 @@ extension MulticastStorage {
                 await body(sink)
             }
         )
+    }
+
+    /// The priority an upstream task starts at: a detached task's, whoever asked for it.
+    @inlinable
+    static var upstreamStartPriority: TaskPriority { .medium }
+
+    /// Under the lock, for a subscriber about to wait for an element: the upstream task to
+    /// escalate to the priority of the subscriber's task (outside the lock, with
+    /// `escalate(_:to:)`), if one runs at a lower one, so that a subscriber of high
+    /// priority never waits behind an upstream of lower priority. At most once per upstream
+    /// task and priority level: the state remembers how far it escalated.
+    @inlinable
+    static func escalateUpstream(in state: inout State) -> (task: Task<Void, Never>, priority: TaskPriority)? {
+        guard let running = state.upstreamTask else { return nil }
+        let priority = Task.currentPriority
+        guard priority.rawValue > state.upstreamPriority else { return nil }
+        state.upstreamPriority = priority.rawValue
+        return (running.task, priority)
+    }
+
+    /// Raises `task` to `priority` (SE-0462), where the toolchain and the OS have it: Swift
+    /// 6.2, and on Apple platforms their 26 releases. Elsewhere a no-op.
+    @inlinable
+    static func escalate(_ task: Task<Void, Never>, to priority: TaskPriority) {
+        #if compiler(>=6.2)
+            if #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) {
+                task.escalatePriority(to: priority)
+            }
+        #endif
     }
 
     /// Under the lock: takes the upstream task `effects` cancels (to be cancelled outside the

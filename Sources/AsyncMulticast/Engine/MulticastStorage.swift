@@ -50,6 +50,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var machine: Machine
         @usableFromInline
         var upstreamTask: (epoch: UInt64, task: Task<Void, Never>)?
+        /// The highest priority `upstreamTask` runs at, as far as this storage knows (its
+        /// `TaskPriority.rawValue`): what it started with, or what a waiting subscriber
+        /// escalated it to (`escalateUpstream(in:)`).
+        @usableFromInline
+        var upstreamPriority: UInt8 = 0
         /// The last cancelled upstream task. The next one waits for it to end, so that two
         /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
         @usableFromInline
