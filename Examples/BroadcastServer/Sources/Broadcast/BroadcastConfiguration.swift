@@ -15,7 +15,7 @@ public struct BroadcastConfiguration: Sendable {
     /// events per feed for one client.
     public var hardLimit: Int
     /// The soft limit: a client that holds more than this many undelivered events on a feed
-    /// for longer than ``softLimitDuration`` is evicted. From 0 to `hardLimit - 1`.
+    /// for ``softLimitDuration`` is evicted. From 0 to `hardLimit - 1`.
     public var softLimit: Int
     /// How long a client may hold more than ``softLimit`` events on a feed before it is
     /// evicted. Timed on the hub's clock, and checked each time an event is produced on that
