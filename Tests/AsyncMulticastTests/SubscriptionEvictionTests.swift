@@ -8,7 +8,7 @@ import Testing
 
 /// Starts `count` tasks waiting for `subscription`'s eviction and returns once all of them
 /// are stored by the storage, so that what the test does next happens while they wait.
-private func startWatchers<Element: Sendable, Failure: Error>(
+func startWatchers<Element: Sendable, Failure: Error>(
     _ count: Int, of subscription: SharedSubscription<Element, Failure>,
     storage: MulticastStorage<Element, Failure>
 ) async throws -> [Task<Bool, Never>] {
@@ -200,5 +200,39 @@ struct SubscriptionEvictionTests {
         var iterator = subscription.makeAsyncIterator()
         for n in 1...7 { #expect(await iterator.next() == n) }
         #expect(subscription.backlog == SubscriberBacklog(count: 0, highWaterMark: 2))
+    }
+}
+
+@Suite("waitForEviction(): only the evicted", .timeLimit(.minutes(2)))
+struct EvictionWatcherTargetTests {
+    @Test("a reader waiting in next() is not evicted with the subscriber that stalls beside it")
+    func waitingReaderIsNotTakenForEvicted() async throws {
+        for iteration in 0..<20 {
+            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(4))
+            let reader = subject.subscribe()
+            let stalled = subject.subscribe()
+            let readerWatcher = try await startWatchers(1, of: reader, storage: subject.storage)[0]
+            let stalledWatcher = try await startWatchers(1, of: stalled, storage: subject.storage)[0]
+            let received = Signal<Int>()
+            let readerTask = Task {
+                var got: [Int] = []
+                for await n in reader {
+                    got.append(n)
+                    received.send(n)
+                }
+                return got
+            }
+            for n in 1...5 {
+                // The reader waits in next() when each element arrives: handed over at once.
+                try await waitUntil("the reader waits (\(iteration), \(n))") { subject.storage.waitingCount == 1 }
+                subject.send(n)
+                #expect(await received.next("the reader got \(n)") == n)
+            }
+            #expect(await stalledWatcher.value, "the 5th element evicted the stalled subscriber")
+            #expect(reader.backlog != nil)
+            subject.finish()
+            #expect(await readerTask.value == [1, 2, 3, 4, 5])
+            #expect(await readerWatcher.value == false, "the reader was never evicted")
+        }
     }
 }
