@@ -108,10 +108,10 @@ extension BroadcastHub {
                     }
                     // `false`: the subscription left otherwise, or the response ended first.
                     group.addTask {
-                        if await Self.waitForEviction(of: ticks) { self.evicted(connection, feed: "ticks") }
+                        if await ticks.waitForEviction() { self.evicted(connection, feed: "ticks") }
                     }
                     group.addTask {
-                        if await Self.waitForEviction(of: messages) { self.evicted(connection, feed: "messages") }
+                        if await messages.waitForEviction() { self.evicted(connection, feed: "messages") }
                     }
                     group.addTask {
                         try await self.keepAlive(connection)
@@ -151,20 +151,6 @@ extension BroadcastHub {
         }
         // The feed ended (or this task was cancelled): so does the response.
         connection.outbox.finish()
-    }
-
-    /// `subscription.waitForEviction()`, confirmed: `true` once the subscriber was evicted,
-    /// `false` once it left otherwise (or this task was cancelled).
-    ///
-    /// The library can answer `true` for a subscriber that waits in `next()` when another
-    /// subscriber of the same feed is evicted (it checks the evictions before it hands the
-    /// new element to the waiting ones). An evicted subscriber has no backlog any more, so
-    /// an answer with a backlog is waited out again.
-    private static func waitForEviction<Element>(of subscription: SharedSubscription<Element, Never>) async -> Bool {
-        while await subscription.waitForEviction() {
-            if subscription.backlog == nil { return true }
-        }
-        return false
     }
 
     /// The client's subscription to `feed` was evicted: counts it, and ends the response at
