@@ -76,6 +76,34 @@ struct PreconditionTests {
         self.expectMessage(result, contains: "buffering: .bufferingOldest(-1) needs a limit of at least 0")
     }
 
+    @Test func negativeStopTimeout() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = [1, 2, 3].async.sharedService(started: .whileSubscribed(stopTimeout: .seconds(-1)))
+        }
+        self.expectMessage(result, contains: "stopTimeout must not be negative, got -1.0 seconds")
+    }
+
+    @Test func negativeSharedServiceReplay() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = [1, 2, 3].async.sharedService(replay: -2)
+        }
+        self.expectMessage(result, contains: "sharedService(replay:): replay must be at least 0, got -2")
+    }
+
+    @Test func sharedServiceRunTwiceAtOnce() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let (stream, _) = AsyncStream.makeStream(of: Int.self)
+            let service = stream.sharedService(started: .eagerly)
+            let first = Task { await service.run() }
+            while service.storage.state.withLock({ if case .notRunning = $0.host { true } else { false } }) {
+                await Task.yield()
+            }
+            await service.run()
+            first.cancel()
+        }
+        self.expectMessage(result, contains: "run(): this shared service is already running in another task")
+    }
+
     /// The limits that are allowed do not stop anything.
     @Test(arguments: [
         SharedBufferingPolicy.bounded(1), .bufferingNewest(0), .bufferingOldest(0), .unbounded,

@@ -196,6 +196,32 @@ extension MulticastStateMachine {
         return effects
     }
 
+    /// The `run()` hosting the upstream ended (it was cancelled, or the upstream ended): the
+    /// upstream, if running, is cancelled, and the machine ends as if it had finished. The
+    /// subscribers receive what is buffered for them, then `nil`; later ones get `nil` at
+    /// once. Ignored once terminated.
+    @inlinable
+    mutating func hostStopped() -> Effects {
+        var effects = Effects()
+        switch self.upstream {
+        case .terminated:
+            return effects
+        case .running(let epoch), .lingering(let epoch):
+            effects.cancelUpstream = epoch
+        case .idle:
+            break
+        }
+        if self.keepAliveTimerIsRunning {
+            self.keepAliveTimerIsRunning = false
+            effects.keepAliveTimer = .cancel
+        }
+        self.replayExpiryPending = false
+        self.upstream = .terminated(.finished)
+        self.endWaiters(into: &effects, with: Terminal.finished.result)
+        self.releaseProducers(into: &effects, result: false)
+        return effects
+    }
+
     /// Completes a push-fed machine (a subject). Ignored once completed.
     @inlinable
     mutating func subjectCompleted(failure: Failure?) -> Effects {

@@ -58,6 +58,10 @@ extension MulticastStorage {
         guard let body = self.upstreamBody else {
             preconditionFailure("a push-fed storage was asked to start an upstream")
         }
+        if self.hosted {
+            self.handToHost(epoch: epoch, in: &state)
+            return
+        }
         let sink = UpstreamSink(storage: self, epoch: epoch)
         let previous = state.retiringTask
         // Detached: the upstream must not inherit the priority or task-locals of whichever

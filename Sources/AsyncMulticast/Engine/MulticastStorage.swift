@@ -55,6 +55,21 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// escalated it to (`escalateUpstream(in:)`).
         @usableFromInline
         var upstreamPriority: UInt8 = 0
+        /// A hosted storage's `run()` (see MulticastStorage+Hosting.swift).
+        @usableFromInline
+        var host = Host.notRunning
+        /// A hosted storage: the upstream iteration the machine started that `run()` has not
+        /// picked up yet.
+        @usableFromInline
+        var pendingEpoch: UInt64?
+        /// A hosted storage: the waiting `run()` to resume, outside the lock, with the epoch
+        /// it must run.
+        @usableFromInline
+        var hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
+        /// A hosted storage: the timer task its cancelled `run()` retired, which `run()`
+        /// awaits before it returns.
+        @usableFromInline
+        var hostRetiredTimer: Task<Void, Never>?
         /// The last cancelled upstream task. The next one waits for it to end, so that two
         /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
         @usableFromInline
@@ -96,6 +111,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     let state: Lock<State>
     @usableFromInline
     let upstreamBody: UpstreamBody?
+    /// Whether the upstream runs inside `run()` (an `AsyncSharedService`) instead of a
+    /// detached task of its own.
+    @usableFromInline
+    let hosted: Bool
     @usableFromInline
     let keepAlive: Duration
     /// How long a replay cache outlives its stopped upstream (`ReplayExpiry.afterWindow`).
@@ -129,6 +148,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         keepAlive: Duration = .zero,
         replayExpiration: Duration? = nil,
         clock: TimerClock = .continuous,
+        hosted: Bool = false,
         upstream: UpstreamBody?
     ) {
         assert(keepAlive >= .zero, "the public faces check keepAlive")
@@ -156,6 +176,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
                     policy: policy, replay: replay, mode: mode, keepAlive: lingering, replayExpiry: expiry,
                     now: clock.now)))
         self.upstreamBody = upstream
+        self.hosted = hosted
         self.keepAlive = Swift.min(keepAlive, Self.longestKeepAlive)
         self.replayExpiration = Swift.min(replayExpiration ?? .zero, Self.longestKeepAlive)
         self.clock = clock
@@ -185,13 +206,17 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         @usableFromInline let completionObservers: [CompletionObserver]?
         /// The tasks waiting to learn of an eviction that the transition resolved.
         @usableFromInline let evictionNotices: [Machine.EvictionNotice]?
+        /// A hosted storage's waiting `run()`, and the upstream iteration it must run.
+        @usableFromInline let hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
 
         @inlinable
         init(
             effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
             change: SubscriberCountObservers.Change?, completionObservers: [CompletionObserver]?,
-            evictionNotices: [Machine.EvictionNotice]?
+            evictionNotices: [Machine.EvictionNotice]?,
+            hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)? = nil
         ) {
+            self.hostWakeUp = hostWakeUp
             self.effects = effects
             self.upstreamTask = upstreamTask
             self.timerTask = timerTask
@@ -240,18 +265,20 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         let change = state.countObservers.change(to: state.machine.subscriberCount)
         let completionObservers = Self.takeCompletionObservers(&state)
         let evictionNotices = state.machine.takeEvictionNotices()
+        let hostWakeUp = state.hostWakeUp
+        if hostWakeUp != nil { state.hostWakeUp = nil }
         // Nothing left to do, as for most joins and leaves: no allocation (`compare --only
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
         // per leave).
         if upstreamTask == nil, timerTask == nil, change == nil, completionObservers == nil,
-            evictionNotices == nil, effects.subscribers.isEmpty, effects.producers.isEmpty,
+            evictionNotices == nil, hostWakeUp == nil, effects.subscribers.isEmpty, effects.producers.isEmpty,
             effects.handedOver.isEmpty, effects.parkedElementsAppended == 0
         {
             return nil
         }
         return OutsideLock(
             effects: effects, upstreamTask: upstreamTask, timerTask: timerTask, change: change,
-            completionObservers: completionObservers, evictionNotices: evictionNotices)
+            completionObservers: completionObservers, evictionNotices: evictionNotices, hostWakeUp: hostWakeUp)
     }
 
     /// Outside the lock: does what `endCriticalSection` took, in this order: resumes the
@@ -269,6 +296,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             for observer in observers { observer.onCompletion() }
         }
         if let notices = work.evictionNotices { Self.resume(notices) }
+        if let wakeUp = work.hostWakeUp { wakeUp.continuation.resume(returning: wakeUp.epoch) }
     }
 
     /// Resumes the continuations `effects` hands over, and counts the senders' elements it

@@ -434,4 +434,31 @@ struct ShareGuideTests {
             print("B:", await b.value)
         }
     }
+
+    // Guides/Share.md: Structured sharing
+    @Test func structuredSharing() async {
+        await example(
+            printing: """
+                received 1
+                received 2
+                received 3
+                the end
+                nothing of it is left running
+                """
+        ) {
+            let numbers = AsyncStream<Int> { continuation in
+                for n in 1...3 { continuation.yield(n) }
+                continuation.finish()
+            }
+            let shared = numbers.sharedService(replay: 3, started: .eagerly)
+            await withDiscardingTaskGroup { group in
+                group.addTask { await shared.run() }  // hosts the upstream
+                group.addTask {
+                    for await n in shared { print("received", n) }
+                    print("the end")
+                }
+            }
+            print("nothing of it is left running")
+        }
+    }
 }

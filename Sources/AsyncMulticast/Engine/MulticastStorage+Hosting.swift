@@ -1,0 +1,145 @@
+// Hosting, for `AsyncSharedService`: the upstream runs inside the caller's `run()` instead of
+// a detached task of its own. The machine decides when an upstream iteration starts and stops
+// exactly as for `share()`; what differs is who creates its task. `startUpstream` hands the
+// epoch to `run()` (`handToHost`), which creates the task in its own context (so the
+// upstream sees `run()`'s task-local values and priority), registers it under the lock as
+// `startUpstream` would, and awaits it. One iteration at a time, so two never overlap.
+//
+//     run()  ──claims──▶ waits (Host.waiting) ──epoch──▶ creates, registers, awaits the task
+//        ▲                                                                  │
+//        └─────────────────── the iteration ended or was cancelled ◀───────┘
+//     cancelled, or the machine terminated ──▶ hostStopped(): subscribers drain, then end
+
+extension MulticastStorage {
+    /// Where a hosted storage's `run()` is.
+    @usableFromInline
+    enum Host: Sendable {
+        /// No `run()` yet: upstream iterations the machine starts wait in `pendingEpoch`.
+        case notRunning
+        /// `run()` is running an upstream iteration, or deciding what to do next.
+        case running
+        /// `run()` waits for the machine to start an upstream iteration.
+        case waiting(UnsafeContinuation<UInt64?, Never>)
+        /// `run()` returned: the machine has terminated.
+        case ended
+    }
+
+    /// Under the lock, from `startUpstream`: the machine started iteration `epoch`; `run()`
+    /// runs it, woken (outside the lock, `OutsideLock.hostWakeUp`) if it waits.
+    @inlinable
+    func handToHost(epoch: UInt64, in state: inout State) {
+        if case .waiting(let continuation) = state.host {
+            state.host = .running
+            state.hostWakeUp = (continuation, epoch)
+        } else {
+            state.pendingEpoch = epoch
+        }
+    }
+
+    /// `AsyncSharedService.run()`: runs the upstream iterations the machine starts, one at a
+    /// time, in tasks created here, until this task is cancelled or the upstream ends; then
+    /// ends the subscribers (`hostStopped`) and returns once no task of this storage runs.
+    /// Throws the upstream's error if it failed.
+    @inlinable
+    func host(connectingAtOnce: Bool) async throws(Failure) {
+        let claimed: Bool? = self.state.withLock { state in
+            switch state.host {
+            case .notRunning:
+                state.host = .running
+                return true
+            case .ended:
+                return false
+            case .running, .waiting:
+                return nil
+            }
+        }
+        guard let claimed else {
+            preconditionFailure("run(): this shared service is already running in another task")
+        }
+        if claimed {
+            if connectingAtOnce { _ = self.connect() }
+            while let epoch = await self.nextHostedEpoch() {
+                guard let task = self.startHostedUpstream(epoch: epoch) else { continue }
+                await withTaskCancellationHandler {
+                    await task.value
+                } onCancel: {
+                    self.hostCancelled()
+                }
+            }
+            await self.stopHosting()
+        }
+        if case .failed(let error)? = self.state.withLock({ $0.machine.terminal }) { throw error }
+    }
+
+    /// The next upstream iteration to run: one the machine started and `run()` did not pick
+    /// up yet, or the next one it starts; `nil` once the machine has terminated or this task
+    /// is cancelled.
+    @inlinable
+    func nextHostedEpoch() async -> UInt64? {
+        await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: UnsafeContinuation<UInt64?, Never>) in
+                let answer: UInt64?? = self.state.withLock { state in
+                    if Task.isCancelled || state.machine.terminal != nil { return .some(nil) }
+                    if let epoch = state.pendingEpoch {
+                        state.pendingEpoch = nil
+                        return .some(epoch)
+                    }
+                    state.host = .waiting(continuation)
+                    return nil
+                }
+                if let answer { continuation.resume(returning: answer) }
+            }
+        } onCancel: {
+            let waiting = self.state.withLock { state -> UnsafeContinuation<UInt64?, Never>? in
+                guard case .waiting(let continuation) = state.host else { return nil }
+                state.host = .running
+                return continuation
+            }
+            waiting?.resume(returning: nil)
+        }
+    }
+
+    /// Creates and registers the task of upstream iteration `epoch`, in the calling task's
+    /// context (`run()`'s), unless the machine cancelled it meanwhile. As `startUpstream`
+    /// does, under the lock, so that whoever cancels the epoch finds the task.
+    @inlinable
+    func startHostedUpstream(epoch: UInt64) -> Task<Void, Never>? {
+        guard let body = self.upstreamBody else { return nil }
+        return self.state.withLock { state -> Task<Void, Never>? in
+            guard state.machine.isCurrent(epoch: epoch) else { return nil }
+            let sink = UpstreamSink(storage: self, epoch: epoch)
+            // Not detached: it inherits run()'s task-local values and priority.
+            let task = Task { await body(sink) }
+            state.upstreamTask = (epoch, task)
+            state.upstreamPriority = Task.currentPriority.rawValue
+            return task
+        }
+    }
+
+    /// `run()`'s task was cancelled while an upstream iteration ran: the machine ends
+    /// (`hostStopped`), which cancels the iteration; `run()` then sees it end.
+    @inlinable
+    func hostCancelled() {
+        let work = self.state.withLock { state in
+            if state.hostRetiredTimer == nil { state.hostRetiredTimer = state.timerTask }
+            return self.endCriticalSection(state.machine.hostStopped(), &state)
+        }
+        self.perform(work)
+    }
+
+    /// `run()` is over: the machine ends (`hostStopped`, if it has not), and this returns
+    /// once the timer task it cancelled has ended too (the upstream task already has).
+    @inlinable
+    func stopHosting() async {
+        let (work, timer) = self.state.withLock { state in
+            let timer = state.hostRetiredTimer ?? state.timerTask
+            state.hostRetiredTimer = nil
+            let work = self.endCriticalSection(state.machine.hostStopped(), &state)
+            state.host = .ended
+            state.pendingEpoch = nil
+            return (work, timer)
+        }
+        self.perform(work)
+        await timer?.value
+    }
+}
