@@ -10,6 +10,18 @@ private enum Trace {
     @TaskLocal static var id: String?
 }
 
+/// A first subscriber joins, its demand starts iteration 0 of `source`, it reads the element
+/// 1, and leaves (its iterator is released with the task that read).
+private func firstSubscriberReadsOneAndLeaves(
+    _ service: AsyncSharedService<Int, Never>, _ source: FedSource, sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    var iterator = service.makeAsyncIterator()
+    let next = Task { await iterator.next() }
+    await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
+    source.control.yield(1)
+    #expect(await next.value == 1, sourceLocation: sourceLocation)
+}
+
 @Suite("sharedService: structured sharing", .timeLimit(.minutes(1)))
 struct SharedServiceTests {
     @Test("whileSubscribed: starts with the first subscriber, stops when the last leaves, restarts, inside run()")
@@ -65,13 +77,7 @@ struct SharedServiceTests {
         let source = FedSource()
         let service = source.sharedService(buffering: .unbounded, started: .lazily)
         let hosting = Task { await service.run() }
-        do {
-            var iterator = service.makeAsyncIterator()
-            let next = Task { await iterator.next() }
-            await source.control.waitForStart(of: 0)
-            source.control.yield(1)
-            #expect(await next.value == 1)
-        }
+        await firstSubscriberReadsOneAndLeaves(service, source)
         try await waitUntil("the subscriber left") { service.subscriberCount == 0 }
         await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "still running")
@@ -159,13 +165,7 @@ struct SharedServiceTests {
         let service = source.sharedService(
             buffering: .unbounded, started: .whileSubscribed(stopTimeout: .seconds(60)), clock: clock)
         let hosting = Task { await service.run() }
-        do {
-            var iterator = service.makeAsyncIterator()
-            let next = Task { await iterator.next() }
-            await source.control.waitForStart(of: 0)
-            source.control.yield(1)
-            #expect(await next.value == 1)
-        }
+        await firstSubscriberReadsOneAndLeaves(service, source)
         await clock.waitForSleepers(count: 1)
         #expect(source.control.end(of: 0) == nil, "lingering for 60 s")
         hosting.cancel()
