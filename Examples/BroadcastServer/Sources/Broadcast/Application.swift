@@ -2,6 +2,8 @@ import Foundation
 import Hummingbird
 import Logging
 import NIOCore
+import ServiceLifecycle
+import UnixSignals
 
 /// The request context: Hummingbird's basics, plus the connection, which the event stream
 /// closes when its client is evicted while it is not writable (the client is not reading),
@@ -62,9 +64,11 @@ extension BroadcastHub {
     }
 
     /// The server on 127.0.0.1 and the configuration's port. `onServerRunning` receives the
-    /// port actually bound (useful with port 0).
-    public func application(
-        logger: Logger? = nil,
+    /// port actually bound (useful with port 0). Run it in
+    /// ``serviceGroup(logger:gracefulShutdownSignals:onServerRunning:)``, next to the feeds'
+    /// services: without them, the ticks never start.
+    func application(
+        logger: Logger,
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         Application(
@@ -78,5 +82,49 @@ extension BroadcastHub {
             },
             logger: logger
         )
+    }
+}
+
+extension BroadcastHub {
+    /// The server and its feeds, as one `ServiceGroup`: run it, and it serves until one of
+    /// `gracefulShutdownSignals` arrives (or `triggerGracefulShutdown()` is called), then
+    /// shuts down gracefully and returns.
+    ///
+    /// A group starts its services in order and shuts them down in reverse, each once the
+    /// previous one has returned. The feeds come after the HTTP server, so that they end
+    /// first:
+    ///
+    /// 1. the ticks' sharing (``SharingService``): its `run()` is cancelled, the upstream
+    ///    stops, and every client receives the ticks buffered for it, then the feed's end;
+    /// 2. the messages (``FinishingService``): the subject is finished, and every client
+    ///    receives the messages buffered for it, then the feed's end. Each client, once both
+    ///    feeds ended, gets `event: shutdown` and the end of its response;
+    /// 3. the HTTP server: it stops listening, waits for the responses still being written
+    ///    (closing the connections of clients that are not reading them), and closes the
+    ///    connections. Then `run()` returns.
+    ///
+    /// The other way round, the server would stop first and would have to cut the streams
+    /// itself, before the feeds had ended: the last ticks and messages buffered for a client
+    /// would be lost, and the sharing would end with nobody left to tell.
+    ///
+    /// If the ticks' upstream ends by itself (a ``TickSource`` that finishes), the group
+    /// shuts down gracefully as well.
+    public func serviceGroup(
+        logger: Logger = Logger(label: "BroadcastServer"),
+        gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
+        onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
+    ) -> ServiceGroup {
+        ServiceGroup(
+            configuration: .init(
+                services: [
+                    .init(service: self.application(logger: logger, onServerRunning: onServerRunning)),
+                    .init(service: FinishingService(subject: self.messages)),
+                    .init(
+                        service: SharingService(shared: self.ticks),
+                        successTerminationBehavior: .gracefullyShutdownGroup),
+                ],
+                gracefulShutdownSignals: gracefulShutdownSignals,
+                logger: logger
+            ))
     }
 }

@@ -20,12 +20,17 @@ public final class BroadcastHub: Sendable {
     /// its `: connected` until its handler ends, which an eviction makes happen at once.
     public let connectedClients = AsyncCurrentValueSubject<Int, Never>(0)
 
-    /// The shared ticks. `replay(1)`: a client that connects late gets the latest count
-    /// first. The upstream starts with the first client and is cancelled when the last one
-    /// leaves; the replayed count expires with it, so a restart counts from 1 again.
-    public let ticks: AsyncShareSequence<Int, Never>
+    /// The shared ticks, a structured sharing: the upstream runs inside `ticks.run()`, which
+    /// the service group runs (see ``serviceGroup(logger:gracefulShutdownSignals:onServerRunning:)``)
+    /// and cancels at graceful shutdown; every client then receives the ticks buffered for it,
+    /// then the end of the feed. `replay: 1`: a client that connects late gets the latest
+    /// count first. `.whileSubscribed()`: the upstream starts with the first client and is
+    /// cancelled when the last one leaves; the replayed count expires with it, so a restart
+    /// counts from 1 again.
+    public let ticks: AsyncSharedService<Int, Never>
 
-    /// The messages posted to `POST /messages`, sent to every connected client.
+    /// The messages posted to `POST /messages`, sent to every connected client. Finished at
+    /// graceful shutdown: every client receives the messages buffered for it, then the end.
     public let messages: AsyncPassthroughSubject<Message, Never>
 
     private let counters = Mutex(Counters())
@@ -58,7 +63,8 @@ public final class BroadcastHub: Sendable {
         // Every subscriber of both feeds (one of each per client) has this policy.
         let evicting = configuration.bufferingPolicy
         let source = upstream ?? TickSource(Ticker(interval: configuration.tickInterval))
-        self.ticks = source.monitored(by: self.upstreamStates).replay(1, buffering: evicting, clock: clock)
+        self.ticks = source.monitored(by: self.upstreamStates).sharedService(
+            replay: 1, buffering: evicting, started: .whileSubscribed(), clock: clock)
         self.messages = AsyncPassthroughSubject(buffering: evicting, clock: clock)
     }
 

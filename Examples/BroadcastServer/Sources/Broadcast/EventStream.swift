@@ -12,6 +12,9 @@ enum Outgoing: Sendable {
     /// The client was evicted from this feed (it fell too far behind): the last event it
     /// gets, when it can be written without waiting for the client.
     case evicted(feed: String)
+    /// The server shuts down: both feeds ended, and this comes after everything they had for
+    /// the client. The last event it gets.
+    case shutdown
 
     /// The server-sent-events text.
     var text: String {
@@ -27,6 +30,8 @@ enum Outgoing: Sendable {
             return ": heartbeat\n\n"
         case .evicted(let feed):
             return "event: evicted\ndata: fell too far behind on \(feed); reconnect\n\n"
+        case .shutdown:
+            return "event: shutdown\ndata: the server is shutting down; reconnect later\n\n"
         }
     }
 }
@@ -79,7 +84,13 @@ extension BroadcastHub {
     /// - **the client vanished** without closing (a network cut, a sleeping laptop): the
     ///   heartbeat written after `heartbeatInterval` of silence eventually fails, and the
     ///   handler ends;
-    /// - **graceful shutdown** (SIGINT, SIGTERM): the response ends.
+    /// - **graceful shutdown** (SIGINT, SIGTERM): the feeds' services, which the service group
+    ///   shuts down before the HTTP server, end both feeds (the ticks' `run()` is cancelled,
+    ///   the messages subject finished); each subscription delivers what was buffered for
+    ///   this client, then its end. Once both ended, the client gets `event: shutdown`, then
+    ///   the end of the response (see ``feedsEnded(_:)``). When the HTTP server then shuts
+    ///   down, a client that is not reading (its connection not writable) has its connection
+    ///   closed instead of being waited for.
     func stream(_ request: Request, to writer: inout any ResponseBodyWriter, channel: any Channel) async throws {
         // Subscribe first: from here on, every tick (starting with the latest one, replayed)
         // and every message is kept for this client, under the hub's evicting policy. The
@@ -101,10 +112,11 @@ extension BroadcastHub {
                     try await writer.write(ByteBuffer(string: ": connected\n\n"))
 
                     group.addTask {
-                        await self.forward(ticks, feed: "ticks", to: connection, as: Outgoing.tick)
-                    }
-                    group.addTask {
-                        await self.forward(messages, feed: "messages", to: connection, as: Outgoing.message)
+                        async let ticksEnded = self.forward(ticks, feed: "ticks", to: connection, as: Outgoing.tick)
+                        async let messagesEnded = self.forward(
+                            messages, feed: "messages", to: connection, as: Outgoing.message)
+                        let ended = await (ticksEnded, messagesEnded)
+                        if ended == (true, true) { await self.feedsEnded(connection) }
                     }
                     // `false`: the subscription left otherwise, or the response ended first.
                     group.addTask {
@@ -119,13 +131,16 @@ extension BroadcastHub {
                     while let item = await pending.next() {
                         try await connection.writes.during { try await writer.write(ByteBuffer(string: item.text)) }
                         if case .evicted = item { break }
+                        if case .shutdown = item { break }
                     }
                     // Inside the group, so that the write timeout watches the last write too.
                     try await connection.writes.during { try await writer.finish(nil) }
                     group.cancelAll()
                 }
             } onGracefulShutdown: {
-                outbox.finish()
+                // The HTTP server shuts down, after the feeds: this response ends on its own
+                // once its last events are written, unless the client is not reading them.
+                if !channel.isWritable { channel.close(promise: nil) }
             }
         } onInboundClosed: {
             outbox.finish()  // the client closed the connection
@@ -133,10 +148,12 @@ extension BroadcastHub {
     }
 
     /// Hands every element of one subscription to the writer, waiting while it is busy.
+    /// Returns whether the feed ended: false when the subscription was evicted, or when this
+    /// task was cancelled (the response ended first).
     private func forward<Element: Sendable>(
         _ subscription: SharedSubscription<Element, Never>, feed: String,
         to connection: ClientConnection, as outgoing: (Element) -> Outgoing
-    ) async {
+    ) async -> Bool {
         for await event in subscription.events {
             switch event {
             case .element(let element):
@@ -146,10 +163,19 @@ extension BroadcastHub {
             case .evicted:
                 // The watching task has usually acted already; if not, this does.
                 self.evicted(connection, feed: feed)
-                return
+                return false
             }
         }
-        // The feed ended (or this task was cancelled): so does the response.
+        return !Task.isCancelled
+    }
+
+    /// Both feeds ended for this client, each after everything it had for it: the server is
+    /// shutting down (their services end them at graceful shutdown). The client gets
+    /// `event: shutdown` after all it was handed, then the end of the response. Nothing if an
+    /// eviction or the write timeout is ending the response already.
+    private func feedsEnded(_ connection: ClientConnection) async {
+        guard connection.ending.set() else { return }
+        await connection.outbox.send(waitingForRoom: .shutdown)
         connection.outbox.finish()
     }
 
@@ -218,8 +244,8 @@ final class ClientConnection: Sendable {
     let outbox: AsyncPassthroughSubject<Outgoing, Never>
     /// Whether a write is pending, and since when.
     let writes = WriteTracker()
-    /// Set by the first of an eviction and the write timeout to end the response, which is
-    /// the one the stats count.
+    /// Set by the first of an eviction, the write timeout and the end of the feeds to end the
+    /// response, which is the one the stats count.
     let ending = Flag()
 
     init(channel: any Channel, outbox: AsyncPassthroughSubject<Outgoing, Never>) {

@@ -1,8 +1,9 @@
 import AsyncMulticast
 
 /// Counts 1, 2, 3, … one count per `interval`, afresh for every iteration. The first count
-/// comes at once. It stops when the iterating task is cancelled, which is how `share()` and
-/// `replay(_:)` stop their upstream when the last subscriber leaves.
+/// comes at once. It stops when the iterating task is cancelled, which is how a shared
+/// service stops its upstream: when the last subscriber leaves (`.whileSubscribed()`), and
+/// when its `run()` is cancelled (graceful shutdown).
 public struct Ticker: AsyncSequence, Sendable {
     public let interval: Duration
 
@@ -23,7 +24,7 @@ public struct Ticker: AsyncSequence, Sendable {
                 do {
                     try await Task.sleep(for: self.interval)
                 } catch {
-                    return nil  // cancelled: the last subscriber left
+                    return nil  // cancelled: the last subscriber left, or the server shuts down
                 }
             }
             if Task.isCancelled { return nil }

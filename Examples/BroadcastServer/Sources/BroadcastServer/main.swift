@@ -14,9 +14,11 @@ do {
 }
 
 let hub = BroadcastHub(configuration: configuration)
-let app = hub.application { port in
+// The HTTP server and the feeds it serves, in one ServiceGroup.
+let services = hub.serviceGroup { port in
     // Unbuffered, so that a script reading the port sees it at once.
     FileHandle.standardOutput.write(Data("BroadcastServer listening on http://127.0.0.1:\(port)\n".utf8))
 }
-// Runs until SIGINT or SIGTERM, then shuts down gracefully: open event streams end.
-try await app.runService()
+// Runs until SIGINT or SIGTERM, then shuts down gracefully: the feeds end, every open event
+// stream gets `event: shutdown` and ends, the server stops, and the process exits with 0.
+try await services.run()

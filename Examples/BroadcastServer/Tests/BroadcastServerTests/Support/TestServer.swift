@@ -20,7 +20,7 @@ struct TestServer: Sendable {
     )
 
     /// Starts a server, runs `body` with it, and shuts the server down gracefully (which
-    /// ends the event streams still open).
+    /// ends the event streams still open, with `event: shutdown`).
     static func run<Result: Sendable>(
         _ configuration: BroadcastConfiguration = Self.configuration,
         upstream: TickSource? = nil,
@@ -33,9 +33,11 @@ struct TestServer: Sendable {
         var logger = Logger(label: "BroadcastServerTests")
         logger.logLevel = .warning
         let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
-        let application = hub.application(logger: logger) { port in portContinuation.yield(port) }
-        let services = ServiceGroup(
-            configuration: .init(services: [application], gracefulShutdownSignals: [], logger: logger))
+        // The server's own service group (the HTTP server, then the feeds), without signals:
+        // the test triggers its graceful shutdown.
+        let services = hub.serviceGroup(logger: logger, gracefulShutdownSignals: []) { port in
+            portContinuation.yield(port)
+        }
 
         return try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { try await services.run() }
@@ -63,24 +65,7 @@ struct TestServer: Sendable {
     /// Connects `count` event-stream clients and waits until each has read `: connected`,
     /// which the server writes once the client's subscriptions exist.
     func connectClients(_ count: Int) async throws -> [SSEClient] {
-        try await withTimeout(.seconds(20), "\(count) clients to connect") {
-            try await withThrowingTaskGroup(of: SSEClient.self) { group in
-                for _ in 0..<count {
-                    group.addTask {
-                        let client = try await SSEClient.connect(port: self.port)
-                        var items = client.items.makeAsyncIterator()
-                        let first = await items.next()
-                        guard first == .comment("connected") else {
-                            throw TimedOut(what: "`: connected`, got \(String(describing: first))")
-                        }
-                        return client
-                    }
-                }
-                var clients: [SSEClient] = []
-                for try await client in group { clients.append(client) }
-                return clients
-            }
-        }
+        try await connectEventStreams(count, port: self.port)
     }
 
     /// Waits until the shared ticks and the messages subject both have exactly `count`
