@@ -3,8 +3,9 @@ import Broadcast
 import NIOCore
 import Testing
 
-/// Every test runs the server in this process on 127.0.0.1 and a free port, and talks to it
-/// over real TCP connections. The tests run one after the other: test 4 measures rates.
+/// Every test runs the server on 127.0.0.1 and a free port, in this process (test 11: as a
+/// child process, to send it a real SIGTERM), and talks to it over real TCP connections. The
+/// tests run one after the other: test 4 measures rates.
 @Suite(.serialized, .timeLimit(.minutes(1)))
 struct BroadcastServerTests {
     /// 1. 100 concurrent clients receive every posted message, in order.
@@ -536,6 +537,115 @@ struct BroadcastServerTests {
         }
         #expect(throws: BroadcastConfiguration.UsageError.self) {
             try BroadcastConfiguration(arguments: ["--soft-limit-duration", "0"])
+        }
+    }
+
+    /// 11. SIGTERM to the server running as a child process (the built executable, as in
+    /// production): the feeds end first, so every open stream receives what it was owed
+    /// (every message posted before the signal, the ticks without a gap), then
+    /// `event: shutdown`, then the end of its response; and the process exits with status 0
+    /// within 10 s.
+    @Test func sigtermEndsEveryStreamWithAFinalEventThenExits() async throws {
+        let server = try await ServerProcess.start(["--tick", "0.05", "--heartbeat", "1"], within: .seconds(30))
+        defer { server.kill() }  // if the test failed before it exited
+        let clients = try await connectEventStreams(3, port: server.port)
+
+        // Gates: the ticks reach every client, and the server counts three of them.
+        var firstTicks: [Int] = []
+        for client in clients {
+            let tick = try await withTimeout(.seconds(10), "a first tick") { () async -> Int? in
+                var items = client.items.makeAsyncIterator()
+                return await items.next(named: "tick").flatMap { Int($0.data) }
+            }
+            firstTicks.append(try #require(tick))
+        }
+        let stats = try await fetchStats(port: server.port)
+        #expect(stats.clients == 3)
+        #expect(stats.subscribers == 3)
+        #expect(stats.upstreamRunning)
+        // Accepted (202) means held for every client: each must receive them before the end.
+        let posted = try await HTTPConnection.with(port: server.port) { http in
+            var ids: [Int] = []
+            for n in 1...5 { ids.append(try await http.post("before the shutdown \(n)")) }
+            return ids
+        }
+
+        let clock = ContinuousClock()
+        let signalled = clock.now
+        server.terminate()
+        // Each client reads until its connection ends.
+        let streams = try await withTimeout(.seconds(10), "every stream to end after SIGTERM") {
+            try await withThrowingTaskGroup(of: (Int, [SSEItem], Duration).self) { group in
+                for (index, client) in clients.enumerated() {
+                    group.addTask {
+                        var items: [SSEItem] = []
+                        var finalEvent = Duration.zero
+                        for await item in client.items {
+                            items.append(item)
+                            if case .event("shutdown", _, _) = item { finalEvent = clock.now - signalled }
+                        }
+                        return (index, items, finalEvent)
+                    }
+                }
+                return try await group.reduce(into: [:]) { $0[$1.0] = ($1.1, $1.2) }
+            }
+        }
+        let exit = try await server.waitForExit(within: .seconds(10))
+        let exited = clock.now - signalled
+        #expect(exit == ServerProcess.Exit(status: 0, exited: true), "it printed:\n\(server.printed)")
+        #expect(exited < .seconds(10))
+
+        for index in clients.indices {
+            let items = try #require(streams[index]?.0)
+            let events = items.compactMap { item -> (name: String, id: String?, data: String)? in
+                if case .event(let name, let id, let data) = item { (name, id, data) } else { nil }
+            }
+            // What it was owed: every message posted before the signal, in order, and the
+            // ticks after its first one, without a gap.
+            let messageIDs = events.filter { $0.name == "message" }.map { Int($0.id ?? "") ?? -1 }
+            #expect(messageIDs == posted, "client \(index)")
+            let ticks = events.filter { $0.name == "tick" }.map { Int($0.data) ?? -1 }
+            let first = firstTicks[index]
+            #expect(ticks == Array((first + 1)..<(first + 1 + ticks.count)), "client \(index)")
+            // Then the final event, once, and the end of the response right after it.
+            #expect(events.last?.name == "shutdown", "client \(index): \(items.suffix(3))")
+            #expect(events.filter { $0.name == "shutdown" }.count == 1, "client \(index)")
+            #expect(items.suffix(2).last == .endOfResponse, "client \(index): \(items.suffix(3))")
+            #expect(items.dropLast().last == .event(name: "shutdown", id: nil, data: "the server is shutting down; reconnect later"))
+        }
+        let finalEvents = clients.indices.compactMap { streams[$0]?.1 }
+        print(
+            "[11] SIGTERM to the server process (pid \(server.pid)) with 3 clients: each got the \(posted.count) messages"
+                + " and its ticks, then `event: shutdown` (after \(finalEvents.map(\.ms)))"
+                + " and the end of its response; the process exited with status \(exit.status) after \(exited.ms) (limit 10 s)")
+    }
+
+    /// 12. An upstream that ends by itself (a ``TickSource`` over a subject the test
+    /// finishes) ends the sharing's `run()`, and that shuts the whole server down
+    /// gracefully: the client gets the ticks, then `event: shutdown`, then the end of its
+    /// response, and the service group returns.
+    @Test func upstreamThatEndsShutsTheServerDownGracefully() async throws {
+        let ticks = AsyncPassthroughSubject<Int, Never>()
+        try await TestServer.run(upstream: TickSource(ticks)) { server in
+            let client = try await server.connectClients(1)[0]
+            try await withTimeout(.seconds(10), "the upstream to subscribe") {
+                try await ticks.waitForSubscribers(atLeast: 1)
+            }
+            ticks.send(1)
+            ticks.send(2)
+            ticks.finish()
+            let items = try await withTimeout(.seconds(10), "the response to end") {
+                var items: [SSEItem] = []
+                for await item in client.items { items.append(item) }
+                return items
+            }
+            let events = items.compactMap { item -> String? in
+                if case .event(let name, _, let data) = item { "\(name) \(data)" } else { nil }
+            }
+            #expect(events == ["tick 1", "tick 2", "shutdown the server is shutting down; reconnect later"])
+            #expect(items.last == .endOfResponse)
+            try await server.waitForClients(0, within: .seconds(10))
+            print("[12] the upstream ended: the client got \(events.count - 1) ticks, `event: shutdown` and the end of its response")
         }
     }
 }

@@ -61,6 +61,29 @@ extension AsyncStream<SSEItem>.Iterator {
     }
 }
 
+/// Connects `count` event-stream clients to the server on `port`, and waits until each has
+/// read `: connected`, which the server writes once the client's subscriptions exist.
+func connectEventStreams(_ count: Int, port: Int) async throws -> [SSEClient] {
+    try await withTimeout(.seconds(20), "\(count) clients to connect") {
+        try await withThrowingTaskGroup(of: SSEClient.self) { group in
+            for _ in 0..<count {
+                group.addTask {
+                    let client = try await SSEClient.connect(port: port)
+                    var items = client.items.makeAsyncIterator()
+                    let first = await items.next()
+                    guard first == .comment("connected") else {
+                        throw TimedOut(what: "`: connected`, got \(String(describing: first))")
+                    }
+                    return client
+                }
+            }
+            var clients: [SSEClient] = []
+            for try await client in group { clients.append(client) }
+            return clients
+        }
+    }
+}
+
 /// A response to a ``HTTPConnection`` request.
 struct HTTPResult: Sendable {
     let status: Int
