@@ -16,8 +16,12 @@
 /// }
 /// ```
 ///
-/// With swift-service-lifecycle, one line makes it a `Service`, to run in a `ServiceGroup`
-/// beside the server: `extension AsyncSharedService: @retroactive Service {}`.
+/// In a swift-service-lifecycle `ServiceGroup`, run it beside the server through a small
+/// `Service` whose `run()` calls this one inside `cancelWhenGracefulShutdown`: graceful
+/// shutdown is a request, not a cancellation, and this library does not depend on
+/// swift-service-lifecycle to hear it (a bare `extension AsyncSharedService: Service {}`
+/// compiles, but would keep the group from shutting down). The Share guide's "Structured
+/// sharing" section shows the service and the order of a streaming server's services.
 ///
 /// - **Before `run()`**, subscribers may join; under `.lazily` or `.whileSubscribed` their
 ///   demand starts the upstream once `run()` runs.
