@@ -4,6 +4,13 @@
 // (`SharedSubscription.waitForEviction()`).
 
 extension MulticastStateMachine.Lane {
+    /// An `.evicting` policy's soft limit, read only on an `.evict` lane.
+    @inlinable
+    var softLimit: SharedBufferingPolicy.SoftLimit? {
+        if case .evicting(_, let soft) = self.policy { return soft }
+        return nil
+    }
+
     /// `.evict` with a soft limit, after the element that made the tail `newTail` was
     /// appended (and the hard limit applied): stamps the deadline of the cell that went
     /// past `soft.count` with it (see `softDeadlines`), and evicts the cells whose
@@ -31,18 +38,43 @@ extension MulticastStateMachine.Lane {
             if self.softDeadlines.isEmpty { self.softDeadlines.rebase(to: self.minCursor) }
         }
         let reading = now()
-        var deadline = reading.saturatingAdding(soft.duration)
-        // Deadlines never go back, even when the clock does: the cells are evicted in order.
-        if !self.softDeadlines.isEmpty {
-            deadline = Swift.max(deadline, self.softDeadlines[self.softDeadlines.endIndex - 1])
+        let deadline = reading.saturatingAdding(soft.duration)
+        // Deadlines never decrease (the cells are evicted in order). The clock went back
+        // since the last one was written (a user's clock need not be monotonic): the ones
+        // later than this one come down to it, so that no reading taken before the jump
+        // keeps a member that fell behind after it for longer than the duration.
+        if !self.softDeadlines.isEmpty, self.softDeadlines[self.softDeadlines.endIndex - 1] > deadline {
+            self.capSoftDeadlines(at: deadline)
         }
         while self.softDeadlines.endIndex < pastSoft { self.softDeadlines.append(deadline) }
         var evictedAny = false
-        while !self.counts.isEmpty, self.minCursor < pastSoft, self.softDeadlines[self.minCursor] <= reading {
+        while !self.counts.isEmpty, self.minCursor < pastSoft,
+            Self.isReached(self.softDeadlines[self.minCursor], at: reading)
+        {
             self.evictOldestCell()
             evictedAny = true
         }
         return evictedAny
+    }
+
+    /// Whether a soft deadline has come at `reading`. One that saturated (a duration or a
+    /// clock reading near `Duration`'s largest value) never comes: it stands for later than
+    /// any reading.
+    @inlinable
+    static func isReached(_ deadline: Duration, at reading: Duration) -> Bool {
+        deadline <= reading && deadline != Duration(attoseconds: .max)
+    }
+
+    /// The clock went back: every soft deadline later than `deadline` becomes `deadline`.
+    /// Rare, so the ring is rebuilt.
+    @inlinable
+    mutating func capSoftDeadlines(at deadline: Duration) {
+        var capped = IndexedRing<Duration>()
+        capped.rebase(to: self.softDeadlines.startIndex)
+        for position in self.softDeadlines.startIndex..<self.softDeadlines.endIndex {
+            capped.append(Swift.min(self.softDeadlines[position], deadline))
+        }
+        self.softDeadlines = capped
     }
 
 }
@@ -149,6 +181,10 @@ extension MulticastStateMachine {
             self.evictionNotices.append(EvictionNotice(continuation: watcher.continuation, evicted: evicted))
         }
     }
+
+    /// Whether eviction watchers were resolved and not taken yet (`takeEvictionNotices()`).
+    @inlinable
+    var hasEvictionNotices: Bool { !self.evictionNotices.isEmpty }
 
     /// The eviction watchers resolved since the last call, for the storage to resume outside
     /// the lock; `nil` if none (the usual case: a test of an empty array).

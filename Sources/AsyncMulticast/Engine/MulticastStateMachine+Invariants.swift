@@ -167,9 +167,9 @@ extension MulticastStateMachine {
             // `.park`: a member may hold more than its bound past a subject's synchronous
             // `send`, which cannot wait.
             (evicts, freezes) = (false, false)
-        case .evict(let limit, let soft):
+        case .evict(let limit):
             guard held <= limit else { return "holds \(held), more than its eviction limit \(limit)" }
-            if let problem = Self.softDeadlineViolation(lane, soft: soft, tail: self.tail) { return problem }
+            if let problem = Self.softDeadlineViolation(lane, soft: lane.softLimit, tail: self.tail) { return problem }
             (evicts, freezes) = (true, false)
         case .dropOldest(let keep):
             guard held <= keep else { return "holds \(held), more than \(keep)" }

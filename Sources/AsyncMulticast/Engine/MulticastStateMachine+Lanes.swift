@@ -76,7 +76,7 @@ extension MulticastStateMachine {
             switch overflow {
             case .park(let bound):
                 (self.bound, self.isLossless, self.batchLimit) = (bound, true, Swift.min(bound / 2, Self.maxBatch))
-            case .evict(let limit, _):
+            case .evict(let limit):
                 (self.bound, self.isLossless, self.batchLimit) = (.max, true, Swift.min(limit / 2, Self.maxBatch))
             case .keepAll:
                 (self.bound, self.isLossless, self.batchLimit) = (.max, true, Self.maxBatch)

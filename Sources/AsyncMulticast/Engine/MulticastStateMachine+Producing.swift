@@ -83,12 +83,14 @@ extension MulticastStateMachine {
                     while !lanes[laneIndex].counts.isEmpty && lanes[laneIndex].minCursor < floor {
                         lanes[laneIndex].advanceOldestCell(tail: newTail)
                     }
-                case .evict(let limit, let soft):
+                case .evict(let limit):
                     // Members that would now hold `limit + 1` are evicted: the cell goes.
                     let evicted = lanes[laneIndex].evicted
                     lanes[laneIndex].evictCells(before: newTail - limit)
                     if lanes[laneIndex].evicted != evicted { evictedAny = true }
-                    if let soft, lanes[laneIndex].applySoftLimit(soft, newTail: newTail, now: now) {
+                    if let soft = lanes[laneIndex].softLimit,
+                        lanes[laneIndex].applySoftLimit(soft, newTail: newTail, now: now)
+                    {
                         evictedAny = true
                     }
                 case .park, .freeze, .keepAll:
@@ -126,12 +128,14 @@ extension MulticastStateMachine {
         self.lanes[0].elementAppended(at: self.tail)
         var evictedAny = false
         switch self.lanes[0].overflow {
-        case .evict(let limit, let soft):
+        case .evict(let limit):
             // Members that would now hold `limit + 1` are evicted (the whole cell).
             let evicted = self.lanes[0].evicted
             self.lanes[0].evictCells(before: newTail - limit)
             evictedAny = self.lanes[0].evicted != evicted
-            if let soft, self.lanes[0].applySoftLimit(soft, newTail: newTail, now: self.now) { evictedAny = true }
+            if let soft = self.lanes[0].softLimit, self.lanes[0].applySoftLimit(soft, newTail: newTail, now: self.now) {
+                evictedAny = true
+            }
         case .park, .keepAll:
             break  // `.park`: the room check below
         case .dropOldest, .freeze:

@@ -84,17 +84,19 @@ extension MulticastStorage {
     static var upstreamStartPriority: TaskPriority { .medium }
 
     /// Under the lock, for a subscriber about to wait for an element: the upstream task to
-    /// escalate to the priority of the subscriber's task (outside the lock, with
-    /// `escalate(_:to:)`), if one runs at a lower one, so that a subscriber of high
-    /// priority never waits behind an upstream of lower priority. At most once per upstream
-    /// task and priority level: the state remembers how far it escalated.
+    /// escalate to the priority of the subscriber's task (returned in `priority`; outside
+    /// the lock, with `escalate(_:to:)`), if one runs at a lower one, so that a subscriber of
+    /// high priority never waits behind an upstream of lower priority. At most once per
+    /// upstream task and priority level: the state remembers how far it escalated. Without
+    /// an upstream task (`upstreamPriority` is `UInt8.max`) one comparison.
     @inlinable
-    static func escalateUpstream(in state: inout State) -> (task: Task<Void, Never>, priority: TaskPriority)? {
-        guard let running = state.upstreamTask else { return nil }
-        let priority = Task.currentPriority
-        guard priority.rawValue > state.upstreamPriority else { return nil }
-        state.upstreamPriority = priority.rawValue
-        return (running.task, priority)
+    @inline(__always)
+    static func upstreamToEscalate(priority: inout UInt8, in state: inout State) -> Task<Void, Never>? {
+        guard state.upstreamPriority < UInt8.max else { return nil }
+        priority = Task.currentPriority.rawValue
+        guard priority > state.upstreamPriority, let running = state.upstreamTask else { return nil }
+        state.upstreamPriority = priority
+        return running.task
     }
 
     /// Raises `task` to `priority` (SE-0462), where the toolchain and the OS have it: Swift

@@ -52,9 +52,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var upstreamTask: (epoch: UInt64, task: Task<Void, Never>)?
         /// The highest priority `upstreamTask` runs at, as far as this storage knows (its
         /// `TaskPriority.rawValue`): what it started with, or what a waiting subscriber
-        /// escalated it to (`escalateUpstream(in:)`).
+        /// escalated it to (`upstreamToEscalate(to:in:)`). No upstream task: `UInt8.max`, so
+        /// that a waiting subscriber of a subject compares once and escalates nothing.
         @usableFromInline
-        var upstreamPriority: UInt8 = 0
+        var upstreamPriority = UInt8.max
         /// A hosted storage's `run()` (see MulticastStorage+Hosting.swift).
         @usableFromInline
         var host = Host.notRunning

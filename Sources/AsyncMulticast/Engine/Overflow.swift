@@ -13,11 +13,12 @@ enum Overflow: Sendable, Equatable {
     /// `.bounded(bound)`: the producer parks once a member holds `bound` (see `hasRoom`).
     /// Lossless.
     case park(bound: Int)
-    /// `.evicting(limit, softLimit: soft)`: members that would hold `limit + 1` are evicted:
+    /// `.evicting(limit, softLimit:)`: members that would hold `limit + 1` are evicted:
     /// their histogram cell leaves the lane, and they learn it when they next read. With a
-    /// `soft` limit, so are members that have held more than `soft.count` for
-    /// `soft.duration` (`Lane.softDeadlines`). Lossless until then.
-    case evict(limit: Int, soft: SharedBufferingPolicy.SoftLimit?)
+    /// soft limit (`Lane.softLimit`: kept out of this payload, which the producer copies on
+    /// every element), so are members that have held more than its count for its duration
+    /// (`Lane.softDeadlines`). Lossless until then.
+    case evict(limit: Int)
     /// `.bufferingNewest(keep)`, and `.bufferingOldest(0)`: members that would hold
     /// `keep + 1` drop their oldest: their histogram cell moves one position forward.
     case dropOldest(keep: Int)
@@ -34,8 +35,8 @@ enum Overflow: Sendable, Equatable {
         switch policy {
         case .bounded(let bound):
             self = .park(bound: bound)
-        case .evicting(let limit, let soft):
-            self = .evict(limit: limit, soft: soft)
+        case .evicting(let limit, _):
+            self = .evict(limit: limit)
         case .bufferingNewest(let keep):
             self = .dropOldest(keep: keep)
         case .bufferingOldest(0):

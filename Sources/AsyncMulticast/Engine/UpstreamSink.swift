@@ -22,6 +22,7 @@ extension MulticastStorage {
         /// Synchronous on purpose: the common case is one lock acquisition, and the upstream
         /// loop pays no async frame or executor check per element; only parking suspends.
         @inlinable
+        @inline(__always)
         func yield(_ element: Element) -> Machine.ProduceOutcome {
             self.storage.offer(element, epoch: self.epoch, respectingBounds: true)
         }
