@@ -93,7 +93,8 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     /// The limit is checked when an element is produced, like Redis's: a subscriber whose
     /// duration is over is evicted by the next element, not while the upstream is silent
     /// (it then holds nothing new). The duration is timed on the sequence's `clock:`
-    /// (`ContinuousClock` by default).
+    /// (`ContinuousClock` by default); a clock set back never keeps a subscriber for more
+    /// than `duration` after the reading that went back.
     ///
     /// ```swift
     /// let soft = SharedBufferingPolicy.SoftLimit.above(256, for: .seconds(10))

@@ -208,7 +208,7 @@ extension MulticastStateMachine {
         let slot = self.slots[slotIndex]
         let count: Int
         if slot.readsPrivateQueue || slot.lane == Slot.noLane {
-            count = self.privateQueues[UInt32(slotIndex)]?.pending ?? 0
+            count = self.privateQueues[UInt32(slotIndex)]?.held ?? 0
         } else {
             let lane = self.lanes[Int(slot.lane)]
             if slot.cursor >= lane.minCursor {

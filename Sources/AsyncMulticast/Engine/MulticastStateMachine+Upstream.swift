@@ -166,8 +166,10 @@ extension MulticastStateMachine {
                 pending = self.pendingElements(of: slotIndex)
                 copies[slot.cursor] = pending
             }
+            let greeting = self.greetings[UInt32(slotIndex)]?.remaining ?? 0
             self.leaveLane(slotIndex)
             self.privateQueues[UInt32(slotIndex)] = PrivateQueue(queue: pending, endsWhenEmpty: true)
+            self.privateQueues[UInt32(slotIndex)]!.greeting = greeting
             self.privateQueues[UInt32(slotIndex)]!.endsEvicted = wasEvicted
             // What its policy had dropped is still reported where it was (lag reports).
             self.privateQueues[UInt32(slotIndex)]!.gaps = gaps

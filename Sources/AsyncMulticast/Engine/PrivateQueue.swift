@@ -56,6 +56,14 @@ extension MulticastStateMachine {
         /// Elements popped before `queue[head]`, over the queue's life.
         @usableFromInline
         var popped = 0
+        /// With `endsWhenEmpty`: how many of the queue's first elements are the rest of a
+        /// replay greeting, which the subscriber does not hold (`backlog(of:)`).
+        @usableFromInline
+        var greeting = 0
+
+        /// What the subscriber holds of `pending`: all of it but the greeting not read yet.
+        @inlinable
+        var held: Int { self.pending - Swift.max(0, self.greeting - self.popped) }
 
         @inlinable
         init(queue: [Element], endsWhenEmpty: Bool = false, nextPosition: Int = 0) {
