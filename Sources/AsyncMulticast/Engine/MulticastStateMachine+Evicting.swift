@@ -80,6 +80,21 @@ extension MulticastStateMachine.Lane {
 }
 
 extension MulticastStateMachine {
+    /// The end of `appendToSoleLosslessLane` after its lane evicted members: the same, then
+    /// the evictions are noticed, after the hand-over (until it, a waiting member's cell is
+    /// already at the new tail while its cursor is not, and `isEvicted` would take it for
+    /// evicted). Out of line, so that the usual append carries no flag across the hand-over
+    /// (about 10 instructions of register spills an element, `compare --instructions`).
+    @inlinable
+    @inline(never)
+    mutating func appendedToSoleLaneAfterEvictions(
+        _ element: Element, newTail: Int, resuming: inout [SubscriberContinuation]
+    ) -> Bool {
+        let hasRoom = self.appendedToSoleLane(element, newTail: newTail, resuming: &resuming)
+        self.evictionsHappened()
+        return hasRoom
+    }
+
     /// A task waiting in `SharedSubscription.waitForEviction()`; `token` finds it when that
     /// task is cancelled.
     @usableFromInline

@@ -126,21 +126,31 @@ extension MulticastStateMachine {
     mutating func appendToSoleLosslessLane(_ element: Element, resuming: inout [SubscriberContinuation]) -> Bool {
         let newTail = self.tail + 1
         self.lanes[0].elementAppended(at: self.tail)
-        var evictedAny = false
         switch self.lanes[0].overflow {
         case .evict(let limit):
             // Members that would now hold `limit + 1` are evicted (the whole cell).
             let evicted = self.lanes[0].evicted
             self.lanes[0].evictCells(before: newTail - limit)
-            evictedAny = self.lanes[0].evicted != evicted
+            var evictedAny = self.lanes[0].evicted != evicted
             if let soft = self.lanes[0].softLimit, self.lanes[0].applySoftLimit(soft, newTail: newTail, now: self.now) {
                 evictedAny = true
             }
+            if evictedAny { return self.appendedToSoleLaneAfterEvictions(element, newTail: newTail, resuming: &resuming) }
         case .park, .keepAll:
             break  // `.park`: the room check below
         case .dropOldest, .freeze:
             assertionFailure("a lane that drops takes the general pass")
         }
+        return self.appendedToSoleLane(element, newTail: newTail, resuming: &resuming)
+    }
+
+    /// The end of `appendToSoleLosslessLane`, once its lane's rule was applied: stores the
+    /// element, hands it to the waiting members, trims, and says whether there is room.
+    @inlinable
+    @inline(__always)
+    mutating func appendedToSoleLane(
+        _ element: Element, newTail: Int, resuming: inout [SubscriberContinuation]
+    ) -> Bool {
         let laneStart = self.lanes[0].minCursor
         if laneStart < newTail || self.replayCount > 0 || !self.elements.isEmpty {
             self.elements.append(element)
@@ -148,9 +158,6 @@ extension MulticastStateMachine {
             self.elements.rebase(to: newTail)
         }
         if !self.waiters.isEmpty { self.handOver(resuming: &resuming) }
-        // After the hand-over: until it, a waiting member's cell is already at the new tail
-        // while its cursor is not, and `isEvicted` would take it for evicted.
-        if evictedAny { self.evictionsHappened() }
         self.trimElements(before: Swift.min(Swift.max(newTail - self.replayCount, self.replayFloor), laneStart))
         let hasRoom = newTail - laneStart <= self.lanes[0].roomLevel
         assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
