@@ -91,39 +91,29 @@ extension MulticastStateMachine {
         _ element: Element, newTail: Int, resuming: inout [SubscriberContinuation]
     ) -> Bool {
         let hasRoom = self.appendedToSoleLane(element, newTail: newTail, resuming: &resuming)
-        self.evictionsHappened()
+        self.evictionsHappened(resuming: &resuming)
         return hasRoom
     }
 
     /// A task waiting in `SharedSubscription.waitForEviction()`; `token` finds it when that
     /// task is cancelled.
+    ///
+    /// Its continuation is a subscriber's: resumed with an element (`.success(.some)`) when
+    /// its subscriber is evicted, with anything else when it left otherwise. So the
+    /// evictions an element causes resume their watchers with that element, among the
+    /// subscribers waiting for it (`noticeEvictions(resuming:)`): the producer's hot path has
+    /// nothing more to take out of its critical section.
     @usableFromInline
     struct EvictionWatcher: Sendable {
         @usableFromInline
         let token: UInt64
         @usableFromInline
-        let continuation: UnsafeContinuation<Bool, Never>
+        let continuation: SubscriberContinuation
 
         @inlinable
-        init(token: UInt64, continuation: UnsafeContinuation<Bool, Never>) {
+        init(token: UInt64, continuation: SubscriberContinuation) {
             self.token = token
             self.continuation = continuation
-        }
-    }
-
-    /// An eviction watcher to resume, outside the lock, with whether its subscriber was
-    /// evicted (`false`: it left otherwise).
-    @usableFromInline
-    struct EvictionNotice: Sendable {
-        @usableFromInline
-        let continuation: UnsafeContinuation<Bool, Never>
-        @usableFromInline
-        let evicted: Bool
-
-        @inlinable
-        init(continuation: UnsafeContinuation<Bool, Never>, evicted: Bool) {
-            self.continuation = continuation
-            self.evicted = evicted
         }
     }
 
@@ -141,10 +131,10 @@ extension MulticastStateMachine {
 
     /// A task asks to learn whether subscriber `id` is evicted: `true` if it already is,
     /// `false` if it has left; `nil` when the watcher is stored, to be resumed when the
-    /// subscriber is evicted (`true`) or leaves (`false`).
+    /// subscriber is evicted (with an element) or leaves (with `nil`).
     @inlinable
     mutating func evictionWatchRequested(
-        _ id: SubscriberID, token: UInt64, continuation: UnsafeContinuation<Bool, Never>
+        _ id: SubscriberID, token: UInt64, continuation: SubscriberContinuation
     ) -> Bool? {
         guard let slotIndex = self.liveSlot(id) else { return false }
         if self.isEvicted(slotIndex) { return true }
@@ -154,11 +144,11 @@ extension MulticastStateMachine {
     }
 
     /// The task waiting with `token` was cancelled: its continuation, if still stored (the
-    /// caller resumes it with `false`).
+    /// caller resumes it with `nil`: not evicted).
     @inlinable
     mutating func evictionWatchCancelled(
         _ id: SubscriberID, token: UInt64
-    ) -> UnsafeContinuation<Bool, Never>? {
+    ) -> SubscriberContinuation? {
         guard let slotIndex = self.liveSlot(id), var watchers = self.evictionWatchers[UInt32(slotIndex)],
             let index = watchers.firstIndex(where: { $0.token == token })
         else { return nil }
@@ -168,43 +158,39 @@ extension MulticastStateMachine {
     }
 
     /// `append` evicted members: they drop their greetings (see `dropEvictedGreetings()`) and
-    /// their watchers learn it.
+    /// their watchers learn it, resumed with the element appended (`resuming`).
     @inlinable
-    mutating func evictionsHappened() {
+    mutating func evictionsHappened(resuming: inout [SubscriberContinuation]) {
         if !self.greetings.isEmpty { self.dropEvictedGreetings() }
-        if !self.evictionWatchers.isEmpty { self.noticeEvictions() }
+        if !self.evictionWatchers.isEmpty { self.noticeEvictions(resuming: &resuming) }
     }
 
-    /// Members were just evicted: the watchers of those that were resolve with `true`. Scans
-    /// the watchers, not the subscribers; only when some were evicted and some are watched.
+    /// Members were just evicted: the watchers of those that were go to `resuming`, which the
+    /// producer resumes with the element that evicted them (that is, with `true`). Scans the
+    /// watchers, not the subscribers; only when some were evicted and some are watched.
     @inlinable
-    mutating func noticeEvictions() {
+    mutating func noticeEvictions(resuming: inout [SubscriberContinuation]) {
         for (slot, watchers) in self.evictionWatchers where self.isEvicted(Int(slot)) {
             self.evictionWatchers[slot] = nil
-            for watcher in watchers {
-                self.evictionNotices.append(EvictionNotice(continuation: watcher.continuation, evicted: true))
-            }
+            for watcher in watchers { resuming.append(watcher.continuation) }
         }
     }
 
-    /// The subscriber in `slotIndex` is leaving: its watchers learn whether it was evicted.
+    /// The subscriber in `slotIndex` is leaving, not evicted (every eviction resolved its
+    /// watchers when it happened, `noticeEvictions(resuming:)`): its watchers learn it,
+    /// resumed with `nil` outside the lock (`takeEvictionNotices()`).
     @inlinable
     mutating func endEvictionWatch(_ slotIndex: Int) {
         guard let watchers = self.evictionWatchers.removeValue(forKey: UInt32(slotIndex)) else { return }
-        let evicted = self.isEvicted(slotIndex)
-        for watcher in watchers {
-            self.evictionNotices.append(EvictionNotice(continuation: watcher.continuation, evicted: evicted))
-        }
+        assert(!self.isEvicted(slotIndex), "an evicted subscriber's watchers are told when it is evicted")
+        for watcher in watchers { self.evictionNotices.append(watcher.continuation) }
     }
 
-    /// Whether eviction watchers were resolved and not taken yet (`takeEvictionNotices()`).
+    /// The watchers of subscribers that left without being evicted since the last call, for
+    /// the storage to resume with `nil` outside the lock; `nil` if none (the usual case: a
+    /// test of an empty array).
     @inlinable
-    var hasEvictionNotices: Bool { !self.evictionNotices.isEmpty }
-
-    /// The eviction watchers resolved since the last call, for the storage to resume outside
-    /// the lock; `nil` if none (the usual case: a test of an empty array).
-    @inlinable
-    mutating func takeEvictionNotices() -> [EvictionNotice]? {
+    mutating func takeEvictionNotices() -> [SubscriberContinuation]? {
         guard !self.evictionNotices.isEmpty else { return nil }
         defer { self.evictionNotices = [] }
         return self.evictionNotices

@@ -110,7 +110,7 @@ extension MulticastStateMachine {
         }
 
         if !self.waiters.isEmpty { self.handOver(resuming: &resuming) }
-        if evictedAny { self.evictionsHappened() }
+        if evictedAny { self.evictionsHappened(resuming: &resuming) }
         // What `trimElements()` would do, with the minimum computed above.
         self.trimElements(before: keepFrom)
         assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")

@@ -297,7 +297,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// Eviction watchers a transition resolved: the storage takes them at the end of the
     /// critical section (`takeEvictionNotices()`) and resumes them outside the lock.
     @usableFromInline
-    var evictionNotices: [EvictionNotice] = []
+    var evictionNotices: [SubscriberContinuation] = []
 
     /// Reads the clock that times soft limits (`SharedBufferingPolicy.SoftLimit`): the
     /// storage's clock, as a duration since an origin. Called only while a subscriber of a

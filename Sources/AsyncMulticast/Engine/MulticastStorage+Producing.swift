@@ -14,15 +14,10 @@ extension MulticastStorage {
     @inline(__always)
     func offer(_ element: Element, epoch: UInt64, respectingBounds: Bool) -> Machine.ProduceOutcome {
         var resuming: [Machine.SubscriberContinuation] = []
-        let (outcome, noticed) = self.state.withLock {
-            (
-                $0.machine.elementProduced(
-                    element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming),
-                $0.machine.hasEvictionNotices
-            )
+        let outcome = self.state.withLock {
+            $0.machine.elementProduced(element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
         }
         if outcome != .stop { self.delivered(element, resuming: resuming) }
-        if noticed { self.resumeEvictionNotices() }
         return outcome
     }
 
@@ -31,14 +26,10 @@ extension MulticastStorage {
     @inlinable
     func offerIfRoom(_ element: Element) -> Machine.ProduceOutcome? {
         var resuming: [Machine.SubscriberContinuation] = []
-        let (outcome, noticed) = self.state.withLock {
-            (
-                $0.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming),
-                $0.machine.hasEvictionNotices
-            )
+        let outcome = self.state.withLock {
+            $0.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming)
         }
         if outcome == .proceed { self.delivered(element, resuming: resuming) }
-        if noticed { self.resumeEvictionNotices() }
         return outcome
     }
 
@@ -56,21 +47,12 @@ extension MulticastStorage {
         }
     }
 
-    /// Outside the lock: tells the tasks waiting to learn of an eviction whether their
-    /// subscriber was evicted (`waitForEviction(_:)`).
+    /// Outside the lock: tells the tasks waiting to learn of an eviction that their
+    /// subscriber left without being evicted (`waitForEviction(_:)`); those whose subscriber
+    /// was evicted are resumed with the element that evicted it, by the producer.
     @inlinable
-    static func resume(_ notices: [Machine.EvictionNotice]) {
-        for notice in notices { notice.continuation.resume(returning: notice.evicted) }
-    }
-
-    /// A producer's critical section left eviction notices (`hasEvictionNotices`): takes them
-    /// under the lock again and resumes them outside it. Rare (an eviction while a task waits
-    /// for it), so out of line, and the producer's hot path only tests a flag. Another
-    /// critical section may have taken them meanwhile: it resumes them.
-    @inlinable
-    @inline(never)
-    func resumeEvictionNotices() {
-        if let notices = self.state.withLock({ $0.machine.takeEvictionNotices() }) { Self.resume(notices) }
+    static func resume(_ notices: [Machine.SubscriberContinuation]) {
+        for continuation in notices { continuation.resume(returning: .success(nil)) }
     }
 
     /// An upstream iteration's producer, told to `.park`: suspends until a bounded subscriber
@@ -260,10 +242,9 @@ extension MulticastStorage {
     /// Ends as `offer` does.
     func updateLatest(_ transform: (Element) -> Element) {
         var resuming: [Machine.SubscriberContinuation] = []
-        let (produced, noticed) = self.state.withLock {
-            ($0.machine.latestElementUpdated(by: transform, resuming: &resuming), $0.machine.hasEvictionNotices)
+        let produced = self.state.withLock {
+            $0.machine.latestElementUpdated(by: transform, resuming: &resuming)
         }
         if let produced { self.delivered(produced, resuming: resuming) }
-        if noticed { self.resumeEvictionNotices() }
     }
 }

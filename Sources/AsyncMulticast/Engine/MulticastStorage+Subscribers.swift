@@ -62,19 +62,26 @@ extension MulticastStorage {
             defer { state.nextWaiterToken += 1 }
             return state.nextWaiterToken
         }
-        return await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: UnsafeContinuation<Bool, Never>) in
+        // Decided before the task waits (already evicted, already left, already cancelled).
+        var decided: Bool? = nil
+        let result = await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
                 // Checked under the lock: if the cancellation handler already ran, it found
                 // nothing to resume, so storing the watcher now would never be undone.
-                let answer = self.state.withLock { state -> Bool? in
+                decided = self.state.withLock { state -> Bool? in
                     Task.isCancelled
                         ? false : state.machine.evictionWatchRequested(id, token: token, continuation: continuation)
                 }
-                if let answer { continuation.resume(returning: answer) }
+                if decided != nil { continuation.resume(returning: .success(nil)) }
             }
         } onCancel: {
-            self.state.withLock { $0.machine.evictionWatchCancelled(id, token: token) }?.resume(returning: false)
+            self.state.withLock { $0.machine.evictionWatchCancelled(id, token: token) }?.resume(returning: .success(nil))
         }
+        if let decided { return decided }
+        // Resumed by the producer with the element that evicted the subscriber, or with
+        // `nil` (or its end) when it left otherwise or this task was cancelled.
+        if case .success(.some) = result { return true }
+        return false
     }
 
     /// What subscriber `id` holds and the most it held; `nil` once it has left or was evicted.

@@ -206,7 +206,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// The storage completed: the completion observers to tell.
         @usableFromInline let completionObservers: [CompletionObserver]?
         /// The tasks waiting to learn of an eviction that the transition resolved.
-        @usableFromInline let evictionNotices: [Machine.EvictionNotice]?
+        @usableFromInline let evictionNotices: [Machine.SubscriberContinuation]?
         /// A hosted storage's waiting `run()`, and the upstream iteration it must run.
         @usableFromInline let hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
 
@@ -214,7 +214,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         init(
             effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
             change: SubscriberCountObservers.Change?, completionObservers: [CompletionObserver]?,
-            evictionNotices: [Machine.EvictionNotice]?,
+            evictionNotices: [Machine.SubscriberContinuation]?,
             hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)? = nil
         ) {
             self.hostWakeUp = hostWakeUp
