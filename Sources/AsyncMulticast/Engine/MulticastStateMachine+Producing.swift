@@ -135,7 +135,9 @@ extension MulticastStateMachine {
             if let soft = self.lanes[0].softLimit, self.lanes[0].applySoftLimit(soft, newTail: newTail, now: self.now) {
                 evictedAny = true
             }
-            if evictedAny { return self.appendedToSoleLaneAfterEvictions(element, newTail: newTail, resuming: &resuming) }
+            if evictedAny {
+                return self.appendedToSoleLaneAfterEvictions(element, newTail: newTail, resuming: &resuming)
+            }
         case .park, .keepAll:
             break  // `.park`: the room check below
         case .dropOldest, .freeze:

@@ -75,7 +75,8 @@ extension MulticastStorage {
                 if decided != nil { continuation.resume(returning: .success(nil)) }
             }
         } onCancel: {
-            self.state.withLock { $0.machine.evictionWatchCancelled(id, token: token) }?.resume(returning: .success(nil))
+            self.state.withLock { $0.machine.evictionWatchCancelled(id, token: token) }?.resume(
+                returning: .success(nil))
         }
         if let decided { return decided }
         // Resumed by the producer with the element that evicted the subscriber, or with
