@@ -188,6 +188,7 @@ extension MulticastStateMachine {
         if let index = self.lanes.firstIndex(where: { $0.policy == policy }) {
             return index
         }
+        precondition(self.lanes.count < Slot.maxLanes, "buffering: over \(Slot.maxLanes - 1) policies in use at once")
         self.lanes.append(Lane(policy: policy, tail: self.tail))
         return self.lanes.count - 1
     }

@@ -2,36 +2,67 @@
 // suspended in `next()`.
 
 extension MulticastStateMachine {
+    /// One subscriber's place, 24 bytes (an idle subscriber's memory is mostly this): the
+    /// stored fields are packed (`lane` in 16 bits, the high-water mark in 32, two rare flags
+    /// in one byte) behind accessors of the natural types.
     @usableFromInline
     struct Slot: Sendable {
         @usableFromInline
         var cursor = 0
         @usableFromInline
         var generation: UInt32 = 0
-        /// Index into `lanes`, or `Slot.noLane` once the subscriber only drains what an
-        /// ended multicast connection left it (see `connectionCancelled(epoch:)`).
-        @usableFromInline
-        var lane: UInt32 = 0
-        @usableFromInline
-        var isLive = false
-        /// The subscriber reads its private queue, `privateQueues[slot]`: a `.bufferingOldest`
-        /// overflow, or what an ended connection left it.
-        @usableFromInline
-        var readsPrivateQueue = false
-        /// The subscriber's demand connects an idle upstream: it joined an autoconnecting
-        /// multicast (`ConnectRule.onDemand`). Set when it joins; read when it must wait.
-        @usableFromInline
-        var connectsOnDemand = false
         /// Index into `waiters` while suspended in `next()`, otherwise -1.
         @usableFromInline
         var waiterIndex: Int32 = -1
-        /// The most elements it held when it read (see `backlog(of:)`).
         @usableFromInline
-        var highWaterMark = 0
+        var storedHighWaterMark: UInt32 = 0
+        @usableFromInline
+        var storedLane: UInt16 = 0
+        @usableFromInline
+        var isLive = false
+        @usableFromInline
+        var flags: UInt8 = 0
+
+        /// Index into `lanes`, or `Slot.noLane` once the subscriber only drains what an
+        /// ended multicast connection left it (see `connectionCancelled(epoch:)`).
+        @inlinable
+        var lane: UInt32 {
+            get { UInt32(self.storedLane) }
+            set { self.storedLane = UInt16(truncatingIfNeeded: newValue) }
+        }
+
+        /// The most elements it held when it read (see `backlog(of:)`); saturates at
+        /// `UInt32.max`.
+        @inlinable
+        var highWaterMark: Int {
+            get { Int(self.storedHighWaterMark) }
+            set { self.storedHighWaterMark = UInt32(clamping: newValue) }
+        }
+
+        /// The subscriber reads its private queue, `privateQueues[slot]`: a `.bufferingOldest`
+        /// overflow, or what an ended connection left it.
+        @inlinable
+        var readsPrivateQueue: Bool {
+            get { self.flags & 1 != 0 }
+            set { self.flags = newValue ? self.flags | 1 : self.flags & ~1 }
+        }
+
+        /// The subscriber's demand connects an idle upstream: it joined an autoconnecting
+        /// multicast (`ConnectRule.onDemand`). Set when it joins; read when it must wait.
+        @inlinable
+        var connectsOnDemand: Bool {
+            get { self.flags & 2 != 0 }
+            set { self.flags = newValue ? self.flags | 2 : self.flags & ~2 }
+        }
 
         /// The `lane` of a subscriber that belongs to no lane any more.
         @inlinable
-        static var noLane: UInt32 { .max }
+        static var noLane: UInt32 { UInt32(UInt16.max) }
+
+        /// How many lanes (distinct policies) a sequence may have: a lane index must fit
+        /// `storedLane` below `noLane`.
+        @inlinable
+        static var maxLanes: Int { Int(UInt16.max) }
 
         @inlinable
         init() {}

@@ -167,3 +167,21 @@ struct StateMachineSoftLimitTests {
         #expect(machine.backlog(of: late)! == (1, 1))
     }
 }
+
+@Suite("MulticastStateMachine: a subscriber's slot")
+struct SlotLayoutTests {
+    @Test("a slot stays 24 bytes with its high-water mark (an idle subscriber's memory is mostly its slot)")
+    func slotIsTwentyFourBytes() {
+        #expect(MemoryLayout<Machine.Slot>.stride == 24)
+        var slot = Machine.Slot()
+        slot.highWaterMark = Int(UInt32.max) + 5
+        #expect(slot.highWaterMark == Int(UInt32.max), "saturates")
+        slot.lane = Machine.Slot.noLane
+        slot.readsPrivateQueue = true
+        slot.connectsOnDemand = false
+        #expect(slot.lane == Machine.Slot.noLane && slot.readsPrivateQueue && !slot.connectsOnDemand)
+        slot.connectsOnDemand = true
+        slot.readsPrivateQueue = false
+        #expect(!slot.readsPrivateQueue && slot.connectsOnDemand)
+    }
+}
