@@ -40,6 +40,7 @@ let package = Package(
             name: "PostgresFanoutTests",
             dependencies: [
                 "PostgresFanout",
+                .product(name: "AsyncMulticast", package: "AsyncMulticast"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOCore", package: "swift-nio"),

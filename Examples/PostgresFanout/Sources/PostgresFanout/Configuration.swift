@@ -1,3 +1,4 @@
+import AsyncMulticast
 import Foundation
 import PostgresNIO
 
@@ -62,8 +63,16 @@ public struct FanoutConfiguration: Sendable {
     /// `LISTEN "…"` without escaping, so the initializer refuses anything else.
     public var channel: String
     public var postgres: PostgresSettings
-    /// How many events one client may leave unread before it is evicted (`.evicting(n)`).
-    public var clientBuffer: Int
+    /// The hard limit of each client's subscription: a client that holds this many unread
+    /// events when another one arrives is evicted at once. It sizes the largest burst a
+    /// healthy client may absorb; the instance keeps at most this many events for one client.
+    public var hardLimit: Int
+    /// The soft limit: a client that holds more than this many unread events for
+    /// `softLimitDuration` is evicted. From 0 to `hardLimit - 1`.
+    public var softLimit: Int
+    /// How long a client may hold more than `softLimit` unread events. Checked when an event
+    /// arrives; the heartbeats are events, so a stalled client goes within a heartbeat of it.
+    public var softLimitDuration: Duration
     /// How often idle clients get an SSE comment. A handler only notices that its client went
     /// away when a write fails, so this also bounds how long a departed client stays subscribed.
     public var heartbeat: Duration
@@ -76,7 +85,9 @@ public struct FanoutConfiguration: Sendable {
         instanceName: String,
         channel: String = "fanout",
         postgres: PostgresSettings,
-        clientBuffer: Int = 256,
+        hardLimit: Int = 4096,
+        softLimit: Int = 256,
+        softLimitDuration: Duration = .seconds(10),
         heartbeat: Duration = .seconds(15),
         reconnectDelay: Duration = .milliseconds(100),
         maximumReconnectDelay: Duration = .seconds(5)
@@ -87,13 +98,25 @@ public struct FanoutConfiguration: Sendable {
                     $0.isASCII && ($0 == "_" || $0.properties.isAlphabetic || ("0"..."9").contains($0))
                 },
             "channel must be 1 to 63 ASCII letters, digits or underscores, got \(channel)")
+        precondition(hardLimit >= 1, "hardLimit must be at least 1, got \(hardLimit)")
+        precondition(
+            (0..<hardLimit).contains(softLimit), "softLimit must be from 0 to \(hardLimit - 1), got \(softLimit)")
+        precondition(softLimitDuration >= .zero, "softLimitDuration must not be negative, got \(softLimitDuration)")
         self.instanceName = instanceName
         self.channel = channel
         self.postgres = postgres
-        self.clientBuffer = clientBuffer
+        self.hardLimit = hardLimit
+        self.softLimit = softLimit
+        self.softLimitDuration = softLimitDuration
         self.heartbeat = heartbeat
         self.reconnectDelay = reconnectDelay
         self.maximumReconnectDelay = maximumReconnectDelay
+    }
+
+    /// The buffering policy of each client's subscription:
+    /// `.evicting(hardLimit, softLimit: .above(softLimit, for: softLimitDuration))`.
+    public var bufferingPolicy: SharedBufferingPolicy {
+        .evicting(self.hardLimit, softLimit: .above(self.softLimit, for: self.softLimitDuration))
     }
 
     /// `application_name` of the instance's one LISTEN connection.

@@ -44,8 +44,9 @@ public final class ListenFeed: Sendable {
         let state = SessionState()
         self.state = state
         // One session (one LISTEN connection at a time) for all subscribers. A client that
-        // leaves `clientBuffer` events unread is evicted instead of growing the server's memory.
-        self.source = AsyncSharedSource(buffering: .evicting(configuration.clientBuffer)) { emitter in
+        // holds `hardLimit` unread events, or more than `softLimit` for `softLimitDuration`,
+        // is evicted instead of growing the server's memory.
+        self.source = AsyncSharedSource(buffering: configuration.bufferingPolicy) { emitter in
             let session = Task {
                 await Self.run(configuration, emitter: emitter, state: state, logger: logger)
             }
@@ -59,8 +60,9 @@ public final class ListenFeed: Sendable {
     }
 
     /// A new subscriber, from now on: it receives every event the feed produces from this
-    /// moment, and `.evicted` if it falls `clientBuffer` events behind. It is `Sendable`, so
-    /// a response body that runs later, in another task, reads it (`subscription.events`).
+    /// moment, and `.evicted` if it falls too far behind (the configuration's
+    /// `bufferingPolicy`). It is `Sendable`, so a response body that runs later, in another
+    /// task, reads it (`subscription.events`), and another task waits for its eviction.
     public func subscribe() -> SharedSubscription<FeedEvent, Never> {
         self.source.subscribe()
     }

@@ -4,21 +4,30 @@
 //         swift run postgres-fanout --name a --port 8081
 //
 // Options: --name NAME (default "a"), --port PORT (default 8080), --channel CHANNEL
-// (default "fanout"), --heartbeat SECONDS (default 15). Ctrl-C or SIGTERM stops it.
+// (default "fanout"), --heartbeat SECONDS (default 15), and each client's limits:
+// --hard-limit N (default 4096) unread events evict a client at once, more than
+// --soft-limit N (default 256, below the hard limit) for --soft-limit-duration SECONDS
+// (default 10) evict it too. Ctrl-C or SIGTERM stops it.
 import Foundation
 import Hummingbird
 import Logging
 import PostgresFanout
 import ServiceLifecycle
 
+let usage = """
+    usage: postgres-fanout [--name NAME] [--port PORT] [--channel CHANNEL] [--heartbeat SECONDS]
+                           [--hard-limit N] [--soft-limit N] [--soft-limit-duration SECONDS]
+
+    """
+func usageError(_ message: String? = nil) -> Never {
+    FileHandle.standardError.write(Data(((message.map { "postgres-fanout: \($0)\n" } ?? "") + usage).utf8))
+    exit(2)
+}
+
 var options: [String: String] = [:]
 var arguments = CommandLine.arguments.dropFirst()
 while let flag = arguments.popFirst() {
-    guard flag.hasPrefix("--"), let value = arguments.popFirst() else {
-        FileHandle.standardError.write(
-            Data("usage: postgres-fanout [--name NAME] [--port PORT] [--channel CHANNEL] [--heartbeat SECONDS]\n".utf8))
-        exit(2)
-    }
+    guard flag.hasPrefix("--"), let value = arguments.popFirst() else { usageError() }
     options[String(flag.dropFirst(2))] = value
 }
 
@@ -28,11 +37,20 @@ guard let postgres = PostgresSettings.fromEnvironment() else {
     exit(2)
 }
 
+let hardLimit = Int(options["hard-limit"] ?? "") ?? 4096
+let softLimit = Int(options["soft-limit"] ?? "") ?? 256
+guard hardLimit >= 1, (0..<hardLimit).contains(softLimit) else {
+    usageError("--soft-limit (\(softLimit)) must be from 0 to below --hard-limit (\(hardLimit))")
+}
+
 let logger = Logger(label: "postgres-fanout")
 let configuration = FanoutConfiguration(
     instanceName: options["name"] ?? "a",
     channel: options["channel"] ?? "fanout",
     postgres: postgres,
+    hardLimit: hardLimit,
+    softLimit: softLimit,
+    softLimitDuration: .seconds(Int(options["soft-limit-duration"] ?? "") ?? 10),
     heartbeat: .seconds(Int(options["heartbeat"] ?? "") ?? 15))
 let server = FanoutServer(configuration: configuration, logger: logger)
 let port = Int(options["port"] ?? "") ?? 8080

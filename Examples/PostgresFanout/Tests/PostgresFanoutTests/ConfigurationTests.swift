@@ -1,3 +1,4 @@
+import AsyncMulticast
 import PostgresFanout
 import Testing
 
@@ -17,5 +18,14 @@ struct ConfigurationTests {
         let configuration = FanoutConfiguration(instanceName: "a", postgres: settings)
         #expect(configuration.listenApplicationName == "fanout-a-listen")
         #expect(configuration.notifyApplicationName == "fanout-a-notify")
+    }
+
+    @Test func eachClientHasAHardAndASoftLimit() {
+        let settings = PostgresSettings(host: "127.0.0.1", username: "fanout", database: "fanout")
+        let defaults = FanoutConfiguration(instanceName: "a", postgres: settings)
+        #expect(defaults.bufferingPolicy == .evicting(4096, softLimit: .above(256, for: .seconds(10))))
+        let tight = FanoutConfiguration(
+            instanceName: "a", postgres: settings, hardLimit: 100, softLimit: 0, softLimitDuration: .zero)
+        #expect(tight.bufferingPolicy == .evicting(100, softLimit: .above(0, for: .zero)))
     }
 }
