@@ -183,4 +183,77 @@ struct FanoutTests {
             }
         }
     }
+
+    @Test("a client that stops reading is evicted by the soft limit and its connection closed; a reader goes on")
+    func stalledClientIsEvictedAndItsConnectionClosed() async throws {
+        try await withHangGuard {
+            let settings = try TestDatabase.require()
+            // The default hard limit (4096) lets the whole burst through; more than 64 unread
+            // events for 2 s evicts a client.
+            let (softLimit, burst) = (64, 1500)
+            try await withInstances(["evicting"], softLimit: softLimit, softLimitDuration: .seconds(2)) {
+                instances in
+                let instance = instances[0]
+                var reader = try await instance.readyClient()
+                var stalled = try await instance.readyClient()
+                // Connected, and taking nothing more from the socket.
+                try await stalled.stopReading()
+
+                // 1500 notifications of about 7 KB (10 MB) in one transaction: more than the
+                // socket buffers between the instance and the stalled client hold, so its
+                // handler ends up stuck in a write, and its subscription falls behind.
+                try await TestDatabase.withConnection(settings) { database in
+                    try await TestDatabase.notifyBurst(
+                        database, channel: instance.server.configuration.channel, count: burst, padding: 7000)
+                }
+
+                // Its handler cannot learn of its eviction (it never gets back to reading the
+                // subscription); the task waiting for it does, and closes the connection.
+                var highestMark = 0
+                try await eventually("the stalled client is evicted") {
+                    let stats = try await instance.evictionStats()
+                    highestMark = max(highestMark, stats.maxBacklogHighWaterMark)
+                    return stats.evictions == 1
+                }
+                // Seen while it was past the soft limit, before it was evicted.
+                #expect(highestMark > softLimit, "the highest backlog /stats reported: \(highestMark)")
+
+                // The reader received the whole burst, in order, and is still served.
+                for n in 1...burst {
+                    let event = try await reader.expect("message", "reader, message \(n)")
+                    guard event.data.hasPrefix("\(n):"), event.data.utf8.count == "\(n):".utf8.count + 7000 else {
+                        throw TestFailure("reader: message \(n) was \(event)")
+                    }
+                }
+                try await instance.post("after the eviction")
+                #expect(try await reader.expect("message", "reader").data == "after the eviction")
+                // An evicted subscriber counts until its iteration ends: the stalled client's
+                // handler, which was stuck in a write, has ended.
+                #expect(try await instance.stats().subscribers == 1)
+                let stats = try await instance.evictionStats()
+                #expect(stats.evictions == 1)
+                #expect((1...4096).contains(stats.maxBacklogHighWaterMark), "the reader's: \(stats)")
+
+                // Reading again, the stalled client gets what its socket buffers held, then the
+                // end of the connection: closed, without the `evicted` event that a writable
+                // client gets.
+                try await stalled.resumeReading()
+                var received = 0
+                do {
+                    while let event = try await stalled.next() {
+                        #expect(event.event == "message", "stalled client: \(event)")
+                        received += 1
+                    }
+                } catch let failure as TestFailure {
+                    throw failure
+                } catch {
+                    // The connection closed in the middle of the chunked body: the end too.
+                }
+                #expect(received < burst, "the stalled client received \(received) of \(burst)")
+
+                reader.close()
+                stalled.close()
+            }
+        }
+    }
 }

@@ -82,6 +82,13 @@ struct HTTPConnection: Sendable {
     func close() {
         self.channel.close(promise: nil)
     }
+
+    /// Stops or resumes reading from the socket (`autoRead`). Stopped, the connection is a
+    /// client that stays connected but takes nothing more: once the socket buffers on both
+    /// sides are full, the server's writes to it wait.
+    func setReading(_ reading: Bool) async throws {
+        try await self.channel.setOption(ChannelOptions.autoRead, value: reading).get()
+    }
 }
 
 struct HTTPResponse: Sendable {
@@ -201,6 +208,16 @@ struct SSEClient {
 
     func close() {
         self.connection.close()
+    }
+
+    /// Stops reading from the socket: what was read already is still returned by `next()`.
+    func stopReading() async throws {
+        try await self.connection.setReading(false)
+    }
+
+    /// Reads from the socket again.
+    func resumeReading() async throws {
+        try await self.connection.setReading(true)
     }
 }
 

@@ -66,6 +66,21 @@ enum TestDatabase {
         return backends
     }
 
+    /// Sends `count` notifications on `channel` in one statement, so one transaction: a burst
+    /// that PostgreSQL delivers at once on commit. The payload of number `n` is `n:` followed
+    /// by `padding` x's; each is distinct, since PostgreSQL folds identical notifications of
+    /// one transaction into one.
+    static func notifyBurst(
+        _ connection: PostgresConnection, channel: String, count: Int, padding: Int
+    ) async throws {
+        let rows = try await connection.query(
+            """
+            SELECT pg_notify(\(channel), n::text || ':' || repeat('x', \(padding)::int))
+            FROM generate_series(1, \(count)) AS n
+            """, logger: logger)
+        for try await _ in rows {}
+    }
+
     /// Kills a backend, as an administrator or a failover would.
     static func terminate(_ connection: PostgresConnection, pid: Int32) async throws -> Bool {
         let rows = try await connection.query("SELECT pg_terminate_backend(\(pid))", logger: logger)
@@ -120,10 +135,12 @@ struct RunningInstance: Sendable {
     var listenApplicationName: String { self.server.configuration.listenApplicationName }
 
     static func start(
-        name: String, channel: String, settings: PostgresSettings, reconnectDelay: Duration = .milliseconds(100)
+        name: String, channel: String, settings: PostgresSettings, reconnectDelay: Duration = .milliseconds(100),
+        softLimit: Int = 256, softLimitDuration: Duration = .seconds(10)
     ) async throws -> Self {
         let configuration = FanoutConfiguration(
             instanceName: name, channel: channel, postgres: settings,
+            softLimit: softLimit, softLimitDuration: softLimitDuration,
             heartbeat: .milliseconds(100),  // clients that leave are noticed within a few
             reconnectDelay: reconnectDelay)
         let server = FanoutServer(configuration: configuration, logger: TestDatabase.logger)
@@ -161,6 +178,13 @@ struct RunningInstance: Sendable {
         return try JSONDecoder().decode(Stats.self, from: Data(response.body.utf8))
     }
 
+    /// The evictions and the backlog high-water mark of `GET /stats`.
+    func evictionStats() async throws -> EvictionStats {
+        let response = try await httpRequest(port: self.port, .GET, "/stats")
+        guard response.status == .ok else { throw TestFailure("GET /stats: \(response.status)") }
+        return try JSONDecoder().decode(EvictionStats.self, from: Data(response.body.utf8))
+    }
+
     func post(_ message: String) async throws {
         let response = try await httpRequest(port: self.port, .POST, "/messages", body: message)
         guard response.status == .noContent else {
@@ -183,12 +207,18 @@ struct RunningInstance: Sendable {
         var listening: Bool
         var listenConnectionsOpened: Int
     }
+
+    struct EvictionStats: Decodable, Equatable {
+        var evictions: Int
+        var maxBacklogHighWaterMark: Int
+    }
 }
 
 /// Runs `body` with instances named `names` (with a unique suffix) on one channel, and stops
 /// them whatever happens.
 func withInstances<T>(
-    _ names: [String], reconnectDelay: Duration = .milliseconds(100), _ body: ([RunningInstance]) async throws -> T
+    _ names: [String], reconnectDelay: Duration = .milliseconds(100), softLimit: Int = 256,
+    softLimitDuration: Duration = .seconds(10), _ body: ([RunningInstance]) async throws -> T
 ) async throws -> T {
     let settings = try TestDatabase.require()
     let suffix = uniqueSuffix()
@@ -198,7 +228,7 @@ func withInstances<T>(
             instances.append(
                 try await RunningInstance.start(
                     name: "\(name)-\(suffix)", channel: "fanout_test_\(suffix)", settings: settings,
-                    reconnectDelay: reconnectDelay))
+                    reconnectDelay: reconnectDelay, softLimit: softLimit, softLimitDuration: softLimitDuration))
         }
         let result = try await body(instances)
         for instance in instances { await instance.stop() }
