@@ -156,7 +156,12 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
             // A gap found when it was about to suspend: reported alone, the subscriber stays.
             if report.missed > 0 { return .missed(report.missed) }
         }
-        return element.map { .element($0) } ?? (report.evicted ? .evicted : nil)
+        guard let element else {
+            guard report.evicted else { return nil }
+            self.subscription.recordEviction()
+            return .evicted
+        }
+        return .element(element)
     }
 
     /// The next event; see ``next(isolation:)``.

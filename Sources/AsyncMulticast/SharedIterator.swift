@@ -76,8 +76,9 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let refill = self.batch.refill(
             from: self.subscription.storage, subscriber: self.subscription.id, report: &report,
             mayWaitForOffers: mayWaitForOffers)
-        if case .ended(.success(nil)) = refill, let error = Self.evictionError(report) {
-            return .ended(.failure(error))
+        if case .ended(.success(nil)) = refill, report.evicted {
+            self.subscription.recordEviction()
+            if let error = Self.evictionError(report) { return .ended(.failure(error)) }
         }
         return refill
     }
@@ -89,7 +90,10 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let element = try await self.subscription.storage.wait(
             self.subscription.id, report: &report,
             isolation: actor)
-        if element == nil, let error = Self.evictionError(report) { throw error }
+        if element == nil, report.evicted {
+            self.subscription.recordEviction()
+            if let error = Self.evictionError(report) { throw error }
+        }
         return element
     }
 
@@ -114,13 +118,27 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let storage: MulticastStorage<Element, Failure>
         @usableFromInline
         let id: SubscriberID
+        /// Where a ``SharedSubscription`` learns that this subscriber's iteration ended by its
+        /// eviction (`recordEviction()`), after it has left; `nil` for a plain iterator.
+        @usableFromInline
+        let evictionRecord: Lock<Bool>?
 
         /// Subscribes to `storage`; see ``ConnectRule`` for `connectRule`.
         @inlinable
-        init(storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule) {
+        init(
+            storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule,
+            evictionRecord: Lock<Bool>? = nil
+        ) {
             self.storage = storage
+            self.evictionRecord = evictionRecord
             // The machine keeps the connect rule in the subscriber's slot.
             self.id = storage.subscribe(policy: policy, connectRule: connectRule)
+        }
+
+        /// The iteration learned that the subscriber was evicted (it is leaving).
+        @inlinable
+        func recordEviction() {
+            self.evictionRecord?.withLock { $0 = true }
         }
 
         deinit {

@@ -32,9 +32,12 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
 
     @inlinable
     init(_ core: _SharedCore<Element, Failure>, policy: SharedBufferingPolicy?) {
+        let evictionRecord = Lock(false)
         self.subscriber = Subscriber(
             SharedIterator.Subscription(
-                storage: core.storage, policy: policy ?? core.policy, connectRule: core.connectRule))
+                storage: core.storage, policy: policy ?? core.policy, connectRule: core.connectRule,
+                evictionRecord: evictionRecord),
+            evictionRecord: evictionRecord)
     }
 
     /// Takes the subscriber: the first call returns its iterator; a later call returns an
@@ -79,9 +82,9 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     }
 
     /// Returns `true` once this subscriber is evicted (``SharedBufferingPolicy/evicting(_:softLimit:)``),
-    /// at once if it already was; `false` once it leaves otherwise (its iteration ended, was
-    /// cancelled or was released), or at once if it has left (even an iteration that ended by
-    /// learning of its eviction); `false` at once if the waiting task is cancelled.
+    /// at once if it already was, even if its iteration has since ended by learning of it;
+    /// `false` once it leaves otherwise (its iteration ended, was cancelled or was released),
+    /// or at once if it has left that way; `false` at once if the waiting task is cancelled.
     ///
     /// An iteration learns of its eviction when it next asks for an element. A server's
     /// handler stuck in a write to a client that stopped reading never asks, so it never
@@ -96,7 +99,10 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     /// ```
     @inlinable
     public func waitForEviction() async -> Bool {
-        await self.subscriber.storage.waitForEviction(self.subscriber.id)
+        // Read after the wait too: the iteration may learn of the eviction and leave while
+        // this task is on its way to wait, and then the storage knows the subscriber no more.
+        if self.subscriber.wasEvicted { return true }
+        return await self.subscriber.storage.waitForEviction(self.subscriber.id) || self.subscriber.wasEvicted
     }
 
     /// The events of a ``SharedSubscription``: see ``SharedSubscription/events``.
@@ -131,12 +137,23 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
         @usableFromInline
         let id: SubscriberID
 
+        /// Set by the iteration when it ends by learning of the eviction (see
+        /// `SharedIterator.Subscription.recordEviction()`): `waitForEviction()` still answers
+        /// `true` after the subscriber has left.
+        @usableFromInline
+        let evictionRecord: Lock<Bool>
+
         @inlinable
-        init(_ subscription: SharedIterator<Element, Failure>.Subscription) {
+        init(_ subscription: SharedIterator<Element, Failure>.Subscription, evictionRecord: Lock<Bool>) {
             self.waiting = Lock(subscription)
             self.storage = subscription.storage
             self.id = subscription.id
+            self.evictionRecord = evictionRecord
         }
+
+        /// Whether the iteration ended by learning of the eviction.
+        @inlinable
+        var wasEvicted: Bool { self.evictionRecord.withLock { $0 } }
 
         /// The joined subscriber the first time; afterwards a subscriber of a completed
         /// stream of its own (so its iterator returns `nil` at once).

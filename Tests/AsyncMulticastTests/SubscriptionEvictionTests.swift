@@ -120,7 +120,7 @@ struct SubscriptionEvictionTests {
         #expect(await alreadyCancelled.value == false, "a task cancelled before it waits does not wait")
     }
 
-    @Test("a subscriber evicted before anyone waits: waiting returns true at once, until it has read its eviction")
+    @Test("a subscriber evicted before anyone waits: waiting returns true at once, also after its iteration learned it")
     func alreadyEvicted() async throws {
         let subject = AsyncPassthroughSubject<Int, any Error>(buffering: .evicting(1))
         let subscription = subject.subscribe()
@@ -130,7 +130,32 @@ struct SubscriptionEvictionTests {
         #expect(await subscription.waitForEviction(), "as often as asked")
         var iterator = subscription.makeAsyncIterator()
         await #expect(throws: SubscriberEvictedError.self) { try await iterator.next() }
-        #expect(await subscription.waitForEviction() == false, "it has left")
+        #expect(await subscription.waitForEviction(), "it has left, by its eviction: still true")
+    }
+
+    @Test(
+        "an iteration that learned its eviction (events, or a Never sequence's nil) leaves true behind for late watchers"
+    )
+    func evictionLearntByTheIterationIsRemembered() async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(1))
+        let byEvents = subject.subscribe()
+        let byElements = subject.subscribe()
+        var events = byEvents.events.makeAsyncIterator()
+        var elements = byElements.makeAsyncIterator()
+        subject.send(1)
+        subject.send(2)
+        #expect(await events.next() == .evicted)
+        #expect(await events.next() == nil)
+        #expect(await elements.next() == nil, "a Never sequence's eviction ends as nil")
+        #expect(subject.subscriberCount == 0, "both evicted subscribers left")
+        #expect(await byEvents.waitForEviction())
+        #expect(await byElements.waitForEviction())
+        let ended = subject.subscribe()
+        subject.send(3)
+        subject.finish()
+        var rest = ended.makeAsyncIterator()
+        while await rest.next() != nil {}
+        #expect(await ended.waitForEviction() == false, "it left at the end, not evicted")
     }
 
     @Test("under a policy that never evicts, watchers wait until the subscriber leaves")
