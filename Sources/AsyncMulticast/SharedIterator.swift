@@ -76,10 +76,7 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let refill = self.batch.refill(
             from: self.subscription.storage, subscriber: self.subscription.id, report: &report,
             mayWaitForOffers: mayWaitForOffers)
-        if case .ended(.success(nil)) = refill, report.evicted {
-            self.subscription.recordEviction()
-            if let error = Self.evictionError(report) { return .ended(.failure(error)) }
-        }
+        if case .ended(.success(nil)) = refill, report.evicted { return .ended(self.endedByEviction()) }
         return refill
     }
 
@@ -90,11 +87,22 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let element = try await self.subscription.storage.wait(
             self.subscription.id, report: &report,
             isolation: actor)
-        if element == nil, report.evicted {
-            self.subscription.recordEviction()
-            if let error = Self.evictionError(report) { throw error }
-        }
+        if element == nil, report.evicted { return try self.endedByEviction().get() }
         return element
+    }
+
+    /// The iteration learned that its subscriber was evicted: records it (for a
+    /// ``SharedSubscription``'s `waitForEviction()`), and ends with ``SubscriberEvictedError``
+    /// when `Failure` can carry it, else with `nil`. Out of line: the usual `next()` must
+    /// stay small enough to be inlined into the caller's loop.
+    @inlinable
+    @inline(never)
+    func endedByEviction() -> Result<Element?, Failure> {
+        self.subscription.recordEviction()
+        var report = ReadReport()
+        report.evicted = true
+        if let error = Self.evictionError(report) { return .failure(error) }
+        return .success(nil)
     }
 
     /// The error an evicted subscriber throws, if `report` says it was evicted and
