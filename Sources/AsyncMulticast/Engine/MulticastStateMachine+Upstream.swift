@@ -217,7 +217,9 @@ extension MulticastStateMachine {
             self.keepAliveTimerIsRunning = false
             effects.keepAliveTimer = .cancel
         }
-        self.replayExpiryPending = false
+        // A replay cache whose expiry window was open would never expire now (no timer):
+        // it expires at once. Otherwise it survives the end, as `share()`'s does.
+        if self.replayExpiryPending { self.replayCacheReset() }
         self.upstream = .terminated(.finished)
         self.endWaiters(into: &effects, with: Terminal.finished.result)
         self.releaseProducers(into: &effects, result: false)

@@ -58,7 +58,7 @@ extension MulticastStorage {
         }
         if claimed {
             if connectingAtOnce { _ = self.connect() }
-            while let epoch = await self.nextHostedEpoch() {
+            while let epoch = await self.nextHostedEpoch(), !Task.isCancelled {
                 guard let task = self.startHostedUpstream(epoch: epoch) else { continue }
                 await withTaskCancellationHandler {
                     await task.value
@@ -109,7 +109,12 @@ extension MulticastStorage {
             guard state.machine.isCurrent(epoch: epoch) else { return nil }
             let sink = UpstreamSink(storage: self, epoch: epoch)
             // Not detached: it inherits run()'s task-local values and priority.
-            let task = Task { await body(sink) }
+            let task = Task {
+                // Cancelled before it began (run() was cancelled as it created it): do not
+                // even create the base iterator, as `startUpstream`'s task does not.
+                guard sink.storage.state.withLock({ $0.machine.isCurrent(epoch: epoch) }) else { return }
+                await body(sink)
+            }
             state.upstreamTask = (epoch, task)
             state.upstreamPriority = Task.currentPriority.rawValue
             return task
@@ -120,26 +125,29 @@ extension MulticastStorage {
     /// (`hostStopped`), which cancels the iteration; `run()` then sees it end.
     @inlinable
     func hostCancelled() {
-        let work = self.state.withLock { state in
-            if state.hostRetiredTimer == nil { state.hostRetiredTimer = state.timerTask }
-            return self.endCriticalSection(state.machine.hostStopped(), &state)
-        }
-        self.perform(work)
+        self.transition { $0.hostStopped() }
     }
 
     /// `run()` is over: the machine ends (`hostStopped`, if it has not), and this returns
-    /// once the timer task it cancelled has ended too (the upstream task already has).
+    /// once every timer task has returned (the upstream task already has), the ones the
+    /// storage replaced or cancelled before included (`timerTasksRunning`). Their sleeps
+    /// were cancelled: a clock's sleep must then throw, as the `clock:` parameter says.
     @inlinable
     func stopHosting() async {
-        let (work, timer) = self.state.withLock { state in
-            let timer = state.hostRetiredTimer ?? state.timerTask
-            state.hostRetiredTimer = nil
+        let work = self.state.withLock { state in
             let work = self.endCriticalSection(state.machine.hostStopped(), &state)
             state.host = .ended
             state.pendingEpoch = nil
-            return (work, timer)
+            return work
         }
         self.perform(work)
-        await timer?.value
+        await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
+            let ended = self.state.withLock { state -> Bool in
+                guard state.timerTasksRunning > 0 else { return true }
+                state.timersEnded = continuation
+                return false
+            }
+            if ended { continuation.resume() }
+        }
     }
 }

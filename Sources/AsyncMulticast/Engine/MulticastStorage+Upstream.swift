@@ -221,8 +221,25 @@ extension MulticastStorage {
         state.timerGeneration &+= 1
         let generation = state.timerGeneration
         state.timerWakeUp = nil
+        state.timerTasksRunning += 1
         // Creating a task only enqueues it; it takes the lock when it runs.
-        state.timerTask = Task.detached { await self.runKeepAliveTimer(generation: generation) }
+        state.timerTask = Task.detached {
+            await self.runKeepAliveTimer(generation: generation)
+            self.timerTaskEnded()
+        }
+    }
+
+    /// A timer task returned, replaced, cancelled or not: counted, so that a hosted `run()`
+    /// returns only once none runs (`stopHosting()`), whichever the storage forgot.
+    @inlinable
+    func timerTaskEnded() {
+        let waiting = self.state.withLock { state -> UnsafeContinuation<Void, Never>? in
+            state.timerTasksRunning -= 1
+            guard state.timerTasksRunning == 0 else { return nil }
+            defer { state.timersEnded = nil }
+            return state.timersEnded
+        }
+        waiting?.resume()
     }
 
     /// The timer task: sleeps on `clock` until the deadline of the latest window (it moves

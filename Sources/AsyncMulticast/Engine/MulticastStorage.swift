@@ -67,10 +67,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// it must run.
         @usableFromInline
         var hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
-        /// A hosted storage: the timer task its cancelled `run()` retired, which `run()`
-        /// awaits before it returns.
+        /// Timer tasks that have not returned yet, replaced or cancelled ones included.
         @usableFromInline
-        var hostRetiredTimer: Task<Void, Never>?
+        var timerTasksRunning = 0
+        /// A hosted storage's ending `run()`, waiting until `timerTasksRunning` is 0.
+        @usableFromInline
+        var timersEnded: UnsafeContinuation<Void, Never>?
         /// The last cancelled upstream task. The next one waits for it to end, so that two
         /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
         @usableFromInline

@@ -27,8 +27,9 @@
 ///   demand starts the upstream once `run()` runs.
 /// - **When `run()` is cancelled** (graceful shutdown), the upstream iteration is cancelled
 ///   and `run()` returns once it has ended: every subscriber receives what was buffered for
-///   it, then `nil`, and later subscribers get `nil` at once. No task of the service is left
-///   running.
+///   it, then `nil`, and later subscribers get the replayed elements (if any), then `nil`,
+///   at once (a replay whose expiry window was open expires then). No task of the service
+///   is left running.
 /// - **When the upstream ends**, its subscribers get the end as with `share()`, and `run()`
 ///   returns, or throws the upstream's error.
 /// - `run()` runs once: calling it while it runs stops the program; after it returned, it
