@@ -11,11 +11,15 @@
 //
 // Found (tests disabled with the cause):
 // 1. run() cancelled after it was handed an iteration but before it created its task still
-//    creates the base's iterator and pulls it (in a cancelled task); share() does not.
-// 2. A stop-timeout timer cancelled before run() ends (a subscriber came back, the upstream
-//    ended) is not awaited: run() returns while that timer task still runs.
-// 3. run() ending while a replay-expiry window is open keeps the replay cache for good;
-//    the documentation says later subscribers get nil at once.
+//    creates the base's iterator and pulls it (in a cancelled task); share() does not
+//    (cancelledAfterTheHandOver).
+// 2. A timer task the storage cancelled and forgot before run() ended (the upstream ended
+//    while lingering; a shorter keep-alive window replaced a longer sleep) is not awaited:
+//    run() returns while it still runs (upstreamEndsWhileTheTimerSleeps,
+//    replacedTimerIsAwaited).
+// 3. run() ending while a replay-expiry window is open keeps the replay cache for good; the
+//    documentation says later subscribers get nil at once (cancelledDuringTheReplayExpiry).
+//    More generally a late subscriber gets the replay, then nil, after run() returned.
 
 import Testing
 
@@ -172,7 +176,7 @@ struct AttackSharedServiceTests {
     @Test(
         "run() cancelled after it was handed an iteration, before it created the task: the base is not iterated",
         .disabled(
-            "bug: MulticastStorage+Hosting.swift host(connectingAtOnce:) / startHostedUpstream(epoch:): after nextHostedEpoch() returned an epoch, a cancelled run() still creates the upstream task (the epoch is still current: nothing ended the machine), which calls makeAsyncIterator() and next() in a cancelled task; share()'s startUpstream guards with isCurrent inside the task (\"Cancelled before it began: do not even create the base iterator\"). A base that ignores cancellation then holds run() until it answers."
+            "bug: MulticastStorage+Hosting.swift:62 host(connectingAtOnce:) and :106-112 startHostedUpstream(epoch:): after nextHostedEpoch() returned an epoch, a cancelled run() still creates the upstream task (the epoch is still current: nothing ended the machine), which calls makeAsyncIterator() and next() in a cancelled task; share()'s startUpstream (MulticastStorage+Upstream.swift:75) guards with isCurrent inside the task (\"Cancelled before it began: do not even create the base iterator\"). A base that ignores cancellation then holds run() until it answers."
         ))
     func cancelledAfterTheHandOver() async throws {
         let executor = HeldExecutor()
@@ -263,6 +267,36 @@ struct AttackSharedServiceTests {
         second.release()
     }
 
+    @Test(
+        "run() cancelled between iterations, with the next one pending behind a base still inside next(): it never starts"
+    )
+    func cancelledWithAnIterationPending() async throws {
+        let source = StubbornSource()
+        let service = source.sharedService(buffering: .unbounded, started: .whileSubscribed())
+        let returned = LockedFlag()
+        let hosting = Task {
+            await service.run()
+            returned.set()
+        }
+        let first = SubscriberBox(service.makeAsyncIterator())
+        let firstRead = first.startNext()
+        _ = await source.control.pulled.next("iteration 0's first pull")
+        source.control.answer(1)
+        #expect(await firstRead.value == 1)
+        _ = await source.control.pulled.next("iteration 0's second pull")
+        first.release()  // iteration 0 is cancelled; its base ignores it
+        let second = SubscriberBox(service.makeAsyncIterator())
+        let secondRead = second.startNext()  // iteration 1 waits for run() to finish iteration 0
+        try await waitUntil("the new subscriber waits") { service.storage.waitingCount == 1 }
+        hosting.cancel()
+        #expect(await secondRead.value == nil, "the waiting subscriber ends at once")
+        #expect(!returned.isSet, "run() waits for iteration 0's next()")
+        source.control.answer(7)
+        #expect(await ends(hosting))
+        #expect(source.control.iteratorCount == 1, "the pending iteration never started")
+        second.release()
+    }
+
     @Test("joins and leaves race restarts (stopTimeout .zero): iterations never overlap, run() cancelled mid-storm")
     func joinLeaveStormZeroTimeout() async throws {
         for round in 0..<12 {
@@ -273,7 +307,7 @@ struct AttackSharedServiceTests {
             await withTaskGroup(of: Void.self) { group in
                 for _ in 0..<4 {
                     group.addTask {
-                        while let _ = await visit(service) { visits.add() }
+                        while await visit(service) != nil { visits.add() }
                     }
                 }
                 group.addTask {
@@ -289,7 +323,9 @@ struct AttackSharedServiceTests {
         }
     }
 
-    @Test("joins and leaves race restarts (stopTimeout 1 s, replayExpiration 2 s, manual clock moving): no overlap, no timer left")
+    @Test(
+        "joins and leaves race restarts (stopTimeout 1 s, replayExpiration 2 s, manual clock moving): no overlap, no timer left"
+    )
     func joinLeaveStormWithTimeouts() async throws {
         for round in 0..<8 {
             let log = IterationLog()
@@ -360,7 +396,8 @@ struct AttackSharedServiceTests {
         #expect(service.subscriberCount == 0)
     }
 
-    @Test("lazily: a subscriber that joins before run() and leaves starts nothing until a demand; then it runs for good")
+    @Test(
+        "lazily: a subscriber that joins before run() and leaves starts nothing until a demand; then it runs for good")
     func lazilyJoinLeaveBeforeRun() async throws {
         let source = FedSource()
         let service = source.sharedService(buffering: .unbounded, started: .lazily)
@@ -421,7 +458,7 @@ struct AttackSharedServiceTests {
     @Test(
         "run() cancelled while the replay-expiry window is open: a later subscriber gets nil at once, not the stale cache",
         .disabled(
-            "bug (or doc): MulticastStateMachine+Upstream.swift hostStopped() sets replayExpiryPending = false and cancels the timer, keeping the replay cache for good: after run() returned, a late subscriber gets the cached element (which should have expired 10 s after the upstream stopped) then nil, however late it comes. AsyncSharedService.swift's doc says 'later subscribers get nil at once'."
+            "bug (or doc): MulticastStateMachine+Upstream.swift:218-220 hostStopped() sets replayExpiryPending = false and cancels the timer, keeping the replay cache for good: after run() returned, a late subscriber gets the cached element (which should have expired 10 s after the upstream stopped) then nil, however late it comes. AsyncSharedService.swift's doc says 'later subscribers get nil at once'."
         ))
     func cancelledDuringTheReplayExpiry() async throws {
         let clock = ManualClock()
@@ -483,7 +520,7 @@ struct AttackSharedServiceTests {
         }
         var late = service.makeAsyncIterator()
         do throws(TestError) {
-            while let _ = try await late.next() {}
+            while (try await late.next()) != nil {}
             Issue.record("a late subscriber ended without the error")
         } catch {
             #expect(error == .other(3))
@@ -514,7 +551,8 @@ struct AttackSharedServiceTests {
 
     // MARK: - No task left behind: the timer
 
-    @Test("run() cancelled while the stop-timeout timer sleeps on a clock that ignores cancellation: run() waits for it")
+    @Test(
+        "run() cancelled while the stop-timeout timer sleeps on a clock that ignores cancellation: run() waits for it")
     func runWaitsForAStubbornTimer() async throws {
         let clock = ScriptedClock(plan: { _ in .failWhenReleasedIgnoringCancellation })
         let source = FedSource()
@@ -543,7 +581,7 @@ struct AttackSharedServiceTests {
     @Test(
         "the upstream ends while the stop-timeout timer sleeps: run() returns only once that timer ended",
         .disabled(
-            "bug: MulticastStateMachine+Upstream.swift upstreamEnded() cancels the keep-alive timer (.cancel), armTimer sets state.timerTask = nil and perform() only cancels it; MulticastStorage+Hosting.swift stopHosting() then finds no timer to await (hostRetiredTimer is set only by hostCancelled), so run() returns while the timer task still runs"
+            "bug: MulticastStateMachine+Upstream.swift:110 upstreamEnded() cancels the keep-alive timer (.cancel), armTimer sets state.timerTask = nil and perform() only cancels it; MulticastStorage+Hosting.swift:135 stopHosting() then finds no timer to await (hostRetiredTimer is set only by hostCancelled), so run() returns while the timer task still runs"
         ))
     func upstreamEndsWhileTheTimerSleeps() async throws {
         let clock = ScriptedClock(plan: { _ in .failWhenReleasedIgnoringCancellation })
@@ -600,7 +638,7 @@ struct AttackSharedServiceTests {
     @Test(
         "a timer replaced by a shorter window (keep-alive after replay expiry) has ended when run() returns",
         .disabled(
-            "bug: MulticastStorage+Upstream.swift armTimer(.restart) replaces a timer task sleeping past the new deadline with a new one and only cancels the old; MulticastStorage+Hosting.swift stopHosting()/hostCancelled() await only the current timer task, so run() returns while the replaced one still runs"
+            "bug: MulticastStorage+Upstream.swift:199-205 armTimer(.restart) replaces a timer task sleeping past the new deadline with a new one and only cancels the old; MulticastStorage+Hosting.swift:124/135 hostCancelled()/stopHosting() await only the current timer task, so run() returns while the replaced one still runs"
         ))
     func replacedTimerIsAwaited() async throws {
         // Sleep 0: the first keep-alive window (returns at 1 s). Sleep 1: the replay-expiry
@@ -645,7 +683,9 @@ struct AttackSharedServiceTests {
 
     // MARK: - The views and counts
 
-    @Test("subscribe(), events(), buffering(_:) views on a service: buffered elements, then the end, when run() is cancelled")
+    @Test(
+        "subscribe(), events(), buffering(_:) views on a service: buffered elements, then the end, when run() is cancelled"
+    )
     func viewsEndWithRun() async throws {
         let source = FedSource()
         let service = source.sharedService(buffering: .unbounded, started: .eagerly)
@@ -780,6 +820,24 @@ struct AttackSharedServiceTests {
         #expect(entries.allSatisfy { $0.trace == "service" }, "\(entries.map(\.trace))")
         #expect(entries.allSatisfy { $0.priority == .high }, "\(entries.map(\.priority))")
         #expect(log.maxLive == 1)
+    }
+
+    // MARK: - run() twice
+
+    @Test("run() while it runs stops the program, whichever call claims first")
+    func runTwiceConcurrently() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            let service = FedSource().sharedService(started: .lazily)
+            let first = Task { await service.run() }
+            await service.run()
+            await first.value
+        }
+        #if DEBUG
+            if let result {
+                let output = String(decoding: result.standardErrorContent, as: UTF8.self)
+                #expect(output.contains("already running in another task"), "stderr: \(output)")
+            }
+        #endif
     }
 
     // MARK: - run() inside a task group, cancelled by the group
