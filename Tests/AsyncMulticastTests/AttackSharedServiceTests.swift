@@ -9,17 +9,11 @@
 // Order comes from gates (Signal, Latch, waitUntil on state, the manual clock's sleepers,
 // a held executor); deadlines are hang guards only. Races are looped.
 //
-// Found (tests disabled with the cause):
-// 1. run() cancelled after it was handed an iteration but before it created its task still
-//    creates the base's iterator and pulls it (in a cancelled task); share() does not
-//    (cancelledAfterTheHandOver).
-// 2. A timer task the storage cancelled and forgot before run() ended (the upstream ended
-//    while lingering; a shorter keep-alive window replaced a longer sleep) is not awaited:
-//    run() returns while it still runs (upstreamEndsWhileTheTimerSleeps,
-//    replacedTimerIsAwaited).
-// 3. run() ending while a replay-expiry window is open keeps the replay cache for good; the
-//    documentation says later subscribers get nil at once (cancelledDuringTheReplayExpiry).
-//    More generally a late subscriber gets the replay, then nil, after run() returned.
+// Found, and fixed: run() cancelled after it was handed an iteration still created the
+// base's iterator (cancelledAfterTheHandOver); a timer task cancelled or replaced before run()
+// ended was not awaited (upstreamEndsWhileTheTimerSleeps, replacedTimerIsAwaited); a replay
+// whose expiry window was open when run() ended never expired (cancelledDuringTheReplayExpiry).
+// A late subscriber after run() returned gets the replay (if any), then nil, as for share().
 
 import Testing
 
@@ -174,10 +168,7 @@ struct AttackSharedServiceTests {
     }
 
     @Test(
-        "run() cancelled after it was handed an iteration, before it created the task: the base is not iterated",
-        .disabled(
-            "bug: MulticastStorage+Hosting.swift:62 host(connectingAtOnce:) and :106-112 startHostedUpstream(epoch:): after nextHostedEpoch() returned an epoch, a cancelled run() still creates the upstream task (the epoch is still current: nothing ended the machine), which calls makeAsyncIterator() and next() in a cancelled task; share()'s startUpstream (MulticastStorage+Upstream.swift:75) guards with isCurrent inside the task (\"Cancelled before it began: do not even create the base iterator\"). A base that ignores cancellation then holds run() until it answers."
-        ))
+        "run() cancelled after it was handed an iteration, before it created the task: the base is not iterated")
     func cancelledAfterTheHandOver() async throws {
         let executor = HeldExecutor()
         let probe = Probe()
@@ -456,10 +447,7 @@ struct AttackSharedServiceTests {
     }
 
     @Test(
-        "run() cancelled while the replay-expiry window is open: a later subscriber gets nil at once, not the stale cache",
-        .disabled(
-            "bug (or doc): MulticastStateMachine+Upstream.swift:218-220 hostStopped() sets replayExpiryPending = false and cancels the timer, keeping the replay cache for good: after run() returned, a late subscriber gets the cached element (which should have expired 10 s after the upstream stopped) then nil, however late it comes. AsyncSharedService.swift's doc says 'later subscribers get nil at once'."
-        ))
+        "run() cancelled while the replay-expiry window is open: a later subscriber gets nil at once, not the stale cache")
     func cancelledDuringTheReplayExpiry() async throws {
         let clock = ManualClock()
         let source = FedSource()
@@ -579,10 +567,7 @@ struct AttackSharedServiceTests {
     }
 
     @Test(
-        "the upstream ends while the stop-timeout timer sleeps: run() returns only once that timer ended",
-        .disabled(
-            "bug: MulticastStateMachine+Upstream.swift:110 upstreamEnded() cancels the keep-alive timer (.cancel), armTimer sets state.timerTask = nil and perform() only cancels it; MulticastStorage+Hosting.swift:135 stopHosting() then finds no timer to await (hostRetiredTimer is set only by hostCancelled), so run() returns while the timer task still runs"
-        ))
+        "the upstream ends while the stop-timeout timer sleeps: run() returns only once that timer ended")
     func upstreamEndsWhileTheTimerSleeps() async throws {
         let clock = ScriptedClock(plan: { _ in .failWhenReleasedIgnoringCancellation })
         let source = FedSource()
@@ -636,10 +621,7 @@ struct AttackSharedServiceTests {
     }
 
     @Test(
-        "a timer replaced by a shorter window (keep-alive after replay expiry) has ended when run() returns",
-        .disabled(
-            "bug: MulticastStorage+Upstream.swift:199-205 armTimer(.restart) replaces a timer task sleeping past the new deadline with a new one and only cancels the old; MulticastStorage+Hosting.swift:124/135 hostCancelled()/stopHosting() await only the current timer task, so run() returns while the replaced one still runs"
-        ))
+        "a timer replaced by a shorter window (keep-alive after replay expiry) has ended when run() returns")
     func replacedTimerIsAwaited() async throws {
         // Sleep 0: the first keep-alive window (returns at 1 s). Sleep 1: the replay-expiry
         // window, ignoring cancellation. Later sleeps: normal.
