@@ -447,7 +447,8 @@ struct AttackSharedServiceTests {
     }
 
     @Test(
-        "run() cancelled while the replay-expiry window is open: a later subscriber gets nil at once, not the stale cache")
+        "run() cancelled while the replay-expiry window is open: a later subscriber gets nil at once, not the stale cache"
+    )
     func cancelledDuringTheReplayExpiry() async throws {
         let clock = ManualClock()
         let source = FedSource()
