@@ -189,6 +189,7 @@ extension MulticastStateMachine {
             return index
         }
         precondition(self.lanes.count < Slot.maxLanes, "buffering: over \(Slot.maxLanes - 1) policies in use at once")
+        if case .evicting(_, _?) = policy { self.hasSoftLimits = true }
         self.lanes.append(Lane(policy: policy, tail: self.tail))
         return self.lanes.count - 1
     }

@@ -65,7 +65,7 @@ extension MulticastStateMachine {
         }
         // Then every lane's own bookkeeping, through one mutable access to the lanes (the
         // hot path: one uniqueness check instead of one per field written).
-        let now = self.now
+        let now = self.hasSoftLimits ? self.now : nil
         self.lanes.withUnsafeMutableBufferPointer { lanes in
             for laneIndex in lanes.indices {
                 guard lanes[laneIndex].members > 0 else {
@@ -88,7 +88,7 @@ extension MulticastStateMachine {
                     let evicted = lanes[laneIndex].evicted
                     lanes[laneIndex].evictCells(before: newTail - limit)
                     if lanes[laneIndex].evicted != evicted { evictedAny = true }
-                    if let soft = lanes[laneIndex].softLimit,
+                    if let now, let soft = lanes[laneIndex].softLimit,
                         lanes[laneIndex].applySoftLimit(soft, newTail: newTail, now: now)
                     {
                         evictedAny = true

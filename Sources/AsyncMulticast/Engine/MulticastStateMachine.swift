@@ -305,6 +305,11 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     let now: @Sendable () -> Duration
 
+    /// Whether a lane with a soft limit was ever created: until then the general pass of
+    /// `append` does not copy `now` (a retain and a release of its context an element).
+    @usableFromInline
+    var hasSoftLimits = false
+
     @inlinable
     init(
         policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: KeepAlive = .off,
