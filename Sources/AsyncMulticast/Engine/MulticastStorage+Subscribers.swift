@@ -10,7 +10,7 @@ extension MulticastStorage {
     func subscribe(policy: SharedBufferingPolicy? = nil, connectRule: ConnectRule = .never) -> SubscriberID {
         let (id, work) = self.state.withLock { state in
             let (id, effects) = state.machine.subscriberJoined(policy: policy, connectRule: connectRule)
-            return (id, self.endCriticalSection(effects, &state))
+            return (id, self.endCriticalSectionIfNeeded(effects, &state))
         }
         self.perform(work)
         return id

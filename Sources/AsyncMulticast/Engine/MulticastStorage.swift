@@ -246,8 +246,22 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inline(__always)
     @inlinable
     func transition(_ event: (inout Machine) -> Machine.Effects) {
-        let work = self.state.withLock { state in self.endCriticalSection(event(&state.machine), &state) }
+        let work = self.state.withLock { state in self.endCriticalSectionIfNeeded(event(&state.machine), &state) }
         self.perform(work)
+    }
+
+    /// `endCriticalSection`, skipped (without a call) when there is visibly nothing to do:
+    /// no effects, nobody observing the count or the completion, no eviction watcher or
+    /// hosted `run()` to resume. Most joins and leaves (`compare --only churn`, `memory`).
+    @inline(__always)
+    @inlinable
+    func endCriticalSectionIfNeeded(_ effects: Machine.Effects, _ state: inout State) -> OutsideLock? {
+        if effects.isEmpty, effects.parkedElementsAppended == 0, state.countObservers.isEmpty,
+            state.completionObservers.isEmpty, state.machine.evictionNotices.isEmpty, state.hostWakeUp == nil
+        {
+            return nil
+        }
+        return self.endCriticalSection(effects, &state)
     }
 
     /// Under the lock, after the machine's transition returned `effects`: starts and registers

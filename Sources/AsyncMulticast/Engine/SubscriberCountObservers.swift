@@ -45,6 +45,10 @@ struct SubscriberCountObservers: Sendable {
         }
     }
 
+    /// Whether no observer is registered.
+    @inlinable
+    var isEmpty: Bool { self.cells.isEmpty }
+
     /// Under the lock, at the end of a critical section: the change to announce, if the
     /// count is not the one the observers were last told (and there are observers).
     @inlinable
