@@ -80,6 +80,22 @@ extension MulticastStateMachine.Lane {
 }
 
 extension MulticastStateMachine {
+    /// The general pass of `append` met a member of an `.evict` lane while a soft-limited
+    /// lane exists: applies each soft limit (`Lane.applySoftLimit`), after the pass. Returns
+    /// whether a cell was evicted. Out of line: the pass of every other append stays small.
+    @inlinable
+    @inline(never)
+    mutating func applySoftLimitsAfterThePass(newTail: Int) -> Bool {
+        var evictedAny = false
+        for laneIndex in self.lanes.indices where self.lanes[laneIndex].members > 0 {
+            guard case .evict = self.lanes[laneIndex].overflow, let soft = self.lanes[laneIndex].softLimit else {
+                continue
+            }
+            if self.lanes[laneIndex].applySoftLimit(soft, newTail: newTail, now: self.now) { evictedAny = true }
+        }
+        return evictedAny
+    }
+
     /// The end of `appendToSoleLosslessLane` after its lane evicted members: the same, then
     /// the evictions are noticed, after the hand-over (until it, a waiting member's cell is
     /// already at the new tail while its cursor is not, and `isEvicted` would take it for

@@ -65,7 +65,8 @@ extension MulticastStateMachine {
         }
         // Then every lane's own bookkeeping, through one mutable access to the lanes (the
         // hot path: one uniqueness check instead of one per field written).
-        let now = self.hasSoftLimits ? self.now : nil
+        let hasSoftLimits = self.hasSoftLimits
+        var softLimited = false
         self.lanes.withUnsafeMutableBufferPointer { lanes in
             for laneIndex in lanes.indices {
                 guard lanes[laneIndex].members > 0 else {
@@ -88,11 +89,7 @@ extension MulticastStateMachine {
                     let evicted = lanes[laneIndex].evicted
                     lanes[laneIndex].evictCells(before: newTail - limit)
                     if lanes[laneIndex].evicted != evicted { evictedAny = true }
-                    if let now, let soft = lanes[laneIndex].softLimit,
-                        lanes[laneIndex].applySoftLimit(soft, newTail: newTail, now: now)
-                    {
-                        evictedAny = true
-                    }
+                    if hasSoftLimits { softLimited = true }  // applied after this pass
                 case .park, .freeze, .keepAll:
                     break  // `.park`: the room check below; `.freeze`: done above
                 }
@@ -103,6 +100,9 @@ extension MulticastStateMachine {
             }
         }
 
+        // After the pass, whose closure then keeps no clock (an eviction: the trim recomputes).
+        if softLimited, self.applySoftLimitsAfterThePass(newTail: newTail) { evictedAny = true }
+
         if needed || !self.elements.isEmpty {
             self.elements.append(element)
         } else {
@@ -110,9 +110,13 @@ extension MulticastStateMachine {
         }
 
         if !self.waiters.isEmpty { self.handOver(resuming: &resuming) }
-        if evictedAny { self.evictionsHappened(resuming: &resuming) }
-        // What `trimElements()` would do, with the minimum computed above.
-        self.trimElements(before: keepFrom)
+        if evictedAny {
+            self.evictionsHappened(resuming: &resuming)
+            self.trimElements()
+        } else {
+            // What `trimElements()` would do, with the minimum computed above.
+            self.trimElements(before: keepFrom)
+        }
         assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
         return hasRoom
     }
