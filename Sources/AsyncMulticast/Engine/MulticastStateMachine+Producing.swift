@@ -114,8 +114,7 @@ extension MulticastStateMachine {
             self.evictionsHappened(resuming: &resuming)
             self.trimElements()
         } else {
-            // What `trimElements()` would do, with the minimum computed above.
-            self.trimElements(before: keepFrom)
+            self.trimElements(before: keepFrom)  // what `trimElements()` would do, with that minimum
         }
         assert(hasRoom == self.hasRoom, "append's room check disagrees with hasRoom")
         return hasRoom
