@@ -983,7 +983,7 @@ struct AttackEvictingTests {
     }
 
     @Test(
-        "a copy of the subscription, watched after the iteration took it: true on eviction, false once the iteration learnt it"
+        "a copy of the subscription, watched after the iteration took it: true on eviction, and still after the iteration learnt it"
     )
     func copyWatchedAfterTheIterationTookIt() async throws {
         let subject = AsyncPassthroughSubject<Int, any Error>(buffering: .evicting(2))
