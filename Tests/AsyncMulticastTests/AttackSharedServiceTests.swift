@@ -542,13 +542,16 @@ struct AttackSharedServiceTests {
 
     // MARK: - No task left behind: the timer
 
-    @Test(
-        "run() cancelled while the stop-timeout timer sleeps on a clock that ignores cancellation: run() waits for it")
-    func runWaitsForAStubbornTimer() async throws {
-        let clock = ScriptedClock(plan: { _ in .failWhenReleasedIgnoringCancellation })
+    /// A service of a `FedSource` on a `ScriptedClock` following `plan` (by default, every
+    /// sleep ignores cancellation until released), hosted by a task that sets `returned` when
+    /// `run()` returns; a first subscriber joined, read 1, and left.
+    private func hostedAfterOneVisit(
+        plan: @escaping @Sendable (Int) -> ScriptedClock.Sleep = { _ in .failWhenReleasedIgnoringCancellation },
+        replay: Int = 0, started: SharingStarted = .whileSubscribed(stopTimeout: .seconds(60))
+    ) async -> (ScriptedClock, FedSource, AsyncSharedService<Int, Never>, Task<Void, Never>, LockedFlag) {
+        let clock = ScriptedClock(plan: plan)
         let source = FedSource()
-        let service = source.sharedService(
-            buffering: .unbounded, started: .whileSubscribed(stopTimeout: .seconds(60)), clock: clock)
+        let service = source.sharedService(replay: replay, buffering: .unbounded, started: started, clock: clock)
         let returned = LockedFlag()
         let hosting = Task {
             await service.run()
@@ -560,6 +563,13 @@ struct AttackSharedServiceTests {
         source.control.yield(1)
         #expect(await read.value == 1)
         first.release()
+        return (clock, source, service, hosting, returned)
+    }
+
+    @Test(
+        "run() cancelled while the stop-timeout timer sleeps on a clock that ignores cancellation: run() waits for it")
+    func runWaitsForAStubbornTimer() async throws {
+        let (clock, source, _, hosting, returned) = await hostedAfterOneVisit()
         try await waitUntil("the timer sleeps") { clock.pendingFailures == 1 }
         hosting.cancel()
         _ = await source.control.waitForEnd()
@@ -572,21 +582,7 @@ struct AttackSharedServiceTests {
     @Test(
         "the upstream ends while the stop-timeout timer sleeps: run() returns only once that timer ended")
     func upstreamEndsWhileTheTimerSleeps() async throws {
-        let clock = ScriptedClock(plan: { _ in .failWhenReleasedIgnoringCancellation })
-        let source = FedSource()
-        let service = source.sharedService(
-            buffering: .unbounded, started: .whileSubscribed(stopTimeout: .seconds(60)), clock: clock)
-        let returned = LockedFlag()
-        let hosting = Task {
-            await service.run()
-            returned.set()
-        }
-        let first = SubscriberBox(service.makeAsyncIterator())
-        let read = first.startNext()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await read.value == 1)
-        first.release()
+        let (clock, source, service, hosting, returned) = await hostedAfterOneVisit()
         try await waitUntil("the timer sleeps") { clock.pendingFailures == 1 }
         source.control.finish(0)
         try await waitUntil("the upstream ended") { service.storage.upstreamState == .terminated(.finished) }
@@ -598,21 +594,7 @@ struct AttackSharedServiceTests {
 
     @Test("a subscriber comes back during the stop timeout, then run() is cancelled: run() waits for the timer")
     func timerKeptByARejoinIsAwaited() async throws {
-        let clock = ScriptedClock(plan: { _ in .failWhenReleasedIgnoringCancellation })
-        let source = FedSource()
-        let service = source.sharedService(
-            buffering: .unbounded, started: .whileSubscribed(stopTimeout: .seconds(60)), clock: clock)
-        let returned = LockedFlag()
-        let hosting = Task {
-            await service.run()
-            returned.set()
-        }
-        let first = SubscriberBox(service.makeAsyncIterator())
-        let read = first.startNext()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await read.value == 1)
-        first.release()
+        let (clock, _, service, hosting, returned) = await hostedAfterOneVisit()
         try await waitUntil("the timer sleeps") { clock.pendingFailures == 1 }
         let second = SubscriberBox(service.makeAsyncIterator())  // back within the window
         hosting.cancel()
@@ -628,22 +610,9 @@ struct AttackSharedServiceTests {
     func replacedTimerIsAwaited() async throws {
         // Sleep 0: the first keep-alive window (returns at 1 s). Sleep 1: the replay-expiry
         // window, ignoring cancellation. Later sleeps: normal.
-        let clock = ScriptedClock(plan: { index in index == 1 ? .failWhenReleasedIgnoringCancellation : .normal })
-        let source = FedSource()
-        let service = source.sharedService(
-            replay: 1, buffering: .unbounded,
-            started: .whileSubscribed(stopTimeout: .seconds(1), replayExpiration: .seconds(100)), clock: clock)
-        let returned = LockedFlag()
-        let hosting = Task {
-            await service.run()
-            returned.set()
-        }
-        let first = SubscriberBox(service.makeAsyncIterator())
-        let read = first.startNext()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await read.value == 1)
-        first.release()
+        let (clock, source, service, hosting, returned) = await hostedAfterOneVisit(
+            plan: { index in index == 1 ? .failWhenReleasedIgnoringCancellation : .normal }, replay: 1,
+            started: .whileSubscribed(stopTimeout: .seconds(1), replayExpiration: .seconds(100)))
         try await waitUntil("the keep-alive timer sleeps") { clock.sleeperCount == 1 }
         clock.advance(by: .seconds(1))
         try await waitUntil("the replay-expiry window is timed") { clock.pendingFailures == 1 }
