@@ -116,6 +116,18 @@ private func becomesTrue(yields: Int = 500, _ condition: () -> Bool) async -> Bo
     return condition()
 }
 
+/// A first subscriber joins, its demand starts iteration 0 of `source`, it reads 1, and leaves.
+private func firstVisitReadsOne(
+    _ service: AsyncSharedService<Int, Never>, _ source: FedSource, sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    let first = SubscriberBox(service.makeAsyncIterator())
+    let read = first.startNext()
+    await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
+    source.control.yield(1)
+    #expect(await read.value == 1, sourceLocation: sourceLocation)
+    first.release()
+}
+
 private func visit(_ service: AsyncSharedService<Int, Never>) async -> Int? {
     var iterator = service.makeAsyncIterator()
     return await iterator.next()
@@ -423,12 +435,7 @@ struct AttackSharedServiceTests {
             replay: 1, buffering: .unbounded,
             started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
         let hosting = Task { await service.run() }
-        let first = SubscriberBox(service.makeAsyncIterator())
-        let read = first.startNext()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await read.value == 1)
-        first.release()
+        await firstVisitReadsOne(service, source)
         await clock.waitForSleepers(count: 1)  // the expiry window
         #expect(await source.control.waitForEnd()?.end == .cancelled)
         #expect(service.replayCache == [1], "within the window")
@@ -458,12 +465,7 @@ struct AttackSharedServiceTests {
             replay: 1, buffering: .unbounded,
             started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
         let hosting = Task { await service.run() }
-        let first = SubscriberBox(service.makeAsyncIterator())
-        let read = first.startNext()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await read.value == 1)
-        first.release()
+        await firstVisitReadsOne(service, source)
         await clock.waitForSleepers(count: 1)
         hosting.cancel()
         #expect(await ends(hosting))
@@ -526,12 +528,7 @@ struct AttackSharedServiceTests {
         let service = source.sharedService(
             buffering: .unbounded, started: .whileSubscribed(stopTimeout: .seconds(60)), clock: clock)
         let hosting = Task { await service.run() }
-        let first = SubscriberBox(service.makeAsyncIterator())
-        let read = first.startNext()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await read.value == 1)
-        first.release()
+        await firstVisitReadsOne(service, source)
         await clock.waitForSleepers(count: 1)
         source.control.finish(0)
         #expect(await ends(hosting))
@@ -557,12 +554,7 @@ struct AttackSharedServiceTests {
             await service.run()
             returned.set()
         }
-        let first = SubscriberBox(service.makeAsyncIterator())
-        let read = first.startNext()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await read.value == 1)
-        first.release()
+        await firstVisitReadsOne(service, source)
         return (clock, source, service, hosting, returned)
     }
 
