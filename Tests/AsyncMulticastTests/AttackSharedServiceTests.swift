@@ -713,9 +713,10 @@ struct AttackSharedServiceTests {
             let service = LoggedCounter(log: log).sharedService(buffering: .bounded(4), started: .lazily)
             let hosting = Task { await service.run() }
             let other = SubscriberBox(service.makeAsyncIterator())
+            let echoing = service.subscribe()  // joined before its task runs: it sees 0 on
             let echo = Task { () -> [Int] in
                 var got: [Int] = []
-                for await n in service {
+                for await n in echoing {
                     got.append(n)
                     if n == 5 { hosting.cancel() }
                 }
