@@ -99,18 +99,8 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     @inline(never)
     func endedByEviction() -> Result<Element?, Failure> {
         self.subscription.recordEviction()
-        var report = ReadReport()
-        report.evicted = true
-        if let error = Self.evictionError(report) { return .failure(error) }
+        if let error = SubscriberEvictedError() as? Failure { return .failure(error) }
         return .success(nil)
-    }
-
-    /// The error an evicted subscriber throws, if `report` says it was evicted and
-    /// `Failure` can carry ``SubscriberEvictedError``.
-    @inlinable
-    static func evictionError(_ report: ReadReport) -> Failure? {
-        guard report.evicted else { return nil }
-        return SubscriberEvictedError() as? Failure
     }
 
     /// The next element; see ``next(isolation:)``.

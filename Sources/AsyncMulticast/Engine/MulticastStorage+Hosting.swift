@@ -109,12 +109,7 @@ extension MulticastStorage {
             guard state.machine.isCurrent(epoch: epoch) else { return nil }
             let sink = UpstreamSink(storage: self, epoch: epoch)
             // Not detached: it inherits run()'s task-local values and priority.
-            let task = Task {
-                // Cancelled before it began (run() was cancelled as it created it): do not
-                // even create the base iterator, as `startUpstream`'s task does not.
-                guard sink.storage.state.withLock({ $0.machine.isCurrent(epoch: epoch) }) else { return }
-                await body(sink)
-            }
+            let task = Task { await Self.runUpstream(body, into: sink) }  // run() cancelled as it made it: nothing
             state.upstreamTask = (epoch, task)
             state.upstreamPriority = Task.currentPriority.rawValue
             return task

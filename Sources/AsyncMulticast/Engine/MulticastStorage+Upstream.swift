@@ -72,11 +72,18 @@ extension MulticastStorage {
             Task.detached {
                 // A base that reacts slowly to cancellation may still be inside `next()`.
                 await previous?.value
-                // Cancelled before it began: do not even create the base iterator.
-                guard sink.storage.state.withLock({ $0.machine.isCurrent(epoch: epoch) }) else { return }
-                await body(sink)
+                await Self.runUpstream(body, into: sink)
             }
         )
+    }
+
+    /// The body of an upstream task (detached, or hosted by `run()`): the iteration, unless
+    /// its epoch was cancelled before the task began; then not even the base iterator is
+    /// created.
+    @inlinable
+    static func runUpstream(_ body: UpstreamBody, into sink: UpstreamSink) async {
+        guard sink.storage.state.withLock({ $0.machine.isCurrent(epoch: sink.epoch) }) else { return }
+        await body(sink)
     }
 
     /// The priority an upstream task starts at: a detached task's, whoever asked for it.
