@@ -12,19 +12,17 @@
 set -euo pipefail
 
 cd "$(dirname "$0")"
+# Headers, timing and the failure report: the repository's shared CI helper.
+source ../.ci/lib.sh
+ci_begin "Benchmarks smoke"
 
 jobs="${SWIFT_BUILD_JOBS:-$(nproc 2>/dev/null || sysctl -n hw.ncpu 2>/dev/null || echo 2)}"
-started=$(date +%s)
-step() {
-    echo
-    echo "=== smoke [$(( $(date +%s) - started ))s]: $*"
-}
 
-step "swift build -c release --product compare, delivery-cell (jobs: $jobs)"
+ci_step "swift build -c release --product compare, delivery-cell (jobs: $jobs)"
 swift build -c release -j "$jobs" --product compare
 swift build -c release -j "$jobs" --product delivery-cell
 
-step "swift test (overload check: AsyncAlgorithms + AsyncMulticast imported together)"
+ci_step "swift test (overload check: AsyncAlgorithms + AsyncMulticast imported together)"
 # Release, and only the test product: reuses the release modules just built for
 # compare instead of compiling everything again in debug (the test needs no
 # @testable import). --disable-xctest: the tests use Swift Testing; this skips
@@ -32,24 +30,22 @@ step "swift test (overload check: AsyncAlgorithms + AsyncMulticast imported toge
 swift build -c release -j "$jobs" --product AsyncMulticastBenchmarksPackageTests
 swift test -c release --skip-build --disable-xctest
 
-step "swift package benchmark (MULTICAST_BENCH_SMOKE=1: <= 3 iterations each, small sizes, no thresholds)"
-log="$(mktemp)"
-trap 'rm -f "$log"' EXIT
+ci_step "swift package benchmark (MULTICAST_BENCH_SMOKE=1: <= 3 iterations each, small sizes, no thresholds)"
+log="$CI_LOGS/benchmark.log"
 MULTICAST_BENCH_SMOKE=1 swift package -j "$jobs" benchmark --no-progress 2>&1 | tee "$log"
 # A benchmark that reported an error is only listed, with exit code 0: catch it here.
 if grep -q "The following benchmarks failed" "$log"; then
-    echo "smoke: some benchmarks failed (see the list above)" >&2
-    exit 1
+    ci_fail "some benchmarks failed (see the list above)"
 fi
 
-step "compare --smoke"
+ci_step "compare --smoke"
 .build/release/compare --smoke
 
 if command -v valgrind >/dev/null 2>&1; then
-    step "compare --smoke --instructions (callgrind)"
+    ci_step "compare --smoke --instructions (callgrind)"
     .build/release/compare --smoke --instructions
 else
-    step "compare --smoke --instructions: SKIPPED, valgrind is not installed"
+    ci_step "compare --smoke --instructions: SKIPPED, valgrind is not installed"
 fi
 
-step "done"
+ci_end

@@ -14,11 +14,12 @@
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/../../.ci/lib.sh"
 cd "$here"
-started=$SECONDS
 mode="${1:-test}"
+ci_begin "Examples/PostgresFanout"
 
-say() { printf '[postgres-fanout ci %3ds] %s\n' "$((SECONDS - started))" "$*"; }
+say() { printf '[postgres-fanout ci %3ds] %s\n' "$((SECONDS - CI_STARTED))" "$*"; }
 
 # --- 1. PostgreSQL's binaries ------------------------------------------------------------
 find_postgres_bin() {
@@ -39,6 +40,7 @@ find_postgres_bin() {
     return 1
 }
 
+ci_step "PostgreSQL's binaries"
 if ! pg_bin="$(find_postgres_bin)"; then
     say "PostgreSQL not found: installing it with apt-get"
     if [[ $EUID -ne 0 ]]; then
@@ -58,16 +60,11 @@ say "PostgreSQL binaries: $pg_bin ($("$pg_bin/postgres" --version))"
 
 # --- 2. build ------------------------------------------------------------------------------
 if [[ "$mode" != "--demo" ]]; then
-    build_log="$(mktemp "${TMPDIR:-/tmp}/postgres-fanout-build.XXXXXX")"
-    say "swift build --build-tests (the first build of postgres-nio and hummingbird takes minutes)"
-    swift build --build-tests 2>&1 | tee "$build_log"
+    # The first build of postgres-nio and hummingbird takes minutes.
+    ci_step "swift build --build-tests"
+    swift build --build-tests 2>&1 | tee "$CI_LOGS/build.log"
     # Warnings in this package's own sources fail the run (not those of the dependencies).
-    if grep -E "$here/(Sources|Tests)/[^:]+\.swift:[0-9]+:[0-9]+: warning:" "$build_log" | sort -u | grep .; then
-        echo "ci.sh: compiler warnings in Examples/PostgresFanout (listed above)" >&2
-        exit 1
-    fi
-    rm -f "$build_log"
-    say "built"
+    ci_no_warnings "$CI_LOGS/build.log" "$here"
 fi
 
 # --- 3. a throwaway cluster ------------------------------------------------------------------
@@ -77,19 +74,18 @@ as_owner() {
     # initdb and postgres refuse to run as root: run them as `postgres`, who owns the folder.
     if [[ $EUID -eq 0 ]]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
-cleanup() {
-    local status=$?
+stop_and_remove_cluster() {
     if [[ $server_started -eq 1 ]]; then
         as_owner "$pg_bin/pg_ctl" -D "$tmp/data" -m immediate -w stop >/dev/null 2>&1 || true
     fi
-    if [[ $status -ne 0 && -f "$tmp/server.log" ]]; then
+    if [[ $CI_EXIT_STATUS -ne 0 && -f "$tmp/server.log" ]]; then
         echo "---- the PostgreSQL server's log (last 40 lines) ----" >&2
         tail -n 40 "$tmp/server.log" >&2 || true
     fi
     rm -rf "$tmp"
-    exit "$status"
 }
-trap cleanup EXIT
+ci_on_exit stop_and_remove_cluster
+ci_step "a throwaway cluster"
 
 if [[ $EUID -eq 0 ]]; then
     id postgres >/dev/null 2>&1 || useradd --system --home-dir "$tmp" --shell /usr/sbin/nologin postgres
@@ -115,9 +111,12 @@ say "PostgreSQL $("${psql[@]}" -At -c 'SHOW server_version') ready: POSTGRES_HOS
 
 # --- 4. tests, or the demo -------------------------------------------------------------------
 if [[ "$mode" == "--demo" ]]; then
+    ci_step "demo.sh"
     bash "$here/demo.sh"
 else
+    ci_step "swift test"
     # The tests take seconds; the timeout is a hang guard far above that.
-    timeout --kill-after=10 300 swift test --skip-build
+    timeout --kill-after=10 300 swift test --skip-build 2>&1 | tee "$CI_LOGS/test.log"
+    ci_tests_passed "$CI_LOGS/test.log"
 fi
-say "done"
+ci_end
