@@ -95,11 +95,12 @@ extension MulticastStateMachine {
     /// now on, subject to `policy` (the machine's policy if `nil`). Its `connectRule` is
     /// decided here, once: `.onDemand` is kept in its slot (`Slot.connectsOnDemand`), and
     /// `.atSubscriberCount(n)` connects an idle upstream if at least `n` subscribers are now
-    /// present (the effects start it).
+    /// present (the effects start it). The effects are `nil` when there is nothing to do, as
+    /// for almost every join: no `Effects` value is made, copied or destroyed on that path.
     @inlinable
     mutating func subscriberJoined(
         policy: SharedBufferingPolicy?, connectRule: ConnectRule
-    ) -> (id: SubscriberID, effects: Effects) {
+    ) -> (id: SubscriberID, effects: Effects?) {
         let policy = policy ?? self.defaultPolicy
         let laneIndex = self.laneIndex(for: policy)
 
@@ -150,13 +151,13 @@ extension MulticastStateMachine {
             // task stays: when it wakes it finds the upstream running and ends.
             self.upstream = .running(epoch: epoch)
         }
-        var effects = Effects()
+        let id = SubscriberID(slot: slotIndex, generation: generation)
         if case .atSubscriberCount(let minimum) = connectRule, self.subscriberCount >= minimum,
             case .idle = self.upstream
         {
-            effects = self.connectRequested().effects
+            return (id, self.connectRequested().effects)
         }
-        return (SubscriberID(slot: slotIndex, generation: generation), effects)
+        return (id, nil)
     }
 
     /// The stored elements from `start` to the tail, for a greeting: the previous copy if it
