@@ -195,13 +195,13 @@ def plain_text(markdown):
 
 
 def github_slug(heading):
-    """GitHub's anchor for a heading (github-slugger): lowercased; everything but letters,
-    marks, numbers, connector punctuation (`_`), spaces and hyphens removed; each space a
-    hyphen (runs are not collapsed)."""
+    """GitHub's anchor for a heading: lowercased; everything but letters, marks, decimal and
+    letter numbers, connector punctuation (`_`), spaces and hyphens removed (Ruby's
+    /[^\p{Word}\- ]/); each space a hyphen (runs are not collapsed)."""
     kept = []
     for c in heading.lower():
         category = unicodedata.category(c)
-        if c in " -" or category[0] in "LMN" or category == "Pc":
+        if c in " -" or category[0] in "LM" or category in ("Nd", "Nl", "Pc"):
             kept.append(c)
     return "".join(kept).replace(" ", "-")
 
@@ -228,6 +228,36 @@ def docc_fragment(heading):
     parts = [p for p in re.split(r"[\s\-\u2013\u2014]+", heading.strip()) if p]
     return "".join(c for c in "-".join(parts)
                    if c == "-" or (c != "`" and not unicodedata.category(c).startswith("P")))
+
+
+# Both spellings, pinned: GitHub's as its anchors read, DocC's as docc 6.3 wrote them into
+# this package's archive. A wrong rule would silently accept broken anchors or reject good
+# ones, so every run checks these first.
+SPELLINGS = [
+    ("Keeping the upstream alive: navigate away and back",
+     "keeping-the-upstream-alive-navigate-away-and-back",
+     "Keeping-the-upstream-alive-navigate-away-and-back"),
+    ("Changing the value from several tasks: update(_:)",
+     "changing-the-value-from-several-tasks-update_",
+     "Changing-the-value-from-several-tasks-update"),
+    ("Waiting for room: send(waitingForRoom:)",
+     "waiting-for-room-sendwaitingforroom", "Waiting-for-room-sendwaitingForRoom"),
+    ("SwiftUI: create the sequence once, iterate it in .task",
+     "swiftui-create-the-sequence-once-iterate-it-in-task",
+     "SwiftUI-create-the-sequence-once-iterate-it-in-task"),
+    ("What bounds N = 1", "what-bounds-n--1", "What-bounds-N-=-1"),
+    ("Iterators are per task; join before you spawn",
+     "iterators-are-per-task-join-before-you-spawn",
+     "Iterators-are-per-task-join-before-you-spawn"),
+]
+
+
+def check_spellings():
+    for heading, github, docc in SPELLINGS:
+        assert github_slug(heading) == github, (heading, github_slug(heading))
+        assert docc_fragment(heading) == docc, (heading, docc_fragment(heading))
+    assert plain_text("Sharing one asynchronous sequence: `share()`") == \
+        "Sharing one asynchronous sequence: share()"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -313,6 +343,8 @@ def resolve_relative(source, dest):
     if not (target == ROOT or target.startswith(ROOT + os.sep)):
         return None, fragment, f"`{dest}`: leads outside the repository"
     if not exists_in_repository(target):
+        if os.path.exists(target):
+            return None, fragment, f"`{dest}`: {rel(target)} is not tracked by git, so not on GitHub"
         return None, fragment, f"`{dest}`: no such file in the repository ({rel(target)})"
     if has_fragment:
         if target.endswith(".md"):
@@ -522,6 +554,7 @@ def check_archive(archive):
 
 def main(argv):
     global TRACKED
+    check_spellings()
     TRACKED = tracked_files()
     if len(argv) == 1:
         problems, count = check_sources()
