@@ -57,7 +57,7 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     /// A subscriber that is not reading (a server's handler stuck in a write) learns of its
     /// eviction through ``SharedSubscription/waitForEviction()``, and
     /// ``SharedSubscription/backlog`` shows how far behind it runs, to size the limits from
-    /// data (see the ServingClients guide).
+    /// data (see [Sizing the two limits](<doc:ServingClients#Sizing-the-two-limits>)).
     ///
     /// This is how a server keeps one stalled client from stalling or bloating the others.
     /// As with ``bounded(_:)``, an iterator may also hold up to `min(hardLimit / 2, 64)`

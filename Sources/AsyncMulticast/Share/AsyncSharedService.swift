@@ -20,8 +20,9 @@
 /// `Service` whose `run()` calls this one inside `cancelWhenGracefulShutdown`: graceful
 /// shutdown is a request, not a cancellation, and this library does not depend on
 /// swift-service-lifecycle to hear it (a bare `extension AsyncSharedService: Service {}`
-/// compiles, but would keep the group from shutting down). The Share guide's "Structured
-/// sharing" section shows the service and the order of a streaming server's services.
+/// compiles, but would keep the group from shutting down). The Share guide's
+/// [Structured sharing](<doc:Share#Structured-sharing>) section shows the service and the
+/// order of a streaming server's services.
 ///
 /// - **Before `run()`**, subscribers may join; under `.lazily` or `.whileSubscribed` their
 ///   demand starts the upstream once `run()` runs.
