@@ -10,7 +10,7 @@
 // guide declares live in a `private` namespace per example. `print` is a local function of
 // each test recording into that test's own `PrintedLines`, so the tests may run in parallel.
 // Every step that follows another task's work waits for it explicitly (a subscriber count, a
-// printed line), never with a sleep.
+// printed line, an upstream's start or end), never with a sleep.
 
 import AsyncMulticast
 import Observation
@@ -34,6 +34,15 @@ private enum SwiftUIFixExample {
     @MainActor @Observable final class PlayerModel {
         let events = AsyncPassthroughSubject<String, Never>()  // created once, with the model
         func play() { events.send("play") }
+    }
+}
+
+/// The fix's shape, with the model's events shared from an upstream (`share()`): the guide's
+/// note on the upstream of a `share()` or `replay(n)` sequence. (Test only.)
+private enum SwiftUISharedExample {
+    @MainActor @Observable final class FeedModel {
+        let events: AsyncShareSequence<Int, Never>
+        init(events: AsyncShareSequence<Int, Never>) { self.events = events }
     }
 }
 
@@ -147,5 +156,95 @@ struct MigratingFromCombineSwiftUIGuideTests {
             #expect(printed.lines.count == cycles, "one event per visit, each received once")
         }
         #expect(observed == nil, "nothing holds the model once the view and the test dropped it")
+    }
+
+    /// "On a `share()` … sequence, the upstream stops when the last view leaves": one view
+    /// leaving keeps it running for the other, the last one stops it, and a view coming back
+    /// starts it again.
+    @Test("a shared upstream stops when the last view disappears, and restarts", .timeLimit(.minutes(1)))
+    func sharedUpstreamFollowsTheViews() async throws {
+        let printed = PrintedLines()
+        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let source = FedSource()
+        let model = SwiftUISharedExample.FeedModel(events: source.share())
+        let list = ViewStandIn { for await n in model.events { print("list:", n) } }
+        let detail = ViewStandIn { for await n in model.events { print("detail:", n) } }
+
+        list.appear()
+        await source.control.waitForStart(of: 0)
+        detail.appear()
+        try await model.events.waitForSubscribers(atLeast: 2)
+        source.control.yield(1)
+        await printed.wait(for: "list: 1")
+        await printed.wait(for: "detail: 1")
+
+        await list.disappear()
+        #expect(model.events.subscriberCount == 1)
+        #expect(source.control.end(of: 0) == nil, "the detail view still iterates: the upstream runs on")
+        source.control.yield(2)
+        await printed.wait(for: "detail: 2")
+
+        await detail.disappear()  // the last view leaves: the upstream is cancelled
+        let end = await source.control.waitForEnd()
+        #expect(end?.iteration == 0 && end?.end == .cancelled)
+
+        list.appear()  // a view comes back: a new iteration of the upstream
+        await source.control.waitForStart(of: 1)
+        source.control.yield(3, to: 1)
+        await printed.wait(for: "list: 3")
+        await list.disappear()
+        let restartedEnd = await source.control.waitForEnd()
+        #expect(restartedEnd?.iteration == 1 && restartedEnd?.end == .cancelled)
+
+        #expect(source.control.iteratorCount == 2)
+        #expect(printed.lines(startingWith: "list:") == ["list: 1", "list: 3"])
+        #expect(printed.lines(startingWith: "detail:") == ["detail: 1", "detail: 2"])
+    }
+
+    /// "give it a `keepAlive` window if views often disappear and come back": a view back
+    /// within the window continues the same iteration of the upstream (Replay.md: "a
+    /// subscriber that arrives within the window continues the same iteration"); once the
+    /// window has passed with no view, the upstream stops, and the next view restarts it.
+    @Test("a shared upstream with keepAlive survives a view coming back within the window", .timeLimit(.minutes(1)))
+    func sharedUpstreamKeepAliveWindow() async throws {
+        let printed = PrintedLines()
+        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let clock = ManualClock()
+        let source = FedSource()
+        let model = SwiftUISharedExample.FeedModel(events: source.share(keepAlive: .seconds(2), clock: clock))
+        let view = ViewStandIn { for await n in model.events { print(n) } }
+
+        view.appear()
+        await source.control.waitForStart(of: 0)
+        try await model.events.waitForSubscribers(atLeast: 1)
+        source.control.yield(1)
+        await printed.wait(for: "1")
+        await view.disappear()  // at 0 s: the window opens, until 2 s
+        #expect(model.events.subscriberCount == 0)
+
+        clock.advance(by: .seconds(1))
+        view.appear()  // back at 1 s, within the window
+        try await model.events.waitForSubscribers(atLeast: 1)
+        source.control.yield(2, to: 0)  // the same iteration still runs, and feeds the view
+        await printed.wait(for: "2")
+        #expect(source.control.iteratorCount == 1, "the upstream was not restarted")
+
+        await view.disappear()  // at 1 s: the window opens again, until 3 s
+        clock.advance(by: .seconds(2) - .nanoseconds(1))
+        await letOthersRun()
+        #expect(source.control.end(of: 0) == nil, "the window is still open")
+        clock.advance(by: .nanoseconds(1))
+        let end = await source.control.waitForEnd()  // nobody came back: the upstream stops
+        #expect(end?.iteration == 0 && end?.end == .cancelled)
+
+        view.appear()  // after the window: a new iteration
+        await source.control.waitForStart(of: 1)
+        source.control.yield(3, to: 1)
+        await printed.wait(for: "3")
+        await view.disappear()
+        clock.advance(by: .seconds(2))
+        let restartedEnd = await source.control.waitForEnd()
+        #expect(restartedEnd?.iteration == 1 && restartedEnd?.end == .cancelled)
+        #expect(printed.lines == ["1", "2", "3"])
     }
 }
