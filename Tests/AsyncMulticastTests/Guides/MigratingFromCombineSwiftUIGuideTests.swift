@@ -177,6 +177,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
         source.control.yield(1)
         await printed.wait(for: "list: 1")
         await printed.wait(for: "detail: 1")
+        #expect(source.control.iteratorCount == 1, "two views, one iteration of the upstream")
 
         await list.disappear()
         #expect(model.events.subscriberCount == 1)
@@ -199,6 +200,31 @@ struct MigratingFromCombineSwiftUIGuideTests {
         #expect(source.control.iteratorCount == 2)
         #expect(printed.lines(startingWith: "list:") == ["list: 1", "list: 3"])
         #expect(printed.lines(startingWith: "detail:") == ["detail: 1", "detail: 2"])
+    }
+
+    /// "Calling `share()` in `body` creates a new, separate shared iteration each time": the
+    /// views of two evaluations of such a `body` run two iterations of the upstream, each
+    /// feeding only its own view.
+    @Test("share() called in body starts a separate upstream iteration at each evaluation", .timeLimit(.minutes(1)))
+    func shareInBodyIsSeparateEachTime() async throws {
+        let printed = PrintedLines()
+        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let source = FedSource()
+        let first = source.share()  // what one evaluation of `body` creates
+        let second = source.share()  // and the next one
+        let list = ViewStandIn { for await n in first { print("list:", n) } }
+        let detail = ViewStandIn { for await n in second { print("detail:", n) } }
+
+        list.appear()
+        await source.control.waitForStart(of: 0)
+        detail.appear()
+        await source.control.waitForStart(of: 1)
+        #expect(first.subscriberCount == 1 && second.subscriberCount == 1)
+        source.control.yield(1, to: 0)
+        await printed.wait(for: "list: 1")
+        await list.disappear()
+        await detail.disappear()
+        #expect(printed.lines == ["list: 1"], "the detail view iterates another iteration, never fed")
     }
 
     /// "give it a `keepAlive` window if views often disappear and come back": a view back
