@@ -132,7 +132,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
 
     /// A view that comes and goes many times leaves no subscriber behind, and once the view
     /// and the model are dropped, nothing (no task of the view's) keeps the model alive.
-    @Test("the fix: appearing and disappearing leaks no subscriber and no model", .timeLimit(.minutes(1)))
+    @Test("the fix: appearing and disappearing leaks no subscriber and no model", .timeLimit(.minutes(2)))
     func fixAppearAndDisappearLeakNothing() async throws {
         let printed = PrintedLines()
         @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -231,7 +231,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// within the window continues the same iteration of the upstream (Replay.md: "a
     /// subscriber that arrives within the window continues the same iteration"); once the
     /// window has passed with no view, the upstream stops, and the next view restarts it.
-    @Test("a shared upstream with keepAlive survives a view coming back within the window", .timeLimit(.minutes(1)))
+    @Test("a shared upstream with keepAlive survives a view coming back within the window", .timeLimit(.minutes(2)))
     func sharedUpstreamKeepAliveWindow() async throws {
         let printed = PrintedLines()
         @Sendable func print(_ items: Any...) { printed.record(items) }
