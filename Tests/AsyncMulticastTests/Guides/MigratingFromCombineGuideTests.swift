@@ -1,6 +1,7 @@
-// Checks Guides/MigratingFromCombine.md: its compiled example (the follow counter), and the
-// output the guide shows for each screen. The SwiftUI examples are not compiled on Linux and
-// are not checked.
+// Checks Guides/MigratingFromCombine.md: its compiled examples (the follow counter, the weak
+// observer), and the output the guide shows for each screen. The SwiftUI section's view
+// models are checked in MigratingFromCombineSwiftUIGuideTests.swift; its views are not
+// compiled (SwiftUI exists on Apple platforms only).
 //
 // Each test carries a `// Guides/MigratingFromCombine.md: <section>` comment, which is also its
 // display name, and contains the example verbatim; the lines marked `[test gate]` or
