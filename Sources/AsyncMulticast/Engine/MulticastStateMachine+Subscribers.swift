@@ -95,12 +95,11 @@ extension MulticastStateMachine {
     /// now on, subject to `policy` (the machine's policy if `nil`). Its `connectRule` is
     /// decided here, once: `.onDemand` is kept in its slot (`Slot.connectsOnDemand`), and
     /// `.atSubscriberCount(n)` connects an idle upstream if at least `n` subscribers are now
-    /// present (the effects start it). The effects are `nil` when there is nothing to do, as
-    /// for almost every join: no `Effects` value is made, copied or destroyed on that path.
+    /// present (the effects start it).
     @inlinable
     mutating func subscriberJoined(
         policy: SharedBufferingPolicy?, connectRule: ConnectRule
-    ) -> (id: SubscriberID, effects: Effects?) {
+    ) -> (id: SubscriberID, effects: Effects) {
         let policy = policy ?? self.defaultPolicy
         let laneIndex = self.laneIndex(for: policy)
 
@@ -151,13 +150,13 @@ extension MulticastStateMachine {
             // task stays: when it wakes it finds the upstream running and ends.
             self.upstream = .running(epoch: epoch)
         }
-        let id = SubscriberID(slot: slotIndex, generation: generation)
+        var effects = Effects()
         if case .atSubscriberCount(let minimum) = connectRule, self.subscriberCount >= minimum,
             case .idle = self.upstream
         {
-            return (id, self.connectRequested().effects)
+            effects = self.connectRequested().effects
         }
-        return (id, nil)
+        return (SubscriberID(slot: slotIndex, generation: generation), effects)
     }
 
     /// The stored elements from `start` to the tail, for a greeting: the previous copy if it

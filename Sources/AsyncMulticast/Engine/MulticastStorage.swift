@@ -256,29 +256,12 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inline(__always)
     @inlinable
     func endCriticalSectionIfNeeded(_ effects: Machine.Effects, _ state: inout State) -> OutsideLock? {
-        if effects.isEmpty, effects.parkedElementsAppended == 0, Self.nobodyWaitsOnTheEnd(state) {
+        if effects.isEmpty, effects.parkedElementsAppended == 0, state.countObservers.isEmpty,
+            state.completionObservers.isEmpty, state.machine.evictionNotices.isEmpty, state.hostWakeUp == nil
+        {
             return nil
         }
         return self.endCriticalSection(effects, &state)
-    }
-
-    /// The same for a transition that returned no effects at all (`nil`: a join, almost
-    /// always), so that the common path neither makes nor destroys an `Effects` value.
-    @inline(__always)
-    @inlinable
-    func endCriticalSectionIfNeeded(_ effects: Machine.Effects?, _ state: inout State) -> OutsideLock? {
-        if let effects { return self.endCriticalSectionIfNeeded(effects, &state) }
-        if Self.nobodyWaitsOnTheEnd(state) { return nil }
-        return self.endCriticalSection(Machine.Effects(), &state)
-    }
-
-    /// Nobody observes the count or the completion, and no eviction watcher or hosted
-    /// `run()` is to be resumed: with no effects, ending the critical section does nothing.
-    @inline(__always)
-    @inlinable
-    static func nobodyWaitsOnTheEnd(_ state: State) -> Bool {
-        state.countObservers.isEmpty && state.completionObservers.isEmpty
-            && state.machine.evictionNotices.isEmpty && state.hostWakeUp == nil
     }
 
     /// Under the lock, after the machine's transition returned `effects`: starts and registers

@@ -106,18 +106,6 @@ struct StateMachineConnectionTests {
         #expect(machine.upstream == .running(epoch: 0))
     }
 
-    @Test("subscriberJoined has no effects, except the join that brings an idle upstream to its minimum subscriber count")
-    func joinsHaveNoEffectsExceptTheOneThatConnects() {
-        var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)
-        #expect(machine.subscriberJoined(policy: nil, connectRule: .onDemand).effects == nil)
-        #expect(machine.subscriberJoined(policy: nil, connectRule: .atSubscriberCount(3)).effects == nil)
-        let third = machine.subscriberJoined(policy: nil, connectRule: .atSubscriberCount(3)).effects
-        #expect(third?.startUpstream == 0)
-        #expect(machine.upstream == .running(epoch: 0))
-        // Running already: a fourth join at the minimum connects nothing again.
-        #expect(machine.subscriberJoined(policy: nil, connectRule: .atSubscriberCount(3)).effects == nil)
-    }
-
     @Test("nextRequested while idle starts nothing, unless it connects on demand (autoconnect's iterators)")
     func demandWhileIdleStartsOnlyIfItConnectsOnDemand() {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .manual)

@@ -7,10 +7,10 @@
 
 extension MulticastStateMachine {
     /// `subscriberJoined(policy:connectRule:)` for a subscriber that never connects the
-    /// upstream (`ConnectRule.never`): it never has effects.
+    /// upstream (`ConnectRule.never`): its effects are always empty.
     mutating func subscriberJoined(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
         let (id, effects) = self.subscriberJoined(policy: policy, connectRule: .never)
-        precondition(effects == nil, "joining with ConnectRule.never had effects")
+        precondition(effects.isEmpty, "joining with ConnectRule.never had effects")
         return id
     }
 
