@@ -40,3 +40,16 @@ func waitUntil(
         Issue.record("\(what): not seen within \(seconds) s", sourceLocation: sourceLocation)
     }
 }
+
+extension Task where Failure == Never {
+    /// The task's value, with the waiter's cancellation passed on: when a time limit cancels
+    /// a test, the tasks it waits for are cancelled too, so that the test ends (failing)
+    /// instead of waiting for them for ever.
+    func waitValue() async -> Success {
+        await withTaskCancellationHandler {
+            await self.value
+        } onCancel: {
+            self.cancel()
+        }
+    }
+}

@@ -1,8 +1,8 @@
 import Synchronization
 
 /// An upstream that can be iterated any number of times, as a shared sequence restarts it:
-/// each iteration is a *run*, numbered from 1, that starts by producing its own number, then
-/// what the test sends to it, and whose start and end the test observes in ``log``.
+/// each iteration is a *run*, numbered from 1, that starts by producing `firstElement + run`
+/// (its number, by default), then what the test sends to it, and whose start and end the test observes in ``log``.
 ///
 /// A run is an `AsyncStream`, so its end is seen by its `onTermination`: cancelling the
 /// task iterating it (what the library does when the last subscriber left) ends it at once.
@@ -28,8 +28,13 @@ final class UpstreamProbe: Sendable {
     }
 
     private let runs = Mutex(Runs())
+    private let firstElement: Int
 
-    init() {}
+    /// - Parameter firstElement: added to a run's number to make its first element, so that
+    ///   two probes merged into one sequence can be told apart.
+    init(firstElement: Int = 0) {
+        self.firstElement = firstElement
+    }
 
     /// How many runs started.
     var runCount: Int { self.runs.withLock { $0.started } }
@@ -59,7 +64,7 @@ final class UpstreamProbe: Sendable {
         }
         continuation.onTermination = { [log] _ in log.record(.ended(run: run)) }
         self.log.record(.started(run: run))
-        continuation.yield(run)
+        continuation.yield(self.firstElement + run)
         return stream.makeAsyncIterator()
     }
 
