@@ -8,8 +8,8 @@ import Synchronization
 /// a `share()`'s upstream as the last `for await` loop leaving does.
 ///
 /// Values are delivered in a task of the subscription's own, never more than the subscriber
-/// demanded: without demand the shared subscriber stops reading and its buffering policy
-/// decides what waits for it.
+/// demanded: without demand the shared subscriber holds one value and stops reading, and its
+/// buffering policy decides what waits for it. A completion needs no demand.
 ///
 /// ```swift
 /// let cancellable = sharedPrices.publisher().sink { price in ticker.show(price) }
@@ -36,7 +36,7 @@ extension AsyncSharedSequence {
 
 extension SharedSequencePublisher {
     /// One Combine subscriber's subscription: owns the shared iterator (the library's
-    /// subscriber) in a task that reads only while there is demand.
+    /// subscriber) in a task that reads one value ahead of the demand.
     ///
     /// It holds the subscriber erased (`AnySubscriber`): a generic subscriber type would be
     /// captured by the task, and its metatype is not `Sendable`.
@@ -118,15 +118,17 @@ extension SharedSequencePublisher {
 
         private var isCancelled: Bool { self.state.withLock { $0.value.cancelled } }
 
+        /// Reads one value ahead of the demand, not more: Combine delivers a completion
+        /// without demand, so the end must be seen while the subscriber asks for nothing.
         private func deliver(from iterator: inout SharedIterator<Output, Failure>, to downstream: Downstream) async {
             do throws(Failure) {
-                while await self.takeDemand() {
+                while true {
                     // `nil` after a cancel is the shared subscriber leaving, not the end.
                     guard let element = try await iterator.next(isolation: nil) else {
                         if !self.isCancelled { downstream.receive(completion: .finished) }
                         return
                     }
-                    guard !self.isCancelled else { return }
+                    guard await self.takeDemand(), !self.isCancelled else { return }
                     self.add(downstream.receive(element))
                 }
             } catch {

@@ -2,6 +2,7 @@ import AsyncMulticast
 import Clocks
 import CombineBridge
 import OpenCombine
+import Synchronization
 import Testing
 
 /// An OpenCombine publisher bridged into the library's `AsyncSharedSource` (its
@@ -145,6 +146,37 @@ struct OpenCombineTests {
         sink.cancel()
     }
 
+    @Test("a library subject as a publisher: the current value first, then only what the subscriber demanded")
+    func subjectAsPublisherHonoursDemand() async {
+        let volume = AsyncCurrentValueSubject<Int, Never>(5, buffering: .unbounded)
+        let received = EventLog<Received>()
+        let subscription = Mutex<UncheckedSubscription?>(nil)
+        // A subscriber that asks for one value, then for more only when told to.
+        let subscriber = AnySubscriber<Int, Never>(
+            receiveSubscription: { granted in
+                subscription.withLock { $0 = UncheckedSubscription(granted) }
+                granted.request(.max(1))
+            },
+            receiveValue: { value in
+                received.record(.a(value))
+                return .none
+            },
+            receiveCompletion: { _ in received.record(.finished) })
+        volume.publisher().subscribe(subscriber)
+        #expect(volume.subscriberCount == 1, "subscribing joined the subject")
+
+        volume.send(6)
+        volume.send(7)
+        await received.expect(.a(5))
+        #expect(received.events == [.a(5)], "more values were delivered than demanded")
+
+        subscription.withLock { $0 }?.value.request(.max(2))
+        await received.expect(.a(7))
+        volume.finish()
+        await received.expect(.finished)
+        #expect(received.events == [.a(5), .a(6), .a(7), .finished])
+    }
+
     @Test("round trip: subject, shared source, publisher, sinks; the sinks' cancels end the subscription")
     func roundTrip() async {
         let subject = CurrentValueSubject<Int, Never>(0)
@@ -168,6 +200,16 @@ struct OpenCombineTests {
 }
 
 private struct Broken: Error, Equatable {}
+
+/// A Combine subscription kept by a test to request more later; Combine lets a subscription
+/// be used from any thread.
+private struct UncheckedSubscription: @unchecked Sendable {
+    let value: any Subscription
+
+    init(_ value: any Subscription) {
+        self.value = value
+    }
+}
 
 /// The error `iterator`'s next `next()` throws, typed (`next()` throws `Broken`, not `any
 /// Error`); `nil` if it returned instead.
