@@ -7,7 +7,7 @@
 #
 # Fails (non-zero) on a build error, on a compiler warning in this package's own Sources/ or
 # Tests/, on a failing test, or when the run does not report passing tests. The last line
-# it prints is the test runner's summary. A first build takes about 1.5 minutes on 2 cores;
+# it prints is the test runner's summary. A first build takes about a minute on 2 cores;
 # the tests take well under a second (each suite has a 2-minute limit that only a hang
 # reaches).
 set -euo pipefail
