@@ -6,48 +6,23 @@
 #   swift test                  the compatibility tests (no network, no real waiting)
 #
 # Fails (non-zero) on a build error, on a compiler warning in this package's own Sources/ or
-# Tests/, on a failing test, or when the run does not report passing tests. The last line
-# it prints is the test runner's summary. A first build takes about a minute on 2 cores;
-# the tests take well under a second (each suite has a 2-minute limit that only a hang
-# reaches).
+# Tests/, on a failing test, or when the run does not report passing tests. A first build
+# takes about a minute on 2 cores; the tests take well under a second (each suite has a
+# 2-minute limit that only a hang reaches). Headers, timing and the failure report come from
+# the repository's .ci/lib.sh.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+source "$here/../.ci/lib.sh"
 cd "$here"
-if ! command -v swift >/dev/null 2>&1 && [[ -x /opt/swift/usr/bin/swift ]]; then
-    export PATH="/opt/swift/usr/bin:$PATH"
-fi
+ci_begin "Compatibility"
 
-logs="$(mktemp -d "${TMPDIR:-/tmp}/compatibility-ci.XXXXXX")"
-started=$SECONDS
-step="setup"
-trap 'status=$?; if [[ $status -ne 0 ]]; then
-    printf "\n**** Compatibility/ci.sh FAILED in step: %s (exit %d, after %d s)\n**** logs: %s\n" \
-        "$step" "$status" "$((SECONDS - started))" "$logs" >&2
-fi' EXIT
+ci_step "swift build --build-tests"
+swift build --build-tests 2>&1 | tee "$CI_LOGS/build.log"
+ci_no_warnings "$CI_LOGS/build.log" "$here"
 
-# Fails if the compiler log $1 has a warning located in this package's own sources.
-no_warnings_in_own_sources() {
-    local warnings
-    warnings="$(grep -E "^$here/(Sources|Tests)/[^:]+\.swift:[0-9]+:[0-9]+: warning:" "$1" | sort -u || true)"
-    if [[ -n "$warnings" ]]; then
-        printf '%s\n' "$warnings" >&2
-        printf '**** compiler warnings in Compatibility (above)\n' >&2
-        return 1
-    fi
-}
-
-step="swift build --build-tests"
-printf '==== Compatibility: %s ====\n' "$step"
-swift build --build-tests 2>&1 | tee "$logs/build.log"
-no_warnings_in_own_sources "$logs/build.log"
-printf -- '---- built in %d s\n' "$((SECONDS - started))"
-
-step="swift test"
-printf '==== Compatibility: %s ====\n' "$step"
-swift test 2>&1 | tee "$logs/test.log"
-no_warnings_in_own_sources "$logs/test.log"
-grep -Eq "Test run with [0-9]+ tests? .*passed" "$logs/test.log" || {
-    printf '**** the test run did not report passing Swift Testing tests\n' >&2
-    exit 1
-}
+ci_step "swift test"
+swift test 2>&1 | tee "$CI_LOGS/test.log"
+ci_no_warnings "$CI_LOGS/test.log" "$here"
+ci_tests_passed "$CI_LOGS/test.log"
+ci_end
