@@ -91,6 +91,10 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayi
     /// }
     /// ```
     ///
+    /// `start` is `@Sendable`, and Combine's publishers are not `Sendable`: in Swift 6 mode,
+    /// capture one after `@preconcurrency import Combine` (OpenCombine needs a `Sendable` box
+    /// instead; the repository's `Compatibility` package has one).
+    ///
     /// - Parameters:
     ///   - buffering: how each subscriber keeps values it has not consumed yet. A callback
     ///     cannot wait, so `.bounded(n)` buffers past `n` like `.unbounded` (the default).
