@@ -92,8 +92,8 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayi
     /// ```
     ///
     /// `start` is `@Sendable`, and Combine's publishers are not `Sendable`: in Swift 6 mode,
-    /// capture one after `@preconcurrency import Combine` (OpenCombine needs a `Sendable` box
-    /// instead; the repository's `Compatibility` package has one).
+    /// the example compiles after `@preconcurrency import Combine` (or `OpenCombine`, as the
+    /// repository's `Compatibility` package checks).
     ///
     /// - Parameters:
     ///   - buffering: how each subscriber keeps values it has not consumed yet. A callback
