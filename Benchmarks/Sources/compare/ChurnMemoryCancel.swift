@@ -37,6 +37,12 @@ func runChurn(_ options: Options) async {
             rates[implementation, default: []].append(result.joinsPerSecond)
         }
     }
+    for (implementation, list) in rates.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+        let leftover = last[implementation]?.leftoverSubscribers.map { "\($0)" } ?? "n/a"
+        figure(
+            "churn", "joins", unit: "joins/s", implementation: implementation.rawValue,
+            labels: [("leftover", leftover), ("ok", last[implementation]?.ok == true ? "yes" : "no")], samples: list)
+    }
     let oursRate = median(rates[.ours] ?? [])
     for implementation in options.selected([.ours, .saa, .handRolled]) {
         guard let result = last[implementation] else { continue }
@@ -76,7 +82,13 @@ func runMemory(_ options: Options) async {
             if implementation == .saa, count > Scenarios.saaIdleSubscribersCap { continue }
             // Twice; keep the second (the first can include one-time allocations).
             _ = Scenarios.idle(implementation, subscribers: min(1_000, count))
-            results[implementation] = Scenarios.idle(implementation, subscribers: count)
+            let result = Scenarios.idle(implementation, subscribers: count)
+            results[implementation] = result
+            if let result, let bytes = result.heapBytesPerSubscriber {
+                figure(
+                    "memory", "heap", unit: "bytes/subscriber", implementation: implementation.rawValue,
+                    subscribers: count, labels: [("iterator", "\(result.iteratorStride)")], samples: [bytes])
+            }
         }
         for implementation in options.selected([.ours, .saa, .handRolled]) {
             guard let result = results[implementation] else {
@@ -125,6 +137,16 @@ func runCancellation(_ options: Options) async {
         let result = await Scenarios.cancellation(implementation, samples: options.cancellationSamples)
         record("cancellation \(implementation)", result.failures)
         results[implementation] = result
+        for (metric, values) in [
+            ("return", result.cancelToReturn), ("upstream-end", result.cancelToUpstreamTermination),
+        ] {
+            for (name, q) in [("p50", 0.5), ("p99", 0.99)] {
+                guard let value = percentile(values, q) else { continue }
+                figure(
+                    "cancel", "\(metric)-\(name)", unit: "us", implementation: implementation.rawValue,
+                    labels: [("samples", "\(values.count)")], samples: [value / 1e3])
+            }
+        }
     }
     let oursP50 = results[.ours].flatMap { percentile($0.cancelToReturn, 0.5) }
     for implementation in options.selected([.ours, .saa, .handRolled, .base]) {

@@ -90,6 +90,14 @@ func runCost(_ options: Options) async {
                 wall[cell, default: []].append(run.wall / deliveries * 1e6)
             }
         }
+        for (cell, list) in cpu.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            figure(
+                "cost", "cpu", unit: "us/delivery", implementation: cell.rawValue, subscribers: subscribers,
+                elements: elements, samples: list)
+            figure(
+                "cost", "wall", unit: "us/delivery", implementation: cell.rawValue, subscribers: subscribers,
+                elements: elements, samples: wall[cell] ?? [])
+        }
         func value(_ samples: [DeliveryCell: [Double]], _ cell: DeliveryCell) -> Double? {
             samples[cell].flatMap(median)
         }
@@ -227,6 +235,7 @@ func runInstructions(_ options: Options) {
             to run: how often its producer parks and its subscribers suspend depends on that interleaving.
             valgrind: \(valgrind)
             """)
+        figureNote("instructions-scheduling", Scheduling.currentThread())
         var perDelivery: [Int: [DeliveryCell: [Double]]] = [:]
         for size in sizes {
             for repetition in 0..<repetitions {
@@ -278,6 +287,15 @@ func runInstructions(_ options: Options) {
             rmdir(folder)  // fails, keeping the logs, if a run failed
         }
 
+        for size in sizes {
+            let cells = perDelivery[size.subscribers] ?? [:]
+            for (cell, list) in cells.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                figure(
+                    "instructions", "ir", unit: "instructions/delivery", implementation: cell.rawValue,
+                    subscribers: size.subscribers, labels: [("m1", "\(size.smaller)"), ("m2", "\(size.larger)")],
+                    samples: list)
+            }
+        }
         var table = Table([
             "N", "M1", "M2", "share Ir/del", "subject Ir/del", "OpenCombine Ir/del",
             "share / OC", "target", "subject / OC", "target", "share .unbounded Ir/del",

@@ -68,6 +68,9 @@ func runFanOut(_ options: Options) async {
                 await fanOutOnce(.base, policy: .unbounded, subscribers: 1, elements: options.baseElements).rate)
         }
         base = median(rates)
+        figure(
+            "fanout", "base-rate", unit: "deliveries/s", implementation: Implementation.base.rawValue,
+            subscribers: 1, elements: options.baseElements, samples: rates)
         stamp(
             "base (floor): iterating the upstream directly, N = 1, M = \(options.baseElements): \(fmt(base.map { $0 / 1e6 })) Mdel/s"
         )
@@ -96,6 +99,18 @@ func runFanOut(_ options: Options) async {
                     let m = implementation == .saa ? saaElements : elements
                     let run = await fanOutOnce(implementation, policy: policy, subscribers: subscribers, elements: m)
                     runs[implementation, default: []].append(run)
+                }
+            }
+            for (implementation, list) in runs.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+                let labels = [("policy", policy.rawValue)]
+                let m = implementation == .saa ? saaElements : elements
+                figure(
+                    "fanout", "rate", unit: "deliveries/s", implementation: implementation.rawValue,
+                    subscribers: subscribers, elements: m, labels: labels, samples: list.map(\.rate))
+                if !policy.isLossless {
+                    figure(
+                        "fanout", "delivered", unit: "fraction", implementation: implementation.rawValue,
+                        subscribers: subscribers, elements: m, labels: labels, samples: list.map(\.delivered))
                 }
             }
             func rate(_ implementation: Implementation) -> Double? {
@@ -149,6 +164,9 @@ func runOpaqueOverhead(_ options: Options) async {
             record("opaque overhead \(implementation) \(policy)", tally.failures)
             rates.append(Double(elements) / seconds)
         }
+        figure(
+            "fanout", "opaque-rate", unit: "deliveries/s", implementation: implementation.rawValue,
+            subscribers: 1, elements: elements, labels: [("policy", policy.rawValue)], samples: rates)
         return median(rates)
     }
     // Interleaved, so drift on a shared machine hits both sides alike.
@@ -194,14 +212,17 @@ func runSubject(_ options: Options) async {
         must see all M in order. AsyncMulticast: AsyncPassthroughSubject(buffering: .unbounded).
         SAA has no subject: an AsyncStream continuation shared with share(bufferingPolicy: .unbounded)
         (M·N capped as in scenario 1, marked *). hand-rolled: the same broadcaster's send().
+        OC: OpenCombine's PassthroughSubject<Int, Never> with N sinks, sent to synchronously.
         """)
-    var table = Table(["N", "M", "ours Mdel/s", "SAA Mdel/s", "SAA M", "hand Mdel/s", "vs SAA", "vs hand"])
+    var table = Table([
+        "N", "M", "ours Mdel/s", "SAA Mdel/s", "SAA M", "hand Mdel/s", "OC Mdel/s", "vs SAA", "vs hand", "vs OC",
+    ])
     for subscribers in options.subscriberCounts {
         let elements = options.elements(forSubscribers: subscribers)
         let saaElements = options.saaElements(forSubscribers: subscribers, regular: elements)
         var rates: [Implementation: [Double]] = [:]
         for _ in 0..<options.repetitions {
-            for implementation in options.selected([.ours, .saa, .handRolled]) {
+            for implementation in options.selected([.ours, .saa, .handRolled, .openCombine]) {
                 let m = implementation == .saa ? saaElements : elements
                 let (tally, seconds) = await measureSeconds {
                     await Scenarios.subject(implementation, subscribers: subscribers, elements: m)
@@ -211,14 +232,21 @@ func runSubject(_ options: Options) async {
                 rates[implementation, default: []].append(Double(tally.deliveries) / seconds)
             }
         }
+        for (implementation, list) in rates.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+            figure(
+                "subject", "rate", unit: "deliveries/s", implementation: implementation.rawValue,
+                subscribers: subscribers, elements: implementation == .saa ? saaElements : elements, samples: list)
+        }
         let ours = rates[.ours].flatMap(median)
         let saa = rates[.saa].flatMap(median)
         let hand = rates[.handRolled].flatMap(median)
+        let openCombine = rates[.openCombine].flatMap(median)
         table.add([
             "\(subscribers)", "\(elements)",
             fmt(ours.map { $0 / 1e6 }), fmt(saa.map { $0 / 1e6 }),
             saaElements == elements ? "\(saaElements)" : "\(saaElements)*",
-            fmt(hand.map { $0 / 1e6 }), ratio(ours, saa), ratio(ours, hand),
+            fmt(hand.map { $0 / 1e6 }), fmt(openCombine.map { $0 / 1e6 }),
+            ratio(ours, saa), ratio(ours, hand), ratio(ours, openCombine),
         ])
     }
     stamp(table.render())

@@ -42,7 +42,7 @@ struct CompareArguments: ParsableCommand {
         name: .customLong("impls"),
         help: """
             Comma-separated subset of implementations: ours, saa, hand, base, opencombine (alias: combine) \
-            (default: all). OpenCombine runs in the cost scenarios only.
+            (default: all). OpenCombine runs in the subject and cost scenarios only.
             """,
         transform: CompareArguments.implementations)
     var implementations: Set<Implementation> = Set(Implementation.allCases)
@@ -86,6 +86,13 @@ struct CompareArguments: ParsableCommand {
             """)
     var writeThresholds: String?
 
+    @Option(
+        help: """
+            Also write every measured value the tables are computed from (all repetitions) into \
+            this file as JSON (what Benchmarks/figures.sh merges into Results/figures.json).
+            """)
+    var json: String?
+
     static func scenarios(_ list: String) throws -> Set<String> {
         let names = Set(list.split(separator: ",").map { $0.trimmingCharacters() })
         let unknown = names.subtracting(Options.allScenarios)
@@ -125,6 +132,7 @@ struct Options {
     var profiles: String?
     var checkThresholds: String?
     var writeThresholds: String?
+    var json: String?
 
     init(_ arguments: CompareArguments) {
         self.mode = arguments.mode
@@ -136,6 +144,7 @@ struct Options {
         self.profiles = arguments.profiles
         self.checkThresholds = arguments.checkThresholds
         self.writeThresholds = arguments.writeThresholds
+        self.json = arguments.json
     }
 
     // Sizes per mode.
@@ -323,6 +332,10 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("slowproducer") { await runSlowProducer(options) }
 }
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
+if let path = options.json {
+    let ran = options.instructions ? ["instructions"] : options.scenarios.sorted()
+    writeFigures(to: path, mode: options.mode.rawValue, scenarios: ran, seconds: totalSeconds, failures: failures)
+}
 if failures.isEmpty {
     stamp("compare: all checks passed")
 } else {
