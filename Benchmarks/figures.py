@@ -185,7 +185,8 @@ def readme_block(r):
         f"(and over N where a row gives a span of N). Regenerate everything below, the chart and the results "
         f"table of [Benchmarks/README.md](Benchmarks/README.md) with `Benchmarks/figures.sh` (it took "
         f"{duration(data['seconds'])}; `--render` redraws from "
-        f"[Benchmarks/Results/figures.json](Benchmarks/Results/figures.json) without measuring). Ratios are "
+        f"[Benchmarks/Results/figures.json](Benchmarks/Results/figures.json) without measuring, `--check` fails "
+        f"when this section no longer matches that file). Ratios are "
         f"measured in one process, implementations interleaved, and read \"AsyncMulticast vs X\": above 1{TIMES} "
         f"AsyncMulticast is better (faster, cheaper, smaller). Absolute rates on a shared machine move by "
         f"\u00b130%.")
@@ -400,7 +401,81 @@ def bench_block(r):
     notes = ("n/a: swift-async-algorithms is not run with 100,000 idle subscribers (releasing them takes minutes) "
              "and does not end its upstream when its last subscriber leaves. Scenario 8's base is a plain "
              "`AsyncStream` (`yield` to its one consumer), scenario 9's is variant (a).")
-    return "\n".join([intro, "", header, rule] + rows + ["", notes])
+    return "\n".join([intro, "", header, rule] + rows + ["", notes, "", targets_block(r)])
+
+
+# MARK: - The performance targets (Benchmarks README, under the results table)
+
+
+def verdict(values, ok, text):
+    if not values:
+        return "not measured in this data set"
+    return ("met" if all(ok(v) for v in values) else "**not met**" if not any(ok(v) for v in values)
+            else "**not met throughout**") + ": " + text
+
+
+def targets_block(r):
+    rows = []
+    ns = r.ns("fanout")
+    lossless = ("bounded64", "unbounded")
+    for other, name, limit in (("saa", "swift-async-algorithms", 50), ("handRolled", "the hand-rolled fan-out", 10)):
+        values = [v for p in lossless for v in r.per_run_ratio("fanout", "rate", "ours", other, ns=ns, policy=p)]
+        rows.append((f"Fan-out \u2265 {limit}{TIMES} {name}, `.bounded(64)` and `.unbounded`, every N",
+                     verdict(values, lambda v, limit=limit: v >= limit, f"{ratio(values)}")))
+    values = [v for p in lossless for v in r.per_run_ratio("fanout", "opaque-rate", "base", "ours", policy=p)]
+    rows.append(("N = 1 within 4\u00d7 of iterating the base directly (the upstream with an out-of-line `next()`)",
+                 verdict(values, lambda v: v <= 4, f"base / ours {ratio(values)}")))
+    if 16 in ns and 1024 in ns:
+        values = []
+        for p in lossless:
+            for run in r.runs:
+                one = Runs({"runs": [run]})
+                a, b = one.per_run("fanout", "rate", "ours", n=1024, policy=p), one.per_run(
+                    "fanout", "rate", "ours", n=16, policy=p)
+                if a and b:
+                    values.append(a[0] / b[0])
+        rows.append(("Flat in N: N = 1024 at least half of N = 16 (both lossless policies)",
+                     verdict(values, lambda v: v >= 0.5, f"N = 1024 / N = 16 {ratio(values)}")))
+        seconds = [1000 * 1024 / v for v in r.per_run("fanout", "rate", "ours", n=1024, m=1000, policy="bounded64")]
+        if seconds:
+            rows.append(("1,000 subscribers \u00d7 1,000 elements under 0.2 s (`.bounded(64)`)",
+                         verdict(seconds, lambda v: v < 0.2, f"{rng(seconds)} s, setup included")))
+    heap = [v for run in r.runs for rec in run["records"] if rec["scenario"] == "memory" and rec["impl"] == "ours"
+            for v in rec["samples"]]
+    rows.append(("Idle subscriber \u2264 100 bytes of heap", verdict(heap, lambda v: v <= 100, f"{rng(heap)} B")))
+    p99 = r.per_run("cancel", "return-p99", "ours")
+    end = r.per_run("cancel", "upstream-end-p99", "ours")
+    rows.append(("Cancellation p99 < 100 \u00b5s; last leave \u2192 `onTermination` p99 < 1 ms",
+                 verdict(p99 + [v / 10 for v in end], lambda v: v < 100,
+                         f"{rng(p99)} \u00b5s; {rng(end)} \u00b5s")))
+    if r.instructions:
+        for cell, name, n, limit in (("share", "`share()`", 1, 0.45), ("share", "`share()`", 64, 0.10),
+                                     ("subject", "subject", 1, 0.25), ("subject", "subject", 64, 0.07)):
+            values = [v / r.instruction("opencombine", n) for v in r.instruction_range(cell, n)
+                      if r.instruction("opencombine", n)]
+            rows.append((f"Instructions: {name} at N = {n} \u2264 {limit:.2f}{TIMES} OpenCombine's",
+                         verdict(values, lambda v, limit=limit: v <= limit,
+                                 rng(values, suffix=TIMES).replace("n/a", "n/a"))))
+    p50 = r.per_run_ratio("latency", "p50", "stream", "oursSubject", ns=(1,))
+    p99 = r.per_run_ratio("latency", "p99", "stream", "oursSubject", ns=(1,))
+    rows.append(("Wake-up latency at N = 1 no worse than a plain `AsyncStream`'s (subject `send`; above 1\u00d7: "
+                 "ours sooner)", verdict(p50 + p99, lambda v: v >= 1, f"p50 {ratio(p50)}, p99 {ratio(p99)}")))
+    for variant, origin, name in (("oursSubject", "send", "subject"), ("oursShare", "yield", "`share()` from `yield`")):
+        values = []
+        for run in r.runs:
+            one = Runs({"runs": [run]})
+            a = one.per_run("latency", "p99", variant, n=64, **{"from": origin})
+            b = one.per_run("latency", "p99", variant, n=1, **{"from": origin})
+            if a and b:
+                values.append(a[0] / b[0])
+        rows.append((f"Wake-up p99 at N = 64 within 2\u00d7 of N = 1's ({name})",
+                     verdict(values, lambda v: v <= 2, ratio(values))))
+    values = r.per_run_ratio("slowproducer", "cpu", "oursShare", "stream")
+    rows.append(("Slow producer: `share()` at most 1.1\u00d7 a plain `AsyncStream`'s process CPU",
+                 verdict(values, lambda v: v <= 1.1, ratio(values))))
+    lines = ["Against the performance targets (computed from the same data; a range is over the runs, and over N "
+             "where the target says every N):", "", "| Target | Result |", "| --- | --- |"]
+    return "\n".join(lines + [f"| {a} | {b} |" for a, b in rows])
 
 
 # MARK: - Chart caption (the SVG and the README share it)
