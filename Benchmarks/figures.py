@@ -147,6 +147,14 @@ def rng(values, scale=1.0, suffix=""):
     return (low if low == high else f"{low}{DASH}{high}") + suffix
 
 
+def whole(values):
+    """Instruction counts: whole numbers, 'a–b' over the pairs."""
+    if not values:
+        return "n/a"
+    low, high = f"{min(values):.0f}", f"{max(values):.0f}"
+    return low if low == high else f"{low}{DASH}{high}"
+
+
 def ratio(values):
     return rng(values, suffix=TIMES)
 
@@ -181,8 +189,9 @@ def readme_block(r):
     add("")
     quick = "" if mode == "full" else f" in `--{mode}` mode (fewer subscriber counts and elements: a quick data set)"
     add(f"Measured on {data['date']} on {machine_line(data)}: {count} run{'s' if count != 1 else ''} of "
-        f"`compare`{quick} at commit `{data['commit']}`; every figure is the range over those runs "
-        f"(and over N where a row gives a span of N). Regenerate everything below, the chart and the results "
+        f"`compare`{quick} at commit `{data['commit']}`; every figure is the range over "
+        f"{'those runs' if count > 1 else 'N where a row gives a span of N'}"
+        f"{' (and over N where a row gives a span of N)' if count > 1 else ''}. Regenerate everything below, the chart and the results "
         f"table of [Benchmarks/README.md](Benchmarks/README.md) with `Benchmarks/figures.sh` (it took "
         f"{duration(data['seconds'])}; `--render` redraws from "
         f"[Benchmarks/Results/figures.json](Benchmarks/Results/figures.json) without measuring, `--check` fails "
@@ -269,8 +278,8 @@ def instruction_row(r):
         samples = r.instruction_range(cell, n)
         if not samples:
             return "n/a"
-        middle = num(statistics.median(samples))
-        low, high = num(min(samples)), num(max(samples))
+        middle = f"{statistics.median(samples):.0f}"
+        low, high = f"{min(samples):.0f}", f"{max(samples):.0f}"
         return middle if low == high else f"{middle} [{low}{DASH}{high}]"
 
     ns = sorted({rec["n"] for rec in r.instructions["records"] if rec["n"] in (1, 64)})
@@ -361,10 +370,10 @@ def bench_block(r):
         for n in sorted({rec["n"] for rec in r.instructions["records"]}):
             for cell, name in (("share", "`share()`"), ("subject", "subject"),
                                ("share-unbounded", "`share()` `.unbounded`")):
-                cells = {"ours": rng(r.instruction_range(cell, n)),
-                         "openCombine": rng(r.instruction_range("opencombine", n))}
+                cells = {"ours": whole(r.instruction_range(cell, n)),
+                         "openCombine": whole(r.instruction_range("opencombine", n))}
                 if cell == "share" and n == 1:
-                    cells["base"] = rng(r.instruction_range("base", 1))
+                    cells["base"] = whole(r.instruction_range("base", 1))
                 row(f"7. Instructions per delivery, {name}", n, "instructions", cells)
     def latency(variant, n, origin):
         p50 = r.per_run("latency", "p50", variant, n=n, **{"from": origin})
@@ -395,6 +404,8 @@ def bench_block(r):
     intro = (f"Measured on {data['date']} on {machine_line(data)}, at commit `{data['commit']}`: {count} run"
              f"{'s' if count != 1 else ''} of `compare`{quick}"
              + (", and one of `compare --instructions`" if r.instructions else "")
+             + (f" (1-minute load average before each run: {', '.join(l.split()[0] for l in data['load_before_each_run'])})"
+                if data.get("load_before_each_run") else "")
              + f". Each cell is the range over the runs of the run's value (the median of its repetitions); "
              f"scenario 7 gives the range over its pairs. Written by `figures.sh` from "
              f"[Results/figures.json](Results/figures.json) (raw samples, machine, Swift version).")
@@ -489,7 +500,8 @@ def chart_caption(data, markdown=False):
             f"axes logarithmic. A point is the median over {plural(runs, 'run')} of `compare` (each run: the "
             f"median of {plural(reps, 'repetition')}, implementations interleaved); bars: the range over the runs. "
             f"Solid: scenario 1, one upstream shared, `.bounded(64)` (hand-rolled: one `AsyncStream` per "
-            f"subscriber, `.unbounded`, fed by a forwarding task). Dashed: scenario 2, one task sends to a subject. "
+            f"subscriber, `.unbounded`, fed by a forwarding task; swift-async-algorithms ran fewer elements per cell, "
+            f"its cost per delivery grows with N). Dashed: scenario 2, one task sends to a subject. "
             f"Measured {data['date']} on {machine_line(data)}"
             + ("" if data["mode"] == "full" else f", `--{data['mode']}` mode") + ".")
     return text if markdown else text.replace("`", "")
@@ -514,7 +526,8 @@ def rendered():
     for path, block in ((README, readme_block(r)), (BENCH_README, bench_block(r))):
         with open(path) as f:
             out.append((path, replace_block(f.read(), block, path)))
-    out.append((CHART, figures_chart.svg(r, chart_caption(data))))
+    caption = chart_caption(data) + " Drawn by Benchmarks/figures.sh from Benchmarks/Results/figures.json."
+    out.append((CHART, figures_chart.svg(r, caption)))
     return out
 
 

@@ -62,6 +62,9 @@ for run in $(seq 1 "$runs"); do
     load="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
     loads+=(--load "$load")
     echo "figures.sh: compare --$mode, run $run of $runs (load average $load)"
+    if awk -v l="${load%% *}" 'BEGIN { exit !(l > 1.0) }'; then
+        echo "figures.sh: warning: the machine is busy (load average ${load%% *}); the figures will show it" >&2
+    fi
     .build/release/compare "--$mode" --json "$raw/run-$run.json" | tee "$raw/run-$run.log"
     files+=("$raw/run-$run.json")
 done

@@ -5,7 +5,7 @@ import statistics
 import textwrap
 from xml.sax.saxutils import escape
 
-WIDTH, HEIGHT = 900, 560
+WIDTH = 900
 LEFT, TOP, PLOT_W, PLOT_H = 84, 52, 520, 360
 FONT = "font-family=\"-apple-system, 'Segoe UI', Helvetica, Arial, sans-serif\""
 
@@ -44,8 +44,10 @@ def svg(runs, caption):
     ns = sorted({p[0] for _, points, *_ in series for p in points})
     if not values or not ns:
         return "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\" height=\"10\"/>\n"
-    low_decade = math.floor(math.log10(min(values)))
-    high_decade = math.ceil(math.log10(max(values)))
+    # The data's range and a margin of a sixth of a decade, so that no point sits on the frame.
+    low_log = math.log10(min(values)) - 0.17
+    high_log = math.log10(max(values)) + 0.17
+    low_decade, high_decade = math.floor(low_log), math.ceil(high_log)
     low_n, high_n = math.log2(ns[0]), math.log2(ns[-1])
 
     def x(n):
@@ -53,12 +55,14 @@ def svg(runs, caption):
         return LEFT + (math.log2(n) - low_n) / span * PLOT_W
 
     def y(v):
-        return TOP + PLOT_H - (math.log10(v) - low_decade) / (high_decade - low_decade) * PLOT_H
+        return TOP + PLOT_H - (math.log10(v) - low_log) / (high_log - low_log) * PLOT_H
 
+    caption_lines = textwrap.wrap(caption, 142)
+    height = TOP + PLOT_H + 72 + len(caption_lines) * 16
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" role="img" aria-label="Deliveries per second against subscribers">',
-        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="#ffffff"/>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" role="img" aria-label="Deliveries per second against subscribers">',
+        f'<rect width="{WIDTH}" height="{height}" fill="#ffffff"/>',
         f'<text x="{LEFT}" y="28" {FONT} font-size="17" font-weight="600" fill="#222">'
         f"Deliveries per second by number of subscribers (higher is better)</text>",
     ]
@@ -66,13 +70,14 @@ def svg(runs, caption):
     for decade in range(low_decade, high_decade + 1):
         for step in range(1, 10):
             v = step * 10**decade
-            if decade == high_decade and step > 1:
-                break
+            if not low_log <= math.log10(v) <= high_log:
+                continue
             width, colour = (1, "#cccccc") if step == 1 else (0.6, "#eeeeee")
             out.append(f'<line x1="{LEFT}" x2="{LEFT + PLOT_W}" y1="{y(v):.1f}" y2="{y(v):.1f}" '
                        f'stroke="{colour}" stroke-width="{width}"/>')
-        out.append(f'<text x="{LEFT - 8}" y="{y(10**decade) + 4:.1f}" {FONT} font-size="12" fill="#444" '
-                   f'text-anchor="end">{_si(10**decade)}</text>')
+            if step == 1:
+                out.append(f'<text x="{LEFT - 8}" y="{y(v) + 4:.1f}" {FONT} font-size="12" fill="#444" '
+                           f'text-anchor="end">{_si(v)}</text>')
     for n in ns:
         out.append(f'<line x1="{x(n):.1f}" x2="{x(n):.1f}" y1="{TOP}" y2="{TOP + PLOT_H}" stroke="#e4e4e4" '
                    f'stroke-width="1"/>')
@@ -118,7 +123,7 @@ def svg(runs, caption):
             yy += 24
         yy += 14
     # Caption, wrapped under the plot.
-    for index, line in enumerate(textwrap.wrap(caption, 142)):
+    for index, line in enumerate(caption_lines):
         out.append(f'<text x="16" y="{TOP + PLOT_H + 72 + index * 16}" {FONT} font-size="11.5" fill="#444">'
                    f"{escape(line)}</text>")
     out.append("</svg>")
