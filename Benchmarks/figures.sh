@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates every figure the READMEs quote, from one measurement:
 #
-#   Benchmarks/figures.sh            measure (about 20 minutes on 2 cores), then render
+#   Benchmarks/figures.sh            measure (about 10 minutes on 2 cores), then render
 #   Benchmarks/figures.sh --quick    the same with `compare --quick` (a few minutes; says so in the READMEs)
 #   Benchmarks/figures.sh --smoke    seconds: checks the pipeline, the numbers mean nothing (not to commit)
 #   Benchmarks/figures.sh --runs K   K runs of compare instead of 3
