@@ -406,6 +406,9 @@ def bench_block(r):
              + (", and one of `compare --instructions`" if r.instructions else "")
              + (f" (1-minute load average before each run: {', '.join(l.split()[0] for l in data['load_before_each_run'])})"
                 if data.get("load_before_each_run") else "")
+             + (f"; other processes used {', '.join(f'{p:g}%' for p in data['other_processes_cpu_percent_during_each_run'])}"
+                f" of the machine's CPU during the runs"
+                if data.get("other_processes_cpu_percent_during_each_run") else "")
              + f". Each cell is the range over the runs of the run's value (the median of its repetitions); "
              f"scenario 7 gives the range over its pairs. Written by `figures.sh` from "
              f"[Results/figures.json](Results/figures.json) (raw samples, machine, Swift version).")
@@ -611,11 +614,11 @@ def dump(data):
 
 
 def merge(args):
-    out, mode, runs, instructions, loads, seconds = DATA, "full", [], None, [], 0
+    out, mode, runs, instructions, loads, seconds, others, others_instructions = DATA, "full", [], None, [], 0, [], None
     i = 0
     while i < len(args):
         arg = args[i]
-        if arg in ("--out", "--mode", "--instructions", "--load", "--seconds"):
+        if arg in ("--out", "--mode", "--instructions", "--load", "--seconds", "--others", "--others-instructions"):
             value = args[i + 1]
             i += 2
             if arg == "--out":
@@ -626,6 +629,10 @@ def merge(args):
                 instructions = value
             elif arg == "--load":
                 loads.append(value)
+            elif arg == "--others":
+                others.append(float(value))
+            elif arg == "--others-instructions":
+                others_instructions = float(value)
             else:
                 seconds = int(value)
             continue
@@ -649,6 +656,8 @@ def merge(args):
         "swift": shell("swift --version 2>&1 | head -1").replace(" version", "").split(" (")[0] or "unknown Swift",
         "machine": machine(),
         "load_before_each_run": loads,
+        "other_processes_cpu_percent_during_each_run": others,
+        "other_processes_cpu_percent_during_instructions": others_instructions,
         "runs": loaded[: len(runs)],
         "instructions": loaded[len(runs)] if instructions else None,
     }

@@ -50,6 +50,31 @@ case "$action" in
     render) exec python3 figures.py render ;;
 esac
 
+# How much of the machine's CPU other processes used while this script waited or measured: the
+# whole machine's busy time from /proc/stat minus what this script's children (compare) used.
+# `times` runs in this shell, never in a $(...) subshell (whose children's times start at zero).
+ticks() { awk '/^cpu /{t=0; for (i = 2; i <= NF; i++) t += $i; print t, $5 + $6}' /proc/stat; }
+children_seconds() {
+    times >"$raw/.times"
+    ours_now="$(awk 'NR==2 {split($1, u, /[ms]/); split($2, s, /[ms]/); print u[1]*60 + u[2] + s[1]*60 + s[2]}' \
+        "$raw/.times")"
+}
+hz="$(getconf CLK_TCK 2>/dev/null || echo 100)"
+window_start() {
+    read -r w_total w_idle < <(ticks)
+    children_seconds
+    w_ours="$ours_now"
+}
+# Sets others_now: the other processes' share of the machine's CPU since window_start, in per cent.
+others_percent() {
+    local total idle
+    read -r total idle < <(ticks)
+    children_seconds
+    others_now="$(awk -v t="$((total - w_total))" -v i="$((idle - w_idle))" -v o="$ours_now" -v o0="$w_ours" \
+        -v hz="$hz" 'BEGIN { if (t <= 0) { print 0; exit }
+            p = ((t - i) / hz - (o - o0)) / (t / hz) * 100; printf "%.1f\n", (p < 0 ? 0 : p) }')"
+}
+
 started=$SECONDS
 swift build -c release --product compare
 swift build -c release --product delivery-cell
@@ -57,15 +82,24 @@ swift build -c release --product delivery-cell
 raw="$(mktemp -d "${TMPDIR:-/tmp}/figures.XXXXXX")"
 echo "figures.sh: raw outputs and logs in $raw"
 loads=()
+others=()
 files=()
 for run in $(seq 1 "$runs"); do
     load="$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo unknown)"
     loads+=(--load "$load")
-    echo "figures.sh: compare --$mode, run $run of $runs (load average $load)"
-    if awk -v l="${load%% *}" 'BEGIN { exit !(l > 1.0) }'; then
-        echo "figures.sh: warning: the machine is busy (load average ${load%% *}); the figures will show it" >&2
+    window_start
+    sleep 3
+    others_percent
+    echo "figures.sh: compare --$mode, run $run of $runs (load average $load; other processes used" \
+        "$others_now% of the CPU in the 3 s before)"
+    if awk -v p="$others_now" 'BEGIN { exit !(p > 10) }'; then
+        echo "figures.sh: warning: the machine is busy; the figures will show it" >&2
     fi
+    window_start
     .build/release/compare "--$mode" --json "$raw/run-$run.json" | tee "$raw/run-$run.log"
+    others_percent
+    echo "figures.sh: other processes used $others_now% of the CPU during run $run"
+    others+=(--others "$others_now")
     files+=("$raw/run-$run.json")
 done
 
@@ -76,14 +110,17 @@ if command -v valgrind >/dev/null 2>&1; then
         realtime=(chrt -f 10)
     fi
     echo "figures.sh: ${realtime[*]:+${realtime[*]} }compare --$mode --instructions"
+    window_start
     "${realtime[@]}" .build/release/compare "--$mode" --instructions --json "$raw/instructions.json" \
         | tee "$raw/instructions.log"
-    instructions=(--instructions "$raw/instructions.json")
+    others_percent
+    instructions=(--instructions "$raw/instructions.json" --others-instructions "$others_now")
 else
     echo "figures.sh: valgrind is not installed: no instruction counts (the README row is left out)" >&2
 fi
 
-python3 figures.py merge --mode "$mode" --seconds "$((SECONDS - started))" "${loads[@]}" \
+python3 figures.py merge --mode "$mode" --seconds "$((SECONDS - started))" "${loads[@]}" "${others[@]}" \
     "${instructions[@]}" "${files[@]}"
 python3 figures.py render
+rm -f "$raw/.times"
 echo "figures.sh: done in $((SECONDS - started)) s; commit Results/figures.json, Results/deliveries.svg and both READMEs"
