@@ -147,6 +147,15 @@ def rng(values, scale=1.0, suffix=""):
     return (low if low == high else f"{low}{DASH}{high}") + suffix
 
 
+def mid(values, scale=1.0, suffix=""):
+    """'median (low–high)' over the runs, or one number if they print the same."""
+    if not values:
+        return "n/a"
+    middle = num(statistics.median(values) * scale)
+    spread = rng(values, scale)
+    return (middle if DASH not in spread else f"{middle} ({spread})") + suffix
+
+
 def whole(values):
     """Instruction counts: whole numbers, 'a–b' over the pairs."""
     if not values:
@@ -222,9 +231,9 @@ def readme_block(r):
         oc = r.over_n("cost", "cpu", "opencombine", big)
         add(f"| CPU per delivery, {span(big)} (`--only cost`) | `share()` {rng(r.over_n('cost', 'cpu', 'share', big))} "
             f"\u00b5s, subject {rng(r.over_n('cost', 'cpu', 'subject', big))} \u00b5s | "
-            f"{ratio(r.per_run_ratio('cost', 'cpu', 'opencombine', 'share', ns=big))} (`share()`) and "
-            f"{ratio(r.per_run_ratio('cost', 'cpu', 'opencombine', 'subject', ns=big))} (subject) less than "
-            f"OpenCombine's `PassthroughSubject` with `sink`s ({rng(oc)} \u00b5s) |")
+            f"OpenCombine's `PassthroughSubject` with `sink`s: {rng(oc)} \u00b5s; ours vs it (above 1{TIMES}: "
+            f"less CPU): `share()` {ratio(r.per_run_ratio('cost', 'cpu', 'opencombine', 'share', ns=big))}, "
+            f"subject {ratio(r.per_run_ratio('cost', 'cpu', 'opencombine', 'subject', ns=big))} |")
     if small:
         ours_text = "; ".join(
             f"N = {n}: `share()` {rng(r.per_run('cost', 'cpu', 'share', n=n))} \u00b5s, subject "
@@ -339,32 +348,32 @@ def bench_block(r):
                          ("newest64", ".bufferingNewest(64) (lossy)")):
         for n in r.ns("fanout"):
             row(f"1. Fan-out `{name}`", n, "M del/s", {
-                impl: rng(r.per_run("fanout", "rate", impl, n=n, policy=policy), 1e-6)
+                impl: mid(r.per_run("fanout", "rate", impl, n=n, policy=policy), 1e-6)
                 for impl in ("ours", "saa", "handRolled")})
     row("1. Fan-out, fused upstream iterated directly", 1, "M del/s",
-        {"base": rng(r.per_run("fanout", "base-rate", "base"), 1e-6)})
+        {"base": mid(r.per_run("fanout", "base-rate", "base"), 1e-6)})
     for policy, name in (("bounded64", ".bounded(64)"), ("unbounded", ".unbounded")):
         row(f"1. Opaque upstream `{name}`", 1, "M del/s",
-            {impl: rng(r.per_run("fanout", "opaque-rate", impl, policy=policy), 1e-6) for impl in ("ours", "base")})
+            {impl: mid(r.per_run("fanout", "opaque-rate", impl, policy=policy), 1e-6) for impl in ("ours", "base")})
     for n in r.ns("subject"):
         row("2. Subject fan-out", n, "M del/s",
-            {impl: rng(r.per_run("subject", "rate", impl, n=n), 1e-6)
+            {impl: mid(r.per_run("subject", "rate", impl, n=n), 1e-6)
              for impl in ("ours", "saa", "handRolled", "openCombine")})
     row("3. Join/leave churn", "", "k joins/s",
-        {impl: rng(r.per_run("churn", "joins", impl), 1e-3) for impl in ("ours", "saa", "handRolled")})
+        {impl: mid(r.per_run("churn", "joins", impl), 1e-3) for impl in ("ours", "saa", "handRolled")})
     for count in sorted({rec["n"] for run in r.runs for rec in run["records"] if rec["scenario"] == "memory"}):
         row("4. Idle subscriber, heap", f"{count:,}", "B/subscriber",
-            {impl: rng(r.per_run("memory", "heap", impl, n=count)) for impl in ("ours", "saa", "handRolled")})
+            {impl: mid(r.per_run("memory", "heap", impl, n=count)) for impl in ("ours", "saa", "handRolled")})
     for metric, name in (("return", "cancel \u2192 `next()` returns"), ("upstream-end", "cancel \u2192 upstream ends")):
         for q in ("p50", "p99"):
             row(f"5. Cancellation, {name}, {q}", 1, "\u00b5s",
-                {impl: rng(r.per_run("cancel", f"{metric}-{q}", impl)) for impl in ("ours", "saa", "handRolled", "base")})
+                {impl: mid(r.per_run("cancel", f"{metric}-{q}", impl)) for impl in ("ours", "saa", "handRolled", "base")})
     for n in r.ns("cost", "cpu"):
         for cell, name in (("share", "`share()`"), ("subject", "subject")):
-            cells = {"ours": rng(r.per_run("cost", "cpu", cell, n=n)),
-                     "openCombine": rng(r.per_run("cost", "cpu", "opencombine", n=n))}
+            cells = {"ours": mid(r.per_run("cost", "cpu", cell, n=n)),
+                     "openCombine": mid(r.per_run("cost", "cpu", "opencombine", n=n))}
             if cell == "share" and n == 1:
-                cells["base"] = rng(r.per_run("cost", "cpu", "base", n=1))
+                cells["base"] = mid(r.per_run("cost", "cpu", "base", n=1))
             row(f"6. CPU per delivery, {name}", n, "\u00b5s", cells)
     if r.instructions:
         for n in sorted({rec["n"] for rec in r.instructions["records"]}):
@@ -378,7 +387,7 @@ def bench_block(r):
     def latency(variant, n, origin):
         p50 = r.per_run("latency", "p50", variant, n=n, **{"from": origin})
         p99 = r.per_run("latency", "p99", variant, n=n, **{"from": origin})
-        return f"{rng(p50)} / {rng(p99)}" if p50 else ""
+        return f"{mid(p50)} / {mid(p99)}" if p50 else ""
 
     for n in (1, 64):
         for ours, hand, origin, name in (
@@ -390,13 +399,13 @@ def bench_block(r):
                 cells["base"] = latency("stream", 1, "yield")
             if cells["ours"]:
                 row(f"8. Wake-up {name}, p50 / p99", n, "\u00b5s", cells)
-    stream = rng(r.per_run("slowproducer", "cpu", "stream"))
+    stream = mid(r.per_run("slowproducer", "cpu", "stream"))
     if r.per_run("slowproducer", "cpu", "stream"):
         row("9. Slow producer, process CPU: (b) `share()`, (d) `forward()`; base (a)", 1, "\u00b5s/element",
-            {"ours": rng(r.per_run("slowproducer", "cpu", "oursShare")),
-             "handRolled": rng(r.per_run("slowproducer", "cpu", "handShare")), "base": stream})
+            {"ours": mid(r.per_run("slowproducer", "cpu", "oursShare")),
+             "handRolled": mid(r.per_run("slowproducer", "cpu", "handShare")), "base": stream})
         row("9. Slow producer, process CPU: (c) subject; base (a)", 1, "\u00b5s/element",
-            {"ours": rng(r.per_run("slowproducer", "cpu", "oursSubject")), "base": stream})
+            {"ours": mid(r.per_run("slowproducer", "cpu", "oursSubject")), "base": stream})
     header = "| Scenario | N | Unit | " + " | ".join(name for _, name in IMPLS) + " |"
     rule = "| --- | --- | --- | " + " | ".join("---" for _ in IMPLS) + " |"
     count = len(r.runs)
@@ -404,13 +413,13 @@ def bench_block(r):
     intro = (f"Measured on {data['date']} on {machine_line(data)}, at commit `{data['commit']}`: {count} run"
              f"{'s' if count != 1 else ''} of `compare`{quick}"
              + (", and one of `compare --instructions`" if r.instructions else "")
-             + (f" (1-minute load average before each run: {', '.join(l.split()[0] for l in data['load_before_each_run'])})"
+             + (f" (1-minute load average before each run, which includes the previous run: {', '.join(l.split()[0] for l in data['load_before_each_run'])})"
                 if data.get("load_before_each_run") else "")
              + (f"; other processes used {', '.join(f'{p:g}%' for p in data['other_processes_cpu_percent_during_each_run'])}"
                 f" of the machine's CPU during the runs"
                 if data.get("other_processes_cpu_percent_during_each_run") else "")
-             + f". Each cell is the range over the runs of the run's value (the median of its repetitions); "
-             f"scenario 7 gives the range over its pairs. Written by `figures.sh` from "
+             + f". Each cell is the median over the runs of the run's value (itself the median of the run's "
+             f"repetitions), with the lowest and highest in parentheses; scenario 7 gives its pairs' range. Written by `figures.sh` from "
              f"[Results/figures.json](Results/figures.json) (raw samples, machine, Swift version).")
     notes = ("n/a: swift-async-algorithms is not run with 100,000 idle subscribers (releasing them takes minutes) "
              "and does not end its upstream when its last subscriber leaves. Scenario 8's base is a plain "
