@@ -100,6 +100,7 @@ func runLatency(_ options: Options) async {
     }
     leaveRealtime(switched)
     stamp("scheduling classes seen by the driver and the subscribers: \(observed.sorted().joined(separator: ", "))")
+    figureNote("latency-scheduling", observed.sorted().joined(separator: ", "))
     // Sorted once: every percentile below sorts its input again, which is linear on sorted input.
     for (n, cells) in results {
         for (variant, var result) in cells {
@@ -126,6 +127,14 @@ func runLatency(_ options: Options) async {
                 ]
                 : [(variant == .stream ? "yield" : "send", result.fromSend, result.lastFromSend)]
             for (origin, all, last) in origins {
+                var metrics = [("p50", us(all, 0.5)), ("p90", us(all, 0.9)), ("p99", us(all, 0.99))]
+                if subscribers > 1 { metrics += [("last-p50", us(last, 0.5)), ("last-p99", us(last, 0.99))] }
+                for (metric, value) in metrics {
+                    guard let value else { continue }
+                    figure(
+                        "latency", metric, unit: "us", implementation: variant.rawValue, subscribers: subscribers,
+                        labels: [("from", origin), ("samples", "\(all.count)")], samples: [value])
+                }
                 table.add([
                     "\(subscribers)", variant.description, origin,
                     fmt(us(all, 0.5), 1), fmt(us(all, 0.9), 1), fmt(us(all, 0.99), 1),
@@ -248,6 +257,22 @@ func runSlowProducer(_ options: Options) async {
         }
     }
     leaveRealtime(switched)
+    figureNote(
+        "slowproducer-scheduling", switched || Scheduling.currentThreadIsRealtime ? "SCHED_FIFO 10" : "SCHED_OTHER")
+    for (variant, results) in runs.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
+        let per = Double(elements)
+        let series: [(String, String, (SlowProducerResult) -> Double)] = [
+            ("cpu", "us/element", { $0.cpuNanosPerElement / 1e3 }),
+            ("producer", "us/element", { Double($0.producerCPUNanos) / Double($0.elements) / 1e3 }),
+            ("switches", "per element", { Double($0.usage.voluntarySwitches) / per }),
+            ("wall", "s", { $0.wallSeconds }),
+        ]
+        for (metric, unit, value) in series {
+            figure(
+                "slowproducer", metric, unit: unit, implementation: variant.rawValue, elements: elements,
+                samples: results.map(value))
+        }
+    }
     func med(_ variant: SlowProducerVariant, _ value: (SlowProducerResult) -> Double) -> Double? {
         guard let results = runs[variant] else { return nil }
         var values: [Double] = []

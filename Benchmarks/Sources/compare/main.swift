@@ -42,7 +42,7 @@ struct CompareArguments: ParsableCommand {
         name: .customLong("impls"),
         help: """
             Comma-separated subset of implementations: ours, saa, hand, base, opencombine (alias: combine) \
-            (default: all). OpenCombine runs in the cost scenarios only.
+            (default: all). OpenCombine runs in the subject and cost scenarios only.
             """,
         transform: CompareArguments.implementations)
     var implementations: Set<Implementation> = Set(Implementation.allCases)
@@ -86,6 +86,13 @@ struct CompareArguments: ParsableCommand {
             """)
     var writeThresholds: String?
 
+    @Option(
+        help: """
+            Also write every measured value the tables are computed from (all repetitions) into \
+            this file as JSON (what Benchmarks/figures.sh merges into Results/figures.json).
+            """)
+    var json: String?
+
     static func scenarios(_ list: String) throws -> Set<String> {
         let names = Set(list.split(separator: ",").map { $0.trimmingCharacters() })
         let unknown = names.subtracting(Options.allScenarios)
@@ -125,6 +132,7 @@ struct Options {
     var profiles: String?
     var checkThresholds: String?
     var writeThresholds: String?
+    var json: String?
 
     init(_ arguments: CompareArguments) {
         self.mode = arguments.mode
@@ -136,6 +144,7 @@ struct Options {
         self.profiles = arguments.profiles
         self.checkThresholds = arguments.checkThresholds
         self.writeThresholds = arguments.writeThresholds
+        self.json = arguments.json
     }
 
     // Sizes per mode.
@@ -296,350 +305,6 @@ func stamp(_ text: String) {
     fflush(nil)  // flush stdout when piped (CI logs)
 }
 
-// MARK: - Scenario 1: fan-out
-
-/// One fan-out run: offered rate M·N / wall time, and the share of M·N actually delivered.
-struct FanOutRun {
-    var rate: Double
-    var delivered: Double
-    var seconds: Double
-}
-
-@MainActor
-func fanOutOnce(
-    _ implementation: Implementation,
-    policy: BenchPolicy,
-    subscribers: Int,
-    elements: Int
-) async -> FanOutRun {
-    let (tally, seconds) = await measureSeconds {
-        await Scenarios.fanOut(implementation, policy: policy, subscribers: subscribers, elements: elements)
-    }
-    record("fan-out \(implementation) \(policy) N=\(subscribers) M=\(elements)", tally.failures)
-    if tally.subscribers != subscribers {
-        record("fan-out \(implementation) \(policy) N=\(subscribers)", ["\(tally.subscribers) subscribers finished"])
-    }
-    let offered = Double(elements) * Double(subscribers)
-    return FanOutRun(rate: offered / seconds, delivered: Double(tally.deliveries) / offered, seconds: seconds)
-}
-
-@MainActor
-func runFanOut(_ options: Options) async {
-    stamp(
-        """
-
-        == 1. Fan-out throughput ==
-        One upstream of M Ints (an AsyncSequence over 0..<M), N subscribers each in its own task,
-        all registered before the upstream starts. Rate = M·N / wall time in millions of deliveries
-        per second (Mdel/s), setup included, median of \(options.repetitions) (1 if the first run took over
-        1 s). Lossless policies check that every subscriber saw 0..<M in order.
-        SAA (swift-async-algorithms) costs O(N) per delivery, so its M·N is capped at
-        \(options.saaDeliveriesCap) per cell: rows marked * ran SAA with the smaller M in "SAA M".
-        The hand-rolled broadcaster (AsyncStream per subscriber) has no back-pressure: its
-        .bounded(64) row uses .unbounded streams.
-        """)
-
-    // Warm-up: first-use costs (metadata, thread pool) out of the measured runs.
-    for implementation in options.selected([.ours, .saa, .handRolled, .base]) {
-        _ = await Scenarios.fanOut(implementation, policy: .bounded64, subscribers: 4, elements: 256)
-    }
-
-    // The floor: one consumer iterating the upstream directly (per-delivery rate).
-    var base: Double?
-    if options.implementations.contains(.base) {
-        var rates: [Double] = []
-        for _ in 0..<5 {
-            rates.append(
-                await fanOutOnce(.base, policy: .unbounded, subscribers: 1, elements: options.baseElements).rate)
-        }
-        base = median(rates)
-        stamp(
-            "base (floor): iterating the upstream directly, N = 1, M = \(options.baseElements): \(fmt(base.map { $0 / 1e6 })) Mdel/s"
-        )
-    }
-
-    var table = Table([
-        "policy", "N", "M", "ours Mdel/s", "SAA Mdel/s", "SAA M", "hand Mdel/s",
-        "vs SAA", "vs hand", "vs base",
-    ])
-    var lossy = Table(["N", "ours got %", "SAA got %", "hand got %"])
-    for policy in BenchPolicy.allCases {
-        for subscribers in options.subscriberCounts {
-            let elements = options.elements(forSubscribers: subscribers)
-            let saaElements = options.saaElements(forSubscribers: subscribers, regular: elements)
-            var runs: [Implementation: [FanOutRun]] = [:]
-            for repetition in 0..<options.repetitions {
-                // Rotate the order so no implementation always runs first.
-                let order = options.selected(
-                    [[.ours, .saa, .handRolled], [.saa, .handRolled, .ours], [.handRolled, .ours, .saa]][repetition % 3]
-                )
-                for implementation in order {
-                    // Don't repeat a run that already took long (SAA; hand-rolled at large M·N).
-                    if let first = runs[implementation]?.first, first.seconds > 1 {
-                        continue
-                    }
-                    let m = implementation == .saa ? saaElements : elements
-                    let run = await fanOutOnce(implementation, policy: policy, subscribers: subscribers, elements: m)
-                    runs[implementation, default: []].append(run)
-                }
-            }
-            func rate(_ implementation: Implementation) -> Double? {
-                runs[implementation].flatMap { median($0.map(\.rate)) }
-            }
-            func delivered(_ implementation: Implementation) -> String {
-                fmt(runs[implementation].flatMap { median($0.map(\.delivered)) }.map { $0 * 100 }, 1)
-            }
-            let ours = rate(.ours)
-            let saa = rate(.saa)
-            let hand = rate(.handRolled)
-            table.add([
-                policy.shortName, "\(subscribers)", "\(elements)",
-                fmt(ours.map { $0 / 1e6 }), fmt(saa.map { $0 / 1e6 }),
-                saaElements == elements ? "\(saaElements)" : "\(saaElements)*",
-                fmt(hand.map { $0 / 1e6 }),
-                ratio(ours, saa), ratio(ours, hand), ratio(ours, base),
-            ])
-            if !policy.isLossless {
-                lossy.add(["\(subscribers)", delivered(.ours), delivered(.saa), delivered(.handRolled)])
-            }
-            stamp("  done \(policy) N=\(subscribers)")
-        }
-    }
-    stamp(table.render())
-    stamp(
-        """
-        (.newest(64) = AsyncMulticast .bufferingNewest(64), SAA .bufferingLatest(64), AsyncStream
-         .bufferingNewest(64). These are lossy: the rate is still M·N / time; the share of M·N each
-         implementation actually delivered was:)
-        """)
-    stamp(lossy.render())
-
-    if options.implementations.contains(.ours) && options.implementations.contains(.base) {
-        await runOpaqueOverhead(options)
-    }
-}
-
-/// N = 1 over an upstream the compiler cannot fuse into the consumer's loop: how much
-/// sharing costs over iterating a real base directly.
-@MainActor
-func runOpaqueOverhead(_ options: Options) async {
-    let elements = options.baseElements
-    func rate(_ implementation: Implementation, _ policy: BenchPolicy) async -> Double? {
-        var rates: [Double] = []
-        for _ in 0..<5 {
-            let (tally, seconds) = await measureSeconds {
-                await Scenarios.opaqueOverhead(implementation, policy: policy, elements: elements)
-            }
-            guard let tally else { return nil }
-            record("opaque overhead \(implementation) \(policy)", tally.failures)
-            rates.append(Double(elements) / seconds)
-        }
-        return median(rates)
-    }
-    // Interleaved, so drift on a shared machine hits both sides alike.
-    var table = Table(["upstream", "policy", "base Mdel/s", "ours Mdel/s", "base / ours"])
-    for policy in [BenchPolicy.bounded64, .unbounded] {
-        let base = await rate(.base, policy)
-        let ours = await rate(.ours, policy)
-        table.add([
-            "opaque next()", policy.shortName, fmt(base.map { $0 / 1e6 }), fmt(ours.map { $0 / 1e6 }),
-            ratio(base, ours),
-        ])
-    }
-    stamp(
-        """
-
-        N = 1 over an upstream whose next() is an out-of-line call (@inline(never)), as a
-        sequence from another module or an AsyncStream is: base iterates it directly, ours shares
-        it with one subscriber. M = \(elements), median of 5. "base / ours" is how many times
-        faster not sharing is (the target: within 4x).
-        """)
-    stamp(table.render())
-}
-
-extension BenchPolicy {
-    var shortName: String {
-        switch self {
-        case .bounded64: ".bounded(64)"
-        case .unbounded: ".unbounded"
-        case .newest64: ".newest(64)"
-        }
-    }
-}
-
-// MARK: - Scenario 2: subject fan-out
-
-@MainActor
-func runSubject(_ options: Options) async {
-    stamp(
-        """
-
-        == 2. Subject fan-out ==
-        One task sends 0..<M, then finishes; N subscribers (registered first), each in its own task,
-        must see all M in order. AsyncMulticast: AsyncPassthroughSubject(buffering: .unbounded).
-        SAA has no subject: an AsyncStream continuation shared with share(bufferingPolicy: .unbounded)
-        (M·N capped as in scenario 1, marked *). hand-rolled: the same broadcaster's send().
-        """)
-    var table = Table(["N", "M", "ours Mdel/s", "SAA Mdel/s", "SAA M", "hand Mdel/s", "vs SAA", "vs hand"])
-    for subscribers in options.subscriberCounts {
-        let elements = options.elements(forSubscribers: subscribers)
-        let saaElements = options.saaElements(forSubscribers: subscribers, regular: elements)
-        var rates: [Implementation: [Double]] = [:]
-        for _ in 0..<options.repetitions {
-            for implementation in options.selected([.ours, .saa, .handRolled]) {
-                let m = implementation == .saa ? saaElements : elements
-                let (tally, seconds) = await measureSeconds {
-                    await Scenarios.subject(implementation, subscribers: subscribers, elements: m)
-                }
-                guard let tally else { continue }
-                record("subject \(implementation) N=\(subscribers) M=\(m)", tally.failures)
-                rates[implementation, default: []].append(Double(tally.deliveries) / seconds)
-            }
-        }
-        let ours = rates[.ours].flatMap(median)
-        let saa = rates[.saa].flatMap(median)
-        let hand = rates[.handRolled].flatMap(median)
-        table.add([
-            "\(subscribers)", "\(elements)",
-            fmt(ours.map { $0 / 1e6 }), fmt(saa.map { $0 / 1e6 }),
-            saaElements == elements ? "\(saaElements)" : "\(saaElements)*",
-            fmt(hand.map { $0 / 1e6 }), ratio(ours, saa), ratio(ours, hand),
-        ])
-    }
-    stamp(table.render())
-}
-
-// MARK: - Scenario 3: churn
-
-@MainActor
-func runChurn(_ options: Options) async {
-    stamp(
-        """
-
-        == 3. Join/leave churn ==
-        One long-lived subscriber reads an endless counter from the start; 4 tasks run \(options.churnJoins)
-        short subscribers in total, each joining, taking 3 elements and leaving (iterator dropped).
-        joins/s = short subscribers / churn wall time (median of \(options.repetitions)). Then the upstream stops and
-        the long-lived subscriber must have received every produced element in order.
-        AsyncMulticast and SAA: share(.bounded(64)); hand-rolled: .unbounded AsyncStreams (no back-pressure,
-        so its upstream runs ahead of the long-lived subscriber).
-        """)
-    var table = Table(["implementation", "joins/s", "produced", "long-lived got", "leftover subs", "ok", "ours vs"])
-    var rates: [Implementation: [Double]] = [:]
-    var last: [Implementation: ChurnResult] = [:]
-    for _ in 0..<options.repetitions {
-        for implementation in options.selected([.ours, .saa, .handRolled]) {
-            guard let result = await Scenarios.churn(implementation, joins: options.churnJoins) else { continue }
-            record("churn \(implementation)", result.failures)
-            last[implementation] = result
-            rates[implementation, default: []].append(result.joinsPerSecond)
-        }
-    }
-    let oursRate = median(rates[.ours] ?? [])
-    for implementation in options.selected([.ours, .saa, .handRolled]) {
-        guard let result = last[implementation] else { continue }
-        let rate = median(rates[implementation] ?? [])
-        table.add([
-            implementation.description, fmt(rate, 0), "\(result.produced)", "\(result.longLived.received)",
-            result.leftoverSubscribers.map { "\($0)" } ?? "n/a", result.ok ? "yes" : "NO",
-            implementation == .ours ? "" : ratio(oursRate, rate),
-        ])
-    }
-    stamp(table.render())
-    stamp("(produced / long-lived got: from the last repetition. leftover subs: subscribers still registered right")
-    stamp(" after the churn, before the upstream stops; 1 = the long-lived one; n/a = not observable.)")
-}
-
-// MARK: - Scenario 4: idle memory
-
-@MainActor
-func runMemory(_ options: Options) async {
-    let counts =
-        options.idleSubscribers > Scenarios.saaIdleSubscribersCap
-        ? [Scenarios.saaIdleSubscribersCap, options.idleSubscribers] : [options.idleSubscribers]
-    stamp(
-        """
-
-        == 4. Idle subscriber memory ==
-        \(counts.map(String.init).joined(separator: " and ")) subscribers whose iterators exist (kept in a pre-reserved
-        array) but are never iterated, no tasks. Heap growth from glibc mallinfo2() (arena + mmap bytes) before/after,
-        per subscriber; "iterator B" is the inline size of one iterator (in the array, not in the heap growth).
-        SAA runs only up to \(Scenarios.saaIdleSubscribersCap): releasing an SAA iterator scans all registered
-        sides, so tearing down 100,000 of them takes minutes (O(N^2)).
-        """)
-    var table = Table(["implementation", "subscribers", "registered", "heap B/sub", "iterator B", "ours vs"])
-    for count in counts {
-        var results: [Implementation: IdleMemoryResult] = [:]
-        for implementation in options.selected([.ours, .saa, .handRolled]) {
-            if implementation == .saa, count > Scenarios.saaIdleSubscribersCap { continue }
-            // Twice; keep the second (the first can include one-time allocations).
-            _ = Scenarios.idle(implementation, subscribers: min(1_000, count))
-            results[implementation] = Scenarios.idle(implementation, subscribers: count)
-        }
-        for implementation in options.selected([.ours, .saa, .handRolled]) {
-            guard let result = results[implementation] else {
-                if implementation == .saa {
-                    table.add([implementation.description, "\(count)", "skipped", "n/a", "n/a", "n/a"])
-                }
-                continue
-            }
-            table.add([
-                implementation.description, "\(count)", "\(result.subscribers)", fmt(result.heapBytesPerSubscriber, 1),
-                "\(result.iteratorStride)",
-                implementation == .ours
-                    ? "" : ratio(result.heapBytesPerSubscriber, results[.ours]?.heapBytesPerSubscriber),
-            ])
-        }
-    }
-    stamp(table.render())
-    if heapBytesInUse() == nil {
-        stamp("(mallinfo2 is glibc-only: heap numbers are n/a on this platform.)")
-    }
-}
-
-// MARK: - Scenario 5: cancellation
-
-@MainActor
-func runCancellation(_ options: Options) async {
-    stamp(
-        """
-
-        == 5. Cancellation latency ==
-        \(options.cancellationSamples) samples each. One subscriber waits in next() on a shared, never-yielding
-        AsyncStream upstream; 1 ms after the upstream was first pulled its task is cancelled.
-        cancel->return: task.cancel() to that next() returning. cancel->upstream end: the same
-        task.cancel() (the last subscriber leaving) to the upstream AsyncStream's onTermination.
-        "not ended" counts samples where the upstream was still running 20 ms later (after 3 in a
-        row the rest are not waited for: "skipped").
-        hand-rolled cancels its forwarding task when its last subscriber leaves; base iterates
-        the AsyncStream directly (the floor).
-        """)
-    var table = Table([
-        "implementation", "cancel->return p50 us", "p99 us", "cancel->upstream end p50 us", "p99 us",
-        "not ended", "skipped", "ours vs (p50)",
-    ])
-    var results: [Implementation: CancellationResult] = [:]
-    for implementation in options.selected([.ours, .saa, .handRolled, .base]) {
-        let result = await Scenarios.cancellation(implementation, samples: options.cancellationSamples)
-        record("cancellation \(implementation)", result.failures)
-        results[implementation] = result
-    }
-    let oursP50 = results[.ours].flatMap { percentile($0.cancelToReturn, 0.5) }
-    for implementation in options.selected([.ours, .saa, .handRolled, .base]) {
-        guard let result = results[implementation] else { continue }
-        let p50 = percentile(result.cancelToReturn, 0.5)
-        table.add([
-            implementation.description,
-            fmt(p50.map { $0 / 1e3 }, 1), fmt(percentile(result.cancelToReturn, 0.99).map { $0 / 1e3 }, 1),
-            fmt(percentile(result.cancelToUpstreamTermination, 0.5).map { $0 / 1e3 }, 1),
-            fmt(percentile(result.cancelToUpstreamTermination, 0.99).map { $0 / 1e3 }, 1),
-            "\(result.upstreamNotTerminated)", "\(result.upstreamNotChecked)",
-            implementation == .ours ? "" : ratio(p50, oursP50),
-        ])
-    }
-    stamp(table.render())
-}
-
 // MARK: - Main
 
 let options = Options(CompareArguments.parseOrExit())
@@ -667,6 +332,10 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("slowproducer") { await runSlowProducer(options) }
 }
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
+if let path = options.json {
+    let ran = options.instructions ? ["instructions"] : options.scenarios.sorted()
+    writeFigures(to: path, mode: options.mode.rawValue, scenarios: ran, seconds: totalSeconds, failures: failures)
+}
 if failures.isEmpty {
     stamp("compare: all checks passed")
 } else {
