@@ -8,7 +8,7 @@ import Testing
 
 @testable import AsyncMulticast
 
-@Suite("Hang guards: withProgressWatchdog", .timeLimit(.minutes(1)))
+@Suite("Hang guards: withProgressWatchdog", .timeLimit(.minutes(3)))
 struct HangGuardTests {
     /// A stall window of 0.2 s: the watchdog looks every 20 ms.
     static let window = 0.2

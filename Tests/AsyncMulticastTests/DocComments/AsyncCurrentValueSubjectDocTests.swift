@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncCurrentValueSubject", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncCurrentValueSubject", .timeLimit(.minutes(3)))
 struct AsyncCurrentValueSubjectDocTests {
     // AsyncCurrentValueSubject
     @Test func theType() async {

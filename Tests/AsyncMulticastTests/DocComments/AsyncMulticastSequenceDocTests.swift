@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncMulticastSequence", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncMulticastSequence", .timeLimit(.minutes(3)))
 struct AsyncMulticastSequenceDocTests {
     // AsyncMulticastSequence
     @Test func theType() async {

@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncPassthroughSubject", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncPassthroughSubject", .timeLimit(.minutes(3)))
 struct AsyncPassthroughSubjectDocTests {
     // AsyncPassthroughSubject
     @Test func theType() async {

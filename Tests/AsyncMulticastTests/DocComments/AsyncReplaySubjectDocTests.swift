@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncReplaySubject", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncReplaySubject", .timeLimit(.minutes(3)))
 struct AsyncReplaySubjectDocTests {
     // AsyncReplaySubject, then replayCache, which continues it
     @Test func theTypeAndReplayCache() async {

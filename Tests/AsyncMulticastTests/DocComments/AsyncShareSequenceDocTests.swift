@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncShareSequence", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncShareSequence", .timeLimit(.minutes(3)))
 struct AsyncShareSequenceDocTests {
     // AsyncShareSequence
     @Test func theType() async throws {

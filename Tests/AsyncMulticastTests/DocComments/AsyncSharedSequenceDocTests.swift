@@ -6,7 +6,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncSharedSequence", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncSharedSequence", .timeLimit(.minutes(3)))
 struct AsyncSharedSequenceDocTests {
     // AsyncSharedSequence
     @Test func theProtocol() async {

@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncSharedService", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncSharedService", .timeLimit(.minutes(3)))
 struct AsyncSharedServiceDocTests {
     // AsyncSharedService
     @Test func theType() async throws {

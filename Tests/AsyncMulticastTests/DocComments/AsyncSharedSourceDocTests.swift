@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncSharedSource", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncSharedSource", .timeLimit(.minutes(3)))
 struct AsyncSharedSourceDocTests {
     // AsyncSharedSource
     @Test func theType() async throws {

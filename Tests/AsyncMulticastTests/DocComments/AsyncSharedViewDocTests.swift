@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncSharedView", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncSharedView", .timeLimit(.minutes(3)))
 struct AsyncSharedViewDocTests {
     // AsyncSharedView
     @Test func theType() async throws {

@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncSubscriberCounts", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncSubscriberCounts", .timeLimit(.minutes(3)))
 struct AsyncSubscriberCountsDocTests {
     // AsyncSubscriberCounts
     @Test func theType() async {

@@ -6,7 +6,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncMulticast.docc", .timeLimit(.minutes(1)))
+@Suite("Doc comments: AsyncMulticast.docc", .timeLimit(.minutes(3)))
 struct LandingPageDocTests {
     // AsyncMulticast.md: Overview
     @Test func overview() async throws {

@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: MulticastConnection", .timeLimit(.minutes(1)))
+@Suite("Doc comments: MulticastConnection", .timeLimit(.minutes(3)))
 struct MulticastConnectionDocTests {
     // MulticastConnection
     @Test func theType() async throws {

@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: SharedBufferingPolicy", .timeLimit(.minutes(1)))
+@Suite("Doc comments: SharedBufferingPolicy", .timeLimit(.minutes(3)))
 struct SharedBufferingPolicyDocTests {
     // SharedBufferingPolicy
     @Test func theType() async {

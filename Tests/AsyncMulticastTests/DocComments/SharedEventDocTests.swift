@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: SharedEvent", .timeLimit(.minutes(1)))
+@Suite("Doc comments: SharedEvent", .timeLimit(.minutes(3)))
 struct SharedEventDocTests {
     // SharedEvent
     @Test @MainActor func theType() async throws {

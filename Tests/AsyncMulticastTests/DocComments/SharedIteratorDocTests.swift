@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: SharedIterator", .timeLimit(.minutes(1)))
+@Suite("Doc comments: SharedIterator", .timeLimit(.minutes(3)))
 struct SharedIteratorDocTests {
     // SharedIterator
     @Test func theType() async {

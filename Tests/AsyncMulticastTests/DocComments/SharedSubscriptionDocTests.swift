@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: SharedSubscription", .timeLimit(.minutes(1)))
+@Suite("Doc comments: SharedSubscription", .timeLimit(.minutes(3)))
 struct SharedSubscriptionDocTests {
     // SharedSubscription
     @Test func theType() async {

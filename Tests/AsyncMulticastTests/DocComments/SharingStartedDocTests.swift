@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: SharingStarted", .timeLimit(.minutes(1)))
+@Suite("Doc comments: SharingStarted", .timeLimit(.minutes(3)))
 struct SharingStartedDocTests {
     // SharingStarted, and sharedService(replay:buffering:started:)
     @Test func theType() async throws {

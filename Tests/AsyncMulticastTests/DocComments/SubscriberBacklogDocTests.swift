@@ -5,7 +5,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: SubscriberBacklog", .timeLimit(.minutes(1)))
+@Suite("Doc comments: SubscriberBacklog", .timeLimit(.minutes(3)))
 struct SubscriberBacklogDocTests {
     // SubscriberBacklog
     @Test func theType() async {

@@ -6,7 +6,7 @@ import Testing
 
 @testable import AsyncMulticast
 
-@Suite("ManualClock", .timeLimit(.minutes(1)))
+@Suite("ManualClock", .timeLimit(.minutes(3)))
 struct ManualClockTests {
     /// A task sleeping on `clock` until `deadline`: its outcome, `nil` if it was cancelled.
     private func sleeper(

@@ -65,7 +65,7 @@ private enum MigratingExample {
 }
 
 // Guides/MigratingFromCombine.md: Example: a follow counter shared by two screens
-@Test("Guides/MigratingFromCombine.md: Example: a follow counter shared by two screens", .timeLimit(.minutes(1)))
+@Test("Guides/MigratingFromCombine.md: Example: a follow counter shared by two screens", .timeLimit(.minutes(3)))
 func migratingGuideFollowRepository() async {
     typealias FollowRepository = MigratingExample.FollowRepository
     let printed = PrintedLines()
@@ -106,7 +106,7 @@ func migratingGuideFollowRepository() async {
 
 /// The guide's `listen()` returns `some AsyncSequence<Int, Never> & Sendable` so that callers
 /// can share it: this only has to compile, and replay the current count.
-@Test("Guides/MigratingFromCombine.md: an opaque `& Sendable` sequence can be replayed", .timeLimit(.minutes(1)))
+@Test("Guides/MigratingFromCombine.md: an opaque `& Sendable` sequence can be replayed", .timeLimit(.minutes(3)))
 func migratingGuideOpaqueSequenceCanBeReplayed() async {
     let repository = MigratingExample.FollowRepository()
     let counts = repository.listen().replay(1)
@@ -115,7 +115,7 @@ func migratingGuideOpaqueSequenceCanBeReplayed() async {
 }
 
 // Guides/MigratingFromCombine.md: Observing from an object without keeping it alive
-@Test("Guides/MigratingFromCombine.md: Observing from an object without keeping it alive", .timeLimit(.minutes(1)))
+@Test("Guides/MigratingFromCombine.md: Observing from an object without keeping it alive", .timeLimit(.minutes(3)))
 @MainActor
 func migratingGuideWeakObserver() async throws {
     typealias FollowerBadge = MigratingExample.FollowerBadge
@@ -135,7 +135,7 @@ func migratingGuideWeakObserver() async throws {
 
 /// The other half of the guide's claim: capturing `self` strongly keeps the object alive and
 /// subscribed after the last reference is dropped.
-@Test("a task that captures self strongly keeps the object alive and subscribed", .timeLimit(.minutes(1)))
+@Test("a task that captures self strongly keeps the object alive and subscribed", .timeLimit(.minutes(3)))
 @MainActor
 func strongCaptureKeepsTheObserverAlive() async throws {
     let followers = AsyncCurrentValueSubject<Int, Never>(3)

@@ -51,7 +51,7 @@ private enum SwiftUISharedExample {
 struct MigratingFromCombineSwiftUIGuideTests {
     /// The mistake: `.task` iterates the stream of the first evaluation of `body`, and the
     /// next evaluation points `play()` at a new stream, which nobody iterates.
-    @Test("the mistake: events played after `body` read `events` again are lost", .timeLimit(.minutes(1)))
+    @Test("the mistake: events played after `body` read `events` again are lost", .timeLimit(.minutes(3)))
     func mistakeLosesTheEventsAfterASecondRead() async {
         let printed = PrintedLines()
         @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -76,7 +76,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
 
     /// The fix: the model's one subject is read by every evaluation, and the view's `.task` is
     /// a subscriber of it exactly while the view is on screen.
-    @Test("the fix: the view receives what is played while it is on screen", .timeLimit(.minutes(1)))
+    @Test("the fix: the view receives what is played while it is on screen", .timeLimit(.minutes(3)))
     func fixReceivesWhileOnScreen() async throws {
         let printed = PrintedLines()
         @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -104,7 +104,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
 
     /// "every `.task` that iterates it is one more subscriber", and "only this view's
     /// subscriber leaves" when one view disappears.
-    @Test("the fix: each view is one subscriber, and leaves alone", .timeLimit(.minutes(1)))
+    @Test("the fix: each view is one subscriber, and leaves alone", .timeLimit(.minutes(3)))
     func fixEachViewIsOneSubscriber() async throws {
         let printed = PrintedLines()
         @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -161,7 +161,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// "On a `share()` … sequence, the upstream stops when the last view leaves": one view
     /// leaving keeps it running for the other, the last one stops it, and a view coming back
     /// starts it again.
-    @Test("a shared upstream stops when the last view disappears, and restarts", .timeLimit(.minutes(1)))
+    @Test("a shared upstream stops when the last view disappears, and restarts", .timeLimit(.minutes(3)))
     func sharedUpstreamFollowsTheViews() async throws {
         let printed = PrintedLines()
         @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -205,7 +205,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// "Calling `share()` in `body` creates a new, separate shared iteration each time": the
     /// views of two evaluations of such a `body` run two iterations of the upstream, each
     /// feeding only its own view.
-    @Test("share() called in body starts a separate upstream iteration at each evaluation", .timeLimit(.minutes(1)))
+    @Test("share() called in body starts a separate upstream iteration at each evaluation", .timeLimit(.minutes(3)))
     func shareInBodyIsSeparateEachTime() async throws {
         let printed = PrintedLines()
         @Sendable func print(_ items: Any...) { printed.record(items) }

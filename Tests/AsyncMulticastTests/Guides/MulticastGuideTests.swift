@@ -17,7 +17,7 @@ import AsyncMulticast
 import Testing
 
 // Guides/Multicast.md: The race share() users hit
-@Test("Guides/Multicast.md: The race share() users hit", .timeLimit(.minutes(1)))
+@Test("Guides/Multicast.md: The race share() users hit", .timeLimit(.minutes(3)))
 func multicastGuideTheRaceShareUsersHit() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -43,7 +43,7 @@ func multicastGuideTheRaceShareUsersHit() async {
 }
 
 // Guides/Multicast.md: Join first, then connect
-@Test("Guides/Multicast.md: Join first, then connect", .timeLimit(.minutes(1)))
+@Test("Guides/Multicast.md: Join first, then connect", .timeLimit(.minutes(3)))
 func multicastGuideJoinFirstThenConnect() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -74,7 +74,7 @@ func multicastGuideJoinFirstThenConnect() async {
 }
 
 // Guides/Multicast.md: Join first, then connect (tasks that subscribe themselves)
-@Test("Guides/Multicast.md: Join first, then connect (tasks that subscribe themselves)", .timeLimit(.minutes(1)))
+@Test("Guides/Multicast.md: Join first, then connect (tasks that subscribe themselves)", .timeLimit(.minutes(3)))
 func multicastGuideJoinFirstThenConnectFromTasks() async throws {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -98,7 +98,7 @@ func multicastGuideJoinFirstThenConnectFromTasks() async throws {
 }
 
 // Guides/Multicast.md: Join first, then connect (autoconnect(minimumSubscribers:))
-@Test("Guides/Multicast.md: Join first, then connect (autoconnect(minimumSubscribers:))", .timeLimit(.minutes(1)))
+@Test("Guides/Multicast.md: Join first, then connect (autoconnect(minimumSubscribers:))", .timeLimit(.minutes(3)))
 func multicastGuideAutoconnectMinimumSubscribers() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -159,7 +159,7 @@ private enum MulticastConnectionExample {
 }
 
 // Guides/Multicast.md: The connection: connect, cancel, reconnect
-@Test("Guides/Multicast.md: The connection: connect, cancel, reconnect", .timeLimit(.minutes(1)))
+@Test("Guides/Multicast.md: The connection: connect, cancel, reconnect", .timeLimit(.minutes(3)))
 func multicastGuideConnectCancelReconnect() async {
     let printed = MulticastConnectionExample.printed
     await MulticastConnectionExample.example()
@@ -216,7 +216,7 @@ private enum MulticastAutoconnectExample {
 }
 
 // Guides/Multicast.md: autoconnect()
-@Test("Guides/Multicast.md: autoconnect()", .timeLimit(.minutes(1)))
+@Test("Guides/Multicast.md: autoconnect()", .timeLimit(.minutes(3)))
 func multicastGuideAutoconnect() async {
     let printed = MulticastAutoconnectExample.printed
     await MulticastAutoconnectExample.example()

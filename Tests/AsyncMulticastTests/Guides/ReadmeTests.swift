@@ -10,7 +10,7 @@
 import AsyncMulticast
 import Testing
 
-@Suite("README.md", .timeLimit(.minutes(1)))
+@Suite("README.md", .timeLimit(.minutes(3)))
 struct ReadmeTests {
     // README.md: Quick start
     @Test func quickStart() async {

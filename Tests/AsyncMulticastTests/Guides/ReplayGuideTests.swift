@@ -17,7 +17,7 @@ import AsyncMulticast
 import Testing
 
 // Guides/Replay.md: What replay(n) does
-@Test("Guides/Replay.md: What replay(n) does", .timeLimit(.minutes(1)))
+@Test("Guides/Replay.md: What replay(n) does", .timeLimit(.minutes(3)))
 func replayGuideWhatReplayDoes() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -55,7 +55,7 @@ func replayGuideWhatReplayDoes() async {
 }
 
 // Guides/Replay.md: The cache when the upstream stops
-@Test("Guides/Replay.md: The cache when the upstream stops", .timeLimit(.minutes(1)))
+@Test("Guides/Replay.md: The cache when the upstream stops", .timeLimit(.minutes(3)))
 func replayGuideCacheOutlivesTheUpstream() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -84,7 +84,7 @@ func replayGuideCacheOutlivesTheUpstream() async {
 }
 
 // Guides/Replay.md: replay(1) as a state holder
-@Test("Guides/Replay.md: replay(1) as a state holder", .timeLimit(.minutes(1)))
+@Test("Guides/Replay.md: replay(1) as a state holder", .timeLimit(.minutes(3)))
 func replayGuideStateHolder() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -141,7 +141,7 @@ private enum ReplayKeepAliveExample {
 }
 
 // Guides/Replay.md: Keeping the upstream alive: navigate away and back
-@Test("Guides/Replay.md: Keeping the upstream alive: navigate away and back", .timeLimit(.minutes(1)))
+@Test("Guides/Replay.md: Keeping the upstream alive: navigate away and back", .timeLimit(.minutes(3)))
 func replayGuideKeepAlive() async {
     let printed = ReplayKeepAliveExample.printed
     let clock = ManualClock()
@@ -162,7 +162,7 @@ func replayGuideKeepAlive() async {
 }
 
 // Guides/Replay.md: Dropping subscribers get fewer replayed elements
-@Test("Guides/Replay.md: Dropping subscribers get fewer replayed elements", .timeLimit(.minutes(1)))
+@Test("Guides/Replay.md: Dropping subscribers get fewer replayed elements", .timeLimit(.minutes(3)))
 func replayGuideDroppingSubscribers() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }

@@ -6,7 +6,7 @@ import AsyncMulticast
 import Testing
 
 // Guides/ServingClients.md: Lossy clients that know what they missed
-@Test("Guides/ServingClients.md: Lossy clients that know what they missed", .timeLimit(.minutes(1)))
+@Test("Guides/ServingClients.md: Lossy clients that know what they missed", .timeLimit(.minutes(3)))
 func servingClientsGuideLagReports() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -21,7 +21,7 @@ func servingClientsGuideLagReports() async {
 }
 
 // Guides/ServingClients.md: Lossy clients that know what they missed (the .bufferingOldest sentence)
-@Test("Guides/ServingClients.md: .bufferingOldest(2) reports the gap after what it kept", .timeLimit(.minutes(1)))
+@Test("Guides/ServingClients.md: .bufferingOldest(2) reports the gap after what it kept", .timeLimit(.minutes(3)))
 func servingClientsGuideLagReportsOldest() async {
     let prices = AsyncPassthroughSubject<Int, Never>()
     var slowClient = prices.events(buffering: .bufferingOldest(2)).makeAsyncIterator()
@@ -33,7 +33,7 @@ func servingClientsGuideLagReportsOldest() async {
 }
 
 // Guides/ServingClients.md: Evicting the client that cannot keep up
-@Test("Guides/ServingClients.md: Evicting the client that cannot keep up", .timeLimit(.minutes(1)))
+@Test("Guides/ServingClients.md: Evicting the client that cannot keep up", .timeLimit(.minutes(3)))
 func servingClientsGuideEviction() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -59,7 +59,7 @@ func servingClientsGuideEviction() async {
 // Guides/ServingClients.md: Evicting the client that cannot keep up (SubscriberEvictedError)
 @Test(
     "Guides/ServingClients.md: Evicting the client that cannot keep up (SubscriberEvictedError)",
-    .timeLimit(.minutes(1)))
+    .timeLimit(.minutes(3)))
 func servingClientsGuideEvictionThrows() async throws {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -82,7 +82,7 @@ func servingClientsGuideEvictionThrows() async throws {
 }
 
 // Guides/ServingClients.md: Sizing the two limits (the burst)
-@Test("Guides/ServingClients.md: Sizing the two limits (the burst)", .timeLimit(.minutes(1)))
+@Test("Guides/ServingClients.md: Sizing the two limits (the burst)", .timeLimit(.minutes(3)))
 func servingClientsGuideBurst() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -105,7 +105,7 @@ func servingClientsGuideBurst() async {
 }
 
 // Guides/ServingClients.md: Sizing the two limits (the soft limit)
-@Test("Guides/ServingClients.md: Sizing the two limits (the soft limit)", .timeLimit(.minutes(1)))
+@Test("Guides/ServingClients.md: Sizing the two limits (the soft limit)", .timeLimit(.minutes(3)))
 func servingClientsGuideSoftLimit() async throws {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -128,7 +128,7 @@ func servingClientsGuideSoftLimit() async throws {
 }
 
 // Guides/ServingClients.md: Joining when the request arrives
-@Test("Guides/ServingClients.md: Joining when the request arrives", .timeLimit(.minutes(1)))
+@Test("Guides/ServingClients.md: Joining when the request arrives", .timeLimit(.minutes(3)))
 func servingClientsGuideSubscribe() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }

@@ -110,7 +110,7 @@ private final class HeartRateMonitor: Sendable {
 
 // MARK: - The examples
 
-@Suite("Guides/Share.md", .serialized, .timeLimit(.minutes(1)))
+@Suite("Guides/Share.md", .serialized, .timeLimit(.minutes(3)))
 struct ShareGuideTests {
     // Guides/Share.md: Sharing one asynchronous sequence (the first example)
     @Test func introduction() async {

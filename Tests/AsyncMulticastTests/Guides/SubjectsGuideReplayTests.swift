@@ -6,7 +6,7 @@ import AsyncMulticast
 import Testing
 
 // Guides/Subjects.md: AsyncReplaySubject
-@Test("Guides/Subjects.md: AsyncReplaySubject", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: AsyncReplaySubject", .timeLimit(.minutes(3)))
 func subjectsGuideAsyncReplaySubject() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -31,7 +31,7 @@ func subjectsGuideAsyncReplaySubject() async {
 }
 
 // Guides/Subjects.md: Feeding a sequence into a subject: send(contentsOf:)
-@Test("Guides/Subjects.md: Feeding a sequence into a subject: send(contentsOf:)", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: Feeding a sequence into a subject: send(contentsOf:)", .timeLimit(.minutes(3)))
 func subjectsGuideSendContentsOf() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }

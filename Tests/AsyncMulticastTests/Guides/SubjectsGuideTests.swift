@@ -17,7 +17,7 @@ import AsyncMulticast
 import Testing
 
 // Guides/Subjects.md: AsyncPassthroughSubject
-@Test("Guides/Subjects.md: AsyncPassthroughSubject", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: AsyncPassthroughSubject", .timeLimit(.minutes(3)))
 func subjectsGuidePassthrough() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -45,7 +45,7 @@ func subjectsGuidePassthrough() async {
 }
 
 // Guides/Subjects.md: Subscribing from a task
-@Test("Guides/Subjects.md: Subscribing from a task", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: Subscribing from a task", .timeLimit(.minutes(3)))
 func subjectsGuideSubscribingFromATask() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -64,7 +64,7 @@ func subjectsGuideSubscribingFromATask() async {
 }
 
 // Guides/Subjects.md: AsyncCurrentValueSubject
-@Test("Guides/Subjects.md: AsyncCurrentValueSubject", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: AsyncCurrentValueSubject", .timeLimit(.minutes(3)))
 func subjectsGuideCurrentValue() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -94,7 +94,7 @@ func subjectsGuideCurrentValue() async {
 }
 
 // Guides/Subjects.md: Changing the value from several tasks: update(_:)
-@Test("Guides/Subjects.md: Changing the value from several tasks: update(_:)", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: Changing the value from several tasks: update(_:)", .timeLimit(.minutes(3)))
 func subjectsGuideAtomicUpdate() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -111,7 +111,7 @@ func subjectsGuideAtomicUpdate() async {
 }
 
 /// What the guide's advice rests on: many concurrent `update(_:)` calls lose nothing.
-@Test("update(_:) from many tasks at once loses no update", .timeLimit(.minutes(1)))
+@Test("update(_:) from many tasks at once loses no update", .timeLimit(.minutes(3)))
 func atomicUpdateLosesNothing() async {
     let counter = AsyncCurrentValueSubject<Int, Never>(0)
     var history = counter.buffering(.unbounded).makeAsyncIterator()
@@ -128,7 +128,7 @@ func atomicUpdateLosesNothing() async {
 }
 
 // Guides/Subjects.md: Completion
-@Test("Guides/Subjects.md: Completion", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: Completion", .timeLimit(.minutes(3)))
 func subjectsGuideCompletion() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -162,7 +162,7 @@ func subjectsGuideCompletion() async {
 }
 
 // Guides/Subjects.md: Waiting for room: send(waitingForRoom:)
-@Test("Guides/Subjects.md: Waiting for room: send(waitingForRoom:)", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: Waiting for room: send(waitingForRoom:)", .timeLimit(.minutes(3)))
 func subjectsGuideWaitingForRoom() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -196,7 +196,7 @@ func subjectsGuideWaitingForRoom() async {
 
 // Guides/Subjects.md: Waiting for room: send(waitingForRoom:) (a subscriber that answers)
 @Test(
-    "Guides/Subjects.md: Waiting for room: send(waitingForRoom:) (a subscriber that answers)", .timeLimit(.minutes(1)))
+    "Guides/Subjects.md: Waiting for room: send(waitingForRoom:) (a subscriber that answers)", .timeLimit(.minutes(3)))
 func subjectsGuideASubscriberThatAnswers() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -215,7 +215,7 @@ func subjectsGuideASubscriberThatAnswers() async {
 }
 
 // Guides/Subjects.md: One subscriber may drop, another may not
-@Test("Guides/Subjects.md: One subscriber may drop, another may not", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: One subscriber may drop, another may not", .timeLimit(.minutes(3)))
 func subjectsGuidePerSubscriberBuffering() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
@@ -287,7 +287,7 @@ private enum SubjectsSharedSourceExample {
 }
 
 // Guides/Subjects.md: Callback producers: AsyncSharedSource
-@Test("Guides/Subjects.md: Callback producers: AsyncSharedSource", .timeLimit(.minutes(1)))
+@Test("Guides/Subjects.md: Callback producers: AsyncSharedSource", .timeLimit(.minutes(3)))
 func subjectsGuideAsyncSharedSource() async {
     let printed = SubjectsSharedSourceExample.printed
     await SubjectsSharedSourceExample.example()

@@ -22,7 +22,7 @@ private func firstSubscriberReadsOneAndLeaves(
     #expect(await next.value == 1, sourceLocation: sourceLocation)
 }
 
-@Suite("sharedService: structured sharing", .timeLimit(.minutes(1)))
+@Suite("sharedService: structured sharing", .timeLimit(.minutes(3)))
 struct SharedServiceTests {
     @Test("whileSubscribed: starts with the first subscriber, stops when the last leaves, restarts, inside run()")
     func whileSubscribedStartsAndStops() async throws {

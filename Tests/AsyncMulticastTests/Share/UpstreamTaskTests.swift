@@ -34,7 +34,7 @@ private struct UpstreamProbe: AsyncSequence, Sendable {
     }
 }
 
-@Suite("The upstream task: task-local values and priority", .timeLimit(.minutes(1)))
+@Suite("The upstream task: task-local values and priority", .timeLimit(.minutes(3)))
 struct UpstreamTaskTests {
     @Test("share(): the upstream sees none of the first subscriber's task-local values")
     func shareSeesNoTaskLocals() async throws {
