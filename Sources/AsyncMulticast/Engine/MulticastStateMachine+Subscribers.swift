@@ -104,7 +104,9 @@ extension MulticastStateMachine {
         let laneIndex = self.laneIndex(for: policy)
 
         var replay = self.tail - Swift.max(self.replayStart, self.elements.startIndex)
-        var greeting: [Element] = []
+        // Replayed elements an evicting subscriber receives as a greeting of its own (rare:
+        // no array is made or released on the usual path).
+        var greetingCount = 0
         switch self.lanes[laneIndex].overflow {
         case .dropOldest(let keep), .freeze(let keep):
             // A dropping subscriber never holds more than `keep` (the lane invariant
@@ -113,7 +115,7 @@ extension MulticastStateMachine {
             replay = Swift.min(replay, keep)
         case .evict:
             // All of them, as a greeting of its own: they count against no limit.
-            if replay > 0 { greeting = self.greetingCopy(from: self.tail - replay) }
+            greetingCount = replay
             replay = 0
         case .park, .keepAll:
             break
@@ -133,8 +135,9 @@ extension MulticastStateMachine {
             cursor: cursor, generation: generation, lane: UInt32(laneIndex), isLive: true,
             connectsOnDemand: connectRule == .onDemand)
 
-        if !greeting.isEmpty {
-            self.greetings[slotIndex] = Greeting(elements: greeting, start: self.tail - greeting.count)
+        if greetingCount > 0 {
+            let start = self.tail - greetingCount
+            self.greetings[slotIndex] = Greeting(elements: self.greetingCopy(from: start), start: start)
             self.lastGreetingSlot = slotIndex
         }
         self.lanes[laneIndex].members += 1
