@@ -427,8 +427,12 @@ struct AttackSharedServiceTests {
         #expect(source.control.end(of: 0) == .cancelled)
     }
 
-    @Test("replayExpiration: the cache outlives the stopped upstream for the window, then clears; run() keeps going")
-    func replayExpirationWindow() async throws {
+    /// A `replay(1)` service of a `FedSource` whose cache outlives a stopped upstream by 10 s
+    /// on a `ManualClock`, hosted by a task; a first subscriber joined, read 1 and left, and
+    /// the expiry window is open (its timer sleeps).
+    private func hostedWithAnOpenExpiryWindow() async -> (
+        ManualClock, FedSource, AsyncSharedService<Int, Never>, Task<Void, Never>
+    ) {
         let clock = ManualClock()
         let source = FedSource()
         let service = source.sharedService(
@@ -437,6 +441,12 @@ struct AttackSharedServiceTests {
         let hosting = Task { await service.run() }
         await firstVisitReadsOne(service, source)
         await clock.waitForSleepers(count: 1)  // the expiry window
+        return (clock, source, service, hosting)
+    }
+
+    @Test("replayExpiration: the cache outlives the stopped upstream for the window, then clears; run() keeps going")
+    func replayExpirationWindow() async throws {
+        let (clock, source, service, hosting) = await hostedWithAnOpenExpiryWindow()
         #expect(await source.control.waitForEnd()?.end == .cancelled)
         #expect(service.replayCache == [1], "within the window")
         clock.advance(by: .seconds(9))
@@ -459,14 +469,7 @@ struct AttackSharedServiceTests {
         "run() cancelled while the replay-expiry window is open: a later subscriber gets nil at once, not the stale cache"
     )
     func cancelledDuringTheReplayExpiry() async throws {
-        let clock = ManualClock()
-        let source = FedSource()
-        let service = source.sharedService(
-            replay: 1, buffering: .unbounded,
-            started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
-        let hosting = Task { await service.run() }
-        await firstVisitReadsOne(service, source)
-        await clock.waitForSleepers(count: 1)
+        let (clock, _, service, hosting) = await hostedWithAnOpenExpiryWindow()
         hosting.cancel()
         #expect(await ends(hosting))
         clock.advance(by: .seconds(3600))
