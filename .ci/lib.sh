@@ -8,6 +8,7 @@
 #   swift build --build-tests 2>&1 | tee "$CI_LOGS/build.log"
 #   ci_no_warnings "$CI_LOGS/build.log" "$here"
 #   ci_on_exit "rm -rf '$tmp'"               # runs at exit, on failure too, last added first
+#   ci_build_and_test "$here"                # or both steps of a nested package's check
 #   ci_end                                   # ends the last step; prints the total time
 #
 # On a failing command (set -e) or `ci_fail MESSAGE`, the script exits non-zero with one line
@@ -103,6 +104,20 @@ ci_no_warnings() {
         printf '%s\n' "$warnings" >&2
         ci_fail "compiler warnings in our own sources (listed above)"
     fi
+}
+
+# ci_build_and_test DIR: the two steps of a nested package's check: `swift build
+# --build-tests` and `swift test` in DIR (an absolute path), failing on a warning in DIR's own
+# Sources/ or Tests/ or on a run that does not report passing tests.
+ci_build_and_test() {
+    local dir="$1"
+    ci_step "swift build --build-tests"
+    (cd "$dir" && swift build --build-tests) 2>&1 | tee "$CI_LOGS/build.log"
+    ci_no_warnings "$CI_LOGS/build.log" "$dir"
+    ci_step "swift test"
+    (cd "$dir" && swift test) 2>&1 | tee "$CI_LOGS/test.log"
+    ci_no_warnings "$CI_LOGS/test.log" "$dir"
+    ci_tests_passed "$CI_LOGS/test.log"
 }
 
 # ci_tests_passed LOG: fails unless LOG has Swift Testing's summary of a passing run.

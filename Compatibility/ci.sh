@@ -14,15 +14,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "$here/../.ci/lib.sh"
-cd "$here"
 ci_begin "Compatibility"
 
-ci_step "swift build --build-tests"
-swift build --build-tests 2>&1 | tee "$CI_LOGS/build.log"
-ci_no_warnings "$CI_LOGS/build.log" "$here"
-
-ci_step "swift test"
-swift test 2>&1 | tee "$CI_LOGS/test.log"
-ci_no_warnings "$CI_LOGS/test.log" "$here"
-ci_tests_passed "$CI_LOGS/test.log"
+ci_build_and_test "$here"
 ci_end
