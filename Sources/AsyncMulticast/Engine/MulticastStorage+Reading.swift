@@ -114,7 +114,7 @@ extension MulticastStorage {
     ) -> (action: Machine.NextAction, catchUpBatch: Int?) {
         offersWhenCaughtUp = 0
         var catchUpBatch: Int? = nil
-        let (action, work) = self.state.withLock { state -> (Machine.NextAction, BoxedOutsideLock?) in
+        let (action, work) = self.state.withLock { state -> (Machine.NextAction, OutsideLock?) in
             let action = state.machine.nextRequested(id, batch: &batch, report: &report)
             switch action {
             case .element:
@@ -127,14 +127,14 @@ extension MulticastStorage {
                 return (action, nil)
             case .elementReleasingSenders(_, let effects):
                 // Not caught up: the senders' elements came after what it took.
-                return (action, self.endCriticalSection(effects, &state).map(BoxedOutsideLock.init))
+                return (action, self.endCriticalSection(effects, &state))
             case .terminal:
                 // The subscriber has left.
-                return (action, self.endCriticalSection(Machine.Effects(), &state).map(BoxedOutsideLock.init))
+                return (action, self.endCriticalSection(Machine.Effects(), &state))
             case .suspend(let epoch?):
                 var effects = Machine.Effects()
                 effects.startUpstream = epoch
-                return (action, self.endCriticalSection(effects, &state).map(BoxedOutsideLock.init))
+                return (action, self.endCriticalSection(effects, &state))
             case .suspend(nil):
                 catchUpBatch = state.machine.catchUpBatch(for: id)
                 return (action, nil)
@@ -142,7 +142,7 @@ extension MulticastStorage {
                 return (action, nil)
             }
         }
-        if let work { self.perform(work.work) }
+        if let work { self.perform(work) }
         return (action, catchUpBatch)
     }
 
@@ -180,7 +180,7 @@ extension MulticastStorage {
         // The upstream task to raise to the subscriber's priority (usually none).
         var escalating: Task<Void, Never>? = nil
         var priority = UInt8.max
-        let work = self.state.withLock { state -> BoxedOutsideLock? in
+        let work = self.state.withLock { state -> OutsideLock? in
             switch state.machine.subscriberWaiting(id, continuation: continuation, report: &report) {
             case .stored(nil):
                 escalating = Self.upstreamToEscalate(priority: &priority, in: &state)
@@ -188,14 +188,14 @@ extension MulticastStorage {
             case .stored(let epoch?):
                 var effects = Machine.Effects()
                 effects.startUpstream = epoch
-                let work = self.endCriticalSection(effects, &state).map(BoxedOutsideLock.init)
+                let work = self.endCriticalSection(effects, &state)
                 escalating = Self.upstreamToEscalate(priority: &priority, in: &state)
                 return work
             case .resumed(let effects):
-                return self.endCriticalSection(effects, &state).map(BoxedOutsideLock.init)
+                return self.endCriticalSection(effects, &state)
             }
         }
-        if let work { self.perform(work.work) }
+        if let work { self.perform(work) }
         if let escalating { Self.escalate(escalating, to: TaskPriority(rawValue: priority)) }
     }
 }

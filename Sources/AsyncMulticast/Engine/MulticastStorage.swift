@@ -191,12 +191,13 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// What a critical section leaves to do once the lock is released: the one shape every
     /// command ends with (`nil`: nothing).
     ///
-    /// A value: joining, leaving and cancelling allocate nothing for it. The reading paths,
-    /// whose usual outcome has nothing to do, carry it boxed (`BoxedOutsideLock`) so that
-    /// they move one word, `nil`, out of the lock: as a value (about 150 bytes) it was copied
-    /// with `memcpy` on every read.
+    /// A class, so that a command moves one word out of its lock: as a value (about 150
+    /// bytes, a whole `Effects`), the usual `nil` was copied with `memcpy` out of every
+    /// `withLock` closure, on every join, leave and read. Only a critical section that left
+    /// something to do allocates one (see `endCriticalSection`): most joins, leaves and reads
+    /// leave nothing.
     @usableFromInline
-    struct OutsideLock: Sendable {
+    final class OutsideLock: Sendable {
         /// What the machine's transition returned: continuations to resume.
         @usableFromInline let effects: Machine.Effects
         /// The upstream task the effects retired, to cancel.
@@ -226,18 +227,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             self.change = change
             self.completionObservers = completionObservers
             self.evictionNotices = evictionNotices
-        }
-    }
-
-    /// An `OutsideLock` boxed, for the reading paths (see there). Only their slow outcomes
-    /// allocate one, none of them per element.
-    @usableFromInline
-    final class BoxedOutsideLock: Sendable {
-        @usableFromInline let work: OutsideLock
-
-        @inlinable
-        init(_ work: OutsideLock) {
-            self.work = work
         }
     }
 
@@ -302,8 +291,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// subscribers and producers, cancels the retired tasks, announces the subscriber count,
     /// tells the completion observers. `nil`: nothing.
     ///
-    /// Always inlined, so that the usual `nil` costs its test at the call site: as a call, the
-    /// optional (about 150 bytes) was copied into it with `memcpy` whatever it held.
+    /// Always inlined, so that the usual `nil` costs its test at the call site.
     @inline(__always)
     @inlinable
     func perform(_ work: OutsideLock?) {
