@@ -263,18 +263,18 @@ extension MulticastStateMachine {
         switch self.read(id, batch: &noBatch, report: &report) {
         case .element(let element):
             var effects = Effects()
-            effects.subscribers = [continuation]
+            effects.resumeSubscriber(continuation)
             effects.subscriberResult = .success(element)
             self.releaseProducersIfRoom(into: &effects)
             return .resumed(effects)
         case .terminal(let result):
             var effects = Effects()
-            effects.subscribers = [continuation]
+            effects.resumeSubscriber(continuation)
             effects.subscriberResult = result
             return .resumed(effects)
         case .gap:
             var effects = Effects()
-            effects.subscribers = [continuation]
+            effects.resumeSubscriber(continuation)
             return .resumed(effects)
         case .empty(let slotIndex):
             self.slots[slotIndex].waiterIndex = Int32(self.waiters.count)

@@ -211,7 +211,7 @@ extension MulticastStateMachine {
         var effects = Effects()
         guard let slotIndex = self.liveSlot(id) else { return effects }
         if let continuation = self.removeSubscriber(slotIndex) {
-            effects.subscribers = [continuation]
+            effects.resumeSubscriber(continuation)
             effects.subscriberResult = .success(nil)
         }
         if self.subscriberCount == 0, self.mode == .automatic {
@@ -276,7 +276,7 @@ extension MulticastStateMachine {
     mutating func endWaiters(into effects: inout Effects, with result: Result<Element?, Failure>) {
         let waiting = self.waiters.map(\.slot)
         for slot in waiting {
-            effects.subscribers.append(self.removeSubscriber(Int(slot))!)
+            effects.resumeSubscriber(self.removeSubscriber(Int(slot))!)
         }
         effects.subscriberResult = result
     }

@@ -166,9 +166,15 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// What the caller of a transition must do, outside the lock.
     @usableFromInline
     struct Effects: Sendable {
-        /// Resume each of these with `subscriberResult`.
+        /// The first subscriber to resume with `subscriberResult`, kept inline: most
+        /// transitions that resume subscribers resume one (a cancelled or caught-up waiter),
+        /// and an array of one cost an allocation before its resume (`compare --only cancel`).
         @usableFromInline
-        var subscribers: [SubscriberContinuation] = []
+        var firstSubscriber: SubscriberContinuation?
+        /// The subscribers after `firstSubscriber` to resume with `subscriberResult`.
+        @usableFromInline
+        var moreSubscribers: [SubscriberContinuation] = []
+        /// What every subscriber above is resumed with.
         @usableFromInline
         var subscriberResult: Result<Element?, Failure> = .success(nil)
         /// Resume each of these with `producerResult`.
@@ -200,9 +206,19 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
         @inlinable
         var isEmpty: Bool {
-            self.subscribers.isEmpty && self.producers.isEmpty && self.startUpstream == nil
+            self.firstSubscriber == nil && self.producers.isEmpty && self.startUpstream == nil
                 && self.cancelUpstream == nil && self.keepAliveTimer == .none && self.handedOver.isEmpty
                 && self.parkedElementsAppended == 0
+        }
+
+        /// Adds `continuation` to the subscribers to resume with `subscriberResult`.
+        @inlinable
+        mutating func resumeSubscriber(_ continuation: SubscriberContinuation) {
+            if self.firstSubscriber == nil {
+                self.firstSubscriber = continuation
+            } else {
+                self.moreSubscribers.append(continuation)
+            }
         }
     }
 

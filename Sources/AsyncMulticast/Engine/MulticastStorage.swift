@@ -277,7 +277,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
         // per leave).
         if upstreamTask == nil, timerTask == nil, change == nil, completionObservers == nil,
-            evictionNotices == nil, hostWakeUp == nil, effects.subscribers.isEmpty, effects.producers.isEmpty,
+            evictionNotices == nil, hostWakeUp == nil, effects.firstSubscriber == nil, effects.producers.isEmpty,
             effects.handedOver.isEmpty, effects.parkedElementsAppended == 0
         {
             return nil
@@ -317,8 +317,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// appended as offers (`CatchUpSpin`).
     @inlinable
     func resume(_ effects: Machine.Effects) {
-        for continuation in effects.subscribers {
-            continuation.resume(returning: effects.subscriberResult)
+        if let first = effects.firstSubscriber {
+            first.resume(returning: effects.subscriberResult)
+            for continuation in effects.moreSubscribers {
+                continuation.resume(returning: effects.subscriberResult)
+            }
         }
         for (continuation, element) in effects.handedOver {
             continuation.resume(returning: .success(element))

@@ -54,3 +54,12 @@ extension MulticastStateMachine {
         return self.pendingElements(of: slotIndex)
     }
 }
+
+extension MulticastStateMachine.Effects {
+    /// Every subscriber to resume with `subscriberResult`, in order (`firstSubscriber`, then
+    /// `moreSubscribers`).
+    var subscribers: [MulticastStateMachine.SubscriberContinuation] {
+        guard let first = self.firstSubscriber else { return [] }
+        return [first] + self.moreSubscribers
+    }
+}

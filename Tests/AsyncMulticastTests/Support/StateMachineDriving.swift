@@ -172,7 +172,7 @@ extension MulticastStateMachine.ProduceAction {
         resuming: [MulticastStateMachine.SubscriberContinuation]
     ) {
         var effects = MulticastStateMachine.Effects()
-        effects.subscribers = resuming
+        for continuation in resuming { effects.resumeSubscriber(continuation) }
         if !resuming.isEmpty { effects.subscriberResult = .success(element) }
         switch outcome {
         case .proceed: self = .proceed(effects)
