@@ -173,23 +173,24 @@ extension MulticastStorage {
     /// and has nothing to do after the lock; it skips the end of the critical section.
     ///
     /// A subscriber that waits escalates the upstream task to its own priority if that is
-    /// higher (`upstreamToEscalate(priority:in:)`): a subscriber waiting in `next()` does not await the
-    /// upstream task, so the runtime cannot know that it waits on it.
+    /// higher (`upstreamToEscalate(priority:in:)`): a subscriber waiting in `next()` does not
+    /// await the upstream task, so the runtime cannot know that it waits on it. Its priority
+    /// is read before the lock (`waitingSubscriberPriority`).
     @inlinable
     func suspend(_ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport) {
+        let priority = self.waitingSubscriberPriority
         // The upstream task to raise to the subscriber's priority (usually none).
         var escalating: Task<Void, Never>? = nil
-        var priority = UInt8.max
         let work = self.state.withLock { state -> OutsideLock? in
             switch state.machine.subscriberWaiting(id, continuation: continuation, report: &report) {
             case .stored(nil):
-                escalating = Self.upstreamToEscalate(priority: &priority, in: &state)
+                escalating = Self.upstreamToEscalate(priority: priority, in: &state)
                 return nil
             case .stored(let epoch?):
                 var effects = Machine.Effects()
                 effects.startUpstream = epoch
                 let work = self.endCriticalSection(effects, &state)
-                escalating = Self.upstreamToEscalate(priority: &priority, in: &state)
+                escalating = Self.upstreamToEscalate(priority: priority, in: &state)
                 return work
             case .resumed(let effects):
                 return self.endCriticalSection(effects, &state)
