@@ -291,7 +291,7 @@ def instruction_row(r):
         low, high = f"{min(samples):.0f}", f"{max(samples):.0f}"
         return middle if low == high else f"{middle} [{low}{DASH}{high}]"
 
-    ns = sorted({rec["n"] for rec in r.instructions["records"] if rec["n"] in (1, 64)})
+    ns = sorted({rec["n"] for rec in r.instructions["records"] if rec.get("n") in (1, 64)})
     pairs = len(r.instruction_range("share", ns[0]))
     ours = "; ".join(
         f"{name} " + ", ".join(f"N = {n}: {val(cell, n)}" for n in ns)
@@ -376,7 +376,8 @@ def bench_block(r):
                 cells["base"] = mid(r.per_run("cost", "cpu", "base", n=1))
             row(f"6. CPU per delivery, {name}", n, "\u00b5s", cells)
     if r.instructions:
-        for n in sorted({rec["n"] for rec in r.instructions["records"]}):
+        # The per-delivery counts ("ir"); the join-and-leave ones ("ir-join-leave") have no N.
+        for n in sorted({rec["n"] for rec in r.instructions["records"] if rec["metric"] == "ir"}):
             for cell, name in (("share", "`share()`"), ("subject", "subject"),
                                ("share-unbounded", "`share()` `.unbounded`")):
                 cells = {"ours": whole(r.instruction_range(cell, n)),

@@ -6,8 +6,10 @@
 #   3. runs every package-benchmark benchmark for at most 3 iterations on small
 #      sizes, with no thresholds (MULTICAST_BENCH_SMOKE=1),
 #   4. runs `compare --smoke` (every scenario, the cost scenario included),
-#   5. runs `compare --smoke --instructions` (callgrind over delivery-cell, ~10 s) where
-#      valgrind is installed, and says it skipped it where it is not.
+#   5. checks against.py's table (`--self-test`; the interleaved A/B itself is not run),
+#   6. runs `compare --smoke --instructions` (callgrind over delivery-cell, deliveries and
+#      joining and leaving, ~10 s) where valgrind is installed, and says it skipped it
+#      where it is not.
 # Exits non-zero on the first failure. Jobs: SWIFT_BUILD_JOBS (default: all cores).
 set -euo pipefail
 
@@ -40,6 +42,9 @@ fi
 
 ci_step "compare --smoke"
 .build/release/compare --smoke
+
+ci_step "against.py --self-test (the interleaved A/B's table; it builds and runs nothing)"
+python3 against.py --self-test
 
 if command -v valgrind >/dev/null 2>&1; then
     ci_step "compare --smoke --instructions (callgrind)"

@@ -41,6 +41,12 @@ public struct InstructionThresholds: Equatable, Sendable {
         "\(cell.rawValue) N=\(subscribers)"
     }
 
+    /// What a key's count is per: a join-and-leave cell's (`Scenarios.JoinLeaveCell.key`)
+    /// is per subscriber, every other per delivery.
+    public static func unit(of key: String) -> String {
+        Scenarios.JoinLeaveCell.allCases.contains { $0.key == key } ? "Ir/subscriber" : "Ir/delivery"
+    }
+
     /// Parses a file's text; the first malformed line otherwise.
     public static func parse(_ text: String) -> Result<InstructionThresholds, ThresholdFileError> {
         var thresholds = InstructionThresholds(mode: "", tolerancePercent: -1, values: [])
@@ -91,7 +97,7 @@ public struct InstructionThresholds: Equatable, Sendable {
             }
             let change = (value / Double(entry.instructions) - 1) * 100
             let line =
-                "\(entry.key): \(Int(value.rounded())) Ir/delivery, threshold \(entry.instructions) "
+                "\(entry.key): \(Int(value.rounded())) \(Self.unit(of: entry.key)), threshold \(entry.instructions) "
                 + "(\(change >= 0 ? "+" : "")\(percentText(change))%, allowed +\(percentText(self.tolerancePercent))%)"
             if change > self.tolerancePercent {
                 report.append("ABOVE  " + line)

@@ -99,6 +99,35 @@ public enum Scenarios {
         }
     }
 
+    // MARK: Join and leave, counted (compare --instructions)
+
+    /// The join-and-leave cells of `compare --instructions`: delivery-cell `idle COUNT` and
+    /// `churn COUNT`, counted per subscriber, so that the instruction gate holds joining and
+    /// leaving as it holds delivering.
+    public enum JoinLeaveCell: String, Sendable, CaseIterable {
+        /// COUNT subscribers of one `share(buffering: .bounded(64))` join and leave without
+        /// reading: scenario 4's idle subscribers.
+        case idle
+        /// COUNT short subscribers join, take 3 elements and leave, 4 at a time, while a
+        /// long-lived one reads everything: scenario 3's churn.
+        case churn
+
+        /// Its line in the thresholds file.
+        public var key: String { "join-leave \(self.rawValue)" }
+
+        /// Runs the cell with `count` subscribers; the failures it saw (none: it went right).
+        public func run(count: Int) async -> [String] {
+            switch self {
+            case .idle:
+                guard let result = Scenarios.idle(.ours, subscribers: count) else { return ["no idle result"] }
+                return result.subscribers == count ? [] : ["\(result.subscribers) of \(count) subscribers joined"]
+            case .churn:
+                guard let result = await Scenarios.churn(.ours, joins: count) else { return ["no churn result"] }
+                return result.failures
+            }
+        }
+    }
+
     // MARK: 5. Cancellation latency
 
     /// `terminationTimeout`: how long to wait, per sample, for the upstream to end.

@@ -236,6 +236,8 @@ func runInstructions(_ options: Options) {
             valgrind: \(valgrind)
             """)
         figureNote("instructions-scheduling", Scheduling.currentThread())
+        let runner = CallgrindRunner(
+            valgrind: valgrind, cellBinary: cellBinary, folder: folder, keep: options.profiles != nil)
         var perDelivery: [Int: [DeliveryCell: [Double]]] = [:]
         for size in sizes {
             for repetition in 0..<repetitions {
@@ -243,32 +245,12 @@ func runInstructions(_ options: Options) {
                     var counts: [Int] = []
                     var seconds = 0.0
                     for elements in [size.smaller, size.larger] {
-                        let name = "callgrind.\(cell.rawValue).N\(size.subscribers).M\(elements).\(repetition + 1)"
-                        let output = "\(folder)/\(name).out"
-                        let log = "\(folder)/\(name).log"
-                        let started = monotonicNanos()
-                        let status = spawnAndWait(
-                            [
-                                valgrind, "--tool=callgrind", "--callgrind-out-file=\(output)",
-                                cellBinary, cell.rawValue, "\(size.subscribers)", "\(elements)",
-                            ],
-                            output: log)
-                        seconds += Double(monotonicNanos() - started) / 1e9
-                        let total = readCallgrindTotal(output)
-                        if status != 0 || total == nil {
-                            record(
-                                "instructions \(cell.rawValue) N=\(size.subscribers) M=\(elements)",
-                                [
-                                    "valgrind exited with status \(status.map(String.init) ?? "n/a") (log: \(log))\n"
-                                        + logExcerpt(log)
-                                ]
-                            )
-                        }
-                        guard let total, status == 0 else { break }
-                        if options.profiles == nil {
-                            unlink(output)
-                            unlink(log)
-                        }
+                        let run = runner.total(
+                            [cell.rawValue, "\(size.subscribers)", "\(elements)"],
+                            name: "callgrind.\(cell.rawValue).N\(size.subscribers).M\(elements).\(repetition + 1)",
+                            label: "instructions \(cell.rawValue) N=\(size.subscribers) M=\(elements)")
+                        seconds += run.seconds
+                        guard let total = run.total else { break }
                         counts.append(total)
                     }
                     guard counts.count == 2 else { continue }
@@ -282,11 +264,6 @@ func runInstructions(_ options: Options) {
                 }
             }
         }
-        if options.profiles == nil {
-            if cellBinary == stripped { unlink(stripped) }
-            rmdir(folder)  // fails, keeping the logs, if a run failed
-        }
-
         for size in sizes {
             let cells = perDelivery[size.subscribers] ?? [:]
             for (cell, list) in cells.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
@@ -350,6 +327,16 @@ func runInstructions(_ options: Options) {
                 order.append(key)
                 medians[key] = perDelivery[size.subscribers]?[cell].flatMap(median)
             }
+        }
+        if options.deliveryCells(subscribers: 1).contains(.share) {
+            for (key, value) in countJoinLeave(options, runner: runner) {
+                order.append(key)
+                medians[key] = value
+            }
+        }
+        if options.profiles == nil {
+            if cellBinary == stripped { unlink(stripped) }
+            rmdir(folder)  // fails, keeping the logs, if a run failed
         }
         applyThresholds(options, medians: medians, order: order)
         if let profiles = options.profiles {

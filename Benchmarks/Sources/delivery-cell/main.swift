@@ -3,6 +3,7 @@
 // two element counts, so that start-up and tear-down cancel out).
 //
 //     .build/release/delivery-cell share|subject|opencombine|base N M
+//     .build/release/delivery-cell idle|churn COUNT        (joining and leaving, COUNT subscribers)
 //     strip --strip-debug -o /tmp/cell .build/release/delivery-cell   # valgrind 3.19 cannot read DWARF 5
 //     valgrind --tool=callgrind /tmp/cell share 64 2000
 //
@@ -32,29 +33,41 @@ func printError(_ message: String) {
 
 func usage() -> Never {
     let cells = Scenarios.DeliveryCell.allCases.map(\.rawValue).joined(separator: "|")
-    printError("usage: delivery-cell \(cells) SUBSCRIBERS ELEMENTS")
+    let joinLeave = Scenarios.JoinLeaveCell.allCases.map(\.rawValue).joined(separator: "|")
+    printError("usage: delivery-cell \(cells) SUBSCRIBERS ELEMENTS\n       delivery-cell \(joinLeave) COUNT")
     exit(2)
 }
 
+/// Runs `body` in a detached task while the main thread waits (see above), and returns its result.
+func runDetached<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
+    let outcome = Mutex<T?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    // Detached: a task created here would otherwise inherit the main actor, whose thread is
+    // about to block.
+    Task.detached {
+        let value = await body()
+        outcome.withLock { $0 = value }
+        done.signal()
+    }
+    done.wait()
+    return outcome.withLock { $0 }!
+}
+
 let arguments = CommandLine.arguments
+if arguments.count == 3, let cell = Scenarios.JoinLeaveCell(rawValue: arguments[1]) {
+    guard let count = Int(arguments[2]), count > 0 else { usage() }
+    let failures = runDetached { await cell.run(count: count) }
+    print("\(cell.rawValue): \(count) subscribers joined and left")
+    for failure in failures { printError("delivery-cell: \(failure)") }
+    exit(failures.isEmpty ? 0 : 1)
+}
 guard arguments.count == 4,
     let cell = Scenarios.DeliveryCell(rawValue: arguments[1]),
     let subscribers = Int(arguments[2]), subscribers > 0,
     let elements = Int(arguments[3]), elements >= 0
 else { usage() }
 
-let outcome = Mutex<FanOutTally?>(nil)
-let done = DispatchSemaphore(value: 0)
-// Detached: a task created here would otherwise inherit the main actor, whose thread is
-// about to block.
-Task.detached {
-    let tally = await Scenarios.deliveryCell(cell, subscribers: subscribers, elements: elements)
-    outcome.withLock { $0 = tally }
-    done.signal()
-}
-done.wait()
-
-let tally = outcome.withLock { $0 } ?? FanOutTally()
+let tally = runDetached { await Scenarios.deliveryCell(cell, subscribers: subscribers, elements: elements) }
 print(
     "\(cell.rawValue) N=\(subscribers) M=\(elements): \(tally.deliveries) deliveries to \(tally.subscribers) subscribers"
 )

@@ -41,6 +41,18 @@ struct InstructionThresholdsTests {
         #expect(missing.problems == ["subject N=64: not measured (threshold 49)"])
     }
 
+    @Test("a join-and-leave count is reported per subscriber, under the key its cell names")
+    func joinLeave() throws {
+        let thresholds = try InstructionThresholds.parse(
+            "mode quick\ntolerance-percent 5\njoin-leave idle 2100\njoin-leave churn 11800\n"
+        ).get()
+        #expect(Scenarios.JoinLeaveCell.allCases.map(\.key) == ["join-leave idle", "join-leave churn"])
+        let above = thresholds.check(["join-leave idle": 2300, "join-leave churn": 11800])
+        #expect(above.problems.count == 1)
+        #expect(above.problems.first?.hasPrefix("join-leave idle: 2300 Ir/subscriber, threshold 2100") == true)
+        #expect(above.report.last == "ok     join-leave churn: 11800 Ir/subscriber, threshold 11800 (+0%, allowed +5%)")
+    }
+
     @Test("writing keeps the comments and the order, rounds up, and appends new keys")
     func updated() throws {
         let thresholds = try InstructionThresholds.parse(Self.file).get()

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""Interleaved A/B of `compare` between a base commit and the working tree.
+
+    python3 Benchmarks/against.py BASE [--runs K] [--rounds N] [--builds B] [--only S,S] [--json FILE]
+
+Both sides run the working tree's harness (Benchmarks/): only the library's sources differ
+(`git archive BASE Package.swift Sources` on one side, the working tree's on the other), so
+a change to the harness cannot pass for a change to the library. Each side is built B times
+(default 3), each in a folder of its own: on this kind of machine two builds of the same
+sources, differing only in their path, measured up to 5-12% apart on some fan-out cases (code
+layout), so a figure is only the library's when it moves beyond that spread, which the table
+shows.
+
+Then K runs (default 3), one after the other; in each, every scenario (`--only`, default
+fanout,subject,churn,memory,cancel) goes N rounds (default 31), and each round runs every
+build once, in a shuffled order, `compare --quick --only S --impls ours --json` (under
+`chrt -f 10` when root). The table gives, per figure, each side's median per run, the working
+tree against the base per run (above 1.00 is better, whichever way the figure goes) and the
+largest spread between builds of one side. Process CPU is the CPU time of each compare run.
+
+Takes about 10 minutes for the builds and 5 for the runs on 2 cores; run it on an idle
+machine. Nothing here runs in CI: it is for a change that claims a speed-up, or that must
+show no regression against a release or an earlier state (paste its table in the note).
+"""
+
+import argparse
+import json
+import os
+import random
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+SCENARIOS = ["fanout", "subject", "churn", "memory", "cancel"]
+# Figures where lower is better; every other figure is a rate.
+LOWER = ("process CPU", "return-p50", "return-p99", "upstream-end-p50", "upstream-end-p99", "heap")
+
+
+def run(args, **kwargs):
+    return subprocess.run(args, check=True, **kwargs)
+
+
+def prepare(folder, base):
+    """A package tree in `folder`: the working tree's Benchmarks, and the library of `base`
+    (a commit) or of the working tree (`base` None)."""
+    os.makedirs(folder)
+    shutil.copytree(
+        os.path.join(HERE), os.path.join(folder, "Benchmarks"),
+        ignore=shutil.ignore_patterns(".build", ".build-*", "Package.resolved", "Results"))
+    if base is None:
+        shutil.copy(os.path.join(ROOT, "Package.swift"), folder)
+        shutil.copytree(os.path.join(ROOT, "Sources"), os.path.join(folder, "Sources"))
+    else:
+        archive = subprocess.run(
+            ["git", "-C", ROOT, "archive", base, "Package.swift", "Sources"], check=True, capture_output=True).stdout
+        run(["tar", "-x", "-C", folder], input=archive)
+
+
+def build(folder):
+    result = subprocess.run(
+        ["swift", "build", "-c", "release", "--product", "compare"],
+        cwd=os.path.join(folder, "Benchmarks"), capture_output=True, text=True)
+    if result.returncode != 0:
+        sys.exit(f"against.py: building compare in {folder} failed (does the working tree's harness "
+                 f"compile against that library?):\n{result.stdout[-3000:]}{result.stderr[-2000:]}")
+    return os.path.join(folder, "Benchmarks", ".build", "release", "compare")
+
+
+def measure(binary, scenario, scratch):
+    """One compare run: {(figure, case): value}, process CPU included."""
+    out = os.path.join(scratch, "one.json")
+    command = [binary, "--quick", "--only", scenario, "--impls", "ours", "--json", out]
+    if os.geteuid() == 0 and shutil.which("chrt"):
+        command = ["chrt", "-f", "10"] + command
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    result = subprocess.run(command, capture_output=True, text=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if result.returncode != 0:
+        sys.exit(f"against.py: {' '.join(command)} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+    figures = {("process CPU", ""): after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime}
+    with open(out) as file:
+        for record in json.load(file)["records"]:
+            if record["metric"] == "delivered":
+                continue
+            case = " ".join(x for x in [record.get("policy", ""), f"N={record['n']}" if "n" in record else ""] if x)
+            figures[(record["metric"], case)] = statistics.median(record["samples"])
+    return figures
+
+
+def table(data, sides, runs, builds):
+    """Markdown: one row per (scenario, figure, case)."""
+    base, head = sides
+    lines = [
+        f"| scenario | figure | case | {base}: median per run | working tree: median per run "
+        f"| working tree vs {base}, per run | spread between builds |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(data, key=lambda k: (SCENARIOS.index(k[0]) if k[0] in SCENARIOS else 99, k[1], k[2])):
+        scenario, figure, case = key
+        cells = data[key]
+        medians = {side: [statistics.median(v for b in range(builds) for v in cells[side][r][b]) for r in range(runs)]
+                   for side in sides}
+        lower = figure.startswith(LOWER)
+        ratios = [(b / h if lower else h / b) if b and h else float("nan")
+                  for b, h in zip(medians[base], medians[head])]
+        spread = 1.0
+        for side in sides:
+            per_build = [statistics.median(v for r in range(runs) for v in cells[side][r][b]) for b in range(builds)]
+            if min(per_build) > 0:
+                spread = max(spread, max(per_build) / min(per_build))
+        fmt = lambda values: " / ".join(f"{v:.4g}" for v in values)
+        lines.append(f"| {scenario} | {figure} | {case} | {fmt(medians[base])} | {fmt(medians[head])} "
+                     f"| {' / '.join(f'{r:.3f}' for r in ratios)} | {spread:.3f} |")
+    return "\n".join(lines)
+
+
+def self_test():
+    """The table from made-up figures (smoke.sh runs this; it builds nothing)."""
+    sides = ("base", "head")
+    data = {("cancel", "return-p50", ""): {"base": [[[2.0], [2.0]]], "head": [[[1.0], [1.0]]]},
+            ("fanout", "rate", "N=1"): {"base": [[[100.0], [110.0]]], "head": [[[50.0], [55.0]]]}}
+    text = table(data, sides, runs=1, builds=2)
+    assert "| cancel | return-p50 |  | 2 | 1 | 2.000 | 1.000 |" in text, text
+    assert "| fanout | rate | N=1 | 105 | 52.5 | 0.500 | 1.100 |" in text, text
+    print("against.py: self-test passed")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("base", nargs="?", help="the commit to measure the working tree against")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=31)
+    parser.add_argument("--builds", type=int, default=3)
+    parser.add_argument("--only", default=",".join(SCENARIOS))
+    parser.add_argument("--json", help="also write every sample here")
+    parser.add_argument("--self-test", action="store_true")
+    options = parser.parse_args()
+    if options.self_test:
+        return self_test()
+    if not options.base:
+        parser.error("a base commit is needed")
+    base = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--short", options.base + "^{commit}"],
+                          capture_output=True, text=True)
+    if base.returncode != 0:
+        sys.exit(f"against.py: {options.base} is not a commit of this repository")
+    base = base.stdout.strip()
+    scenarios = options.only.split(",")
+    for scenario in scenarios:
+        if scenario not in SCENARIOS:
+            sys.exit(f"against.py: --only takes {','.join(SCENARIOS)}, not {scenario}")
+
+    scratch = tempfile.mkdtemp(prefix="asyncmulticast-against-")
+    print(f"against.py: building {options.builds} x 2 in {scratch}", flush=True)
+    binaries = {base: [], "working tree": []}
+    for b in range(options.builds):
+        for side in binaries:
+            # Folders of different lengths: the builds differ in their paths, as separate clones do.
+            folder = os.path.join(scratch, f"{'base' if side == base else 'tree'}-{b}" + "x" * b)
+            prepare(folder, base if side == base else None)
+            binaries[side].append(build(folder))
+            print(f"against.py: built {side} #{b + 1}", flush=True)
+
+    sides = (base, "working tree")
+    data = {}
+    for r in range(options.runs):
+        for scenario in scenarios:
+            for _ in range(options.rounds):
+                order = [(side, b) for side in sides for b in range(options.builds)]
+                random.shuffle(order)
+                for side, b in order:
+                    for (figure, case), value in measure(binaries[side][b], scenario, scratch).items():
+                        cells = data.setdefault((scenario, figure, case), {
+                            s: [[[] for _ in range(options.builds)] for _ in range(options.runs)] for s in sides})
+                        cells[side][r][b].append(value)
+        print(f"against.py: run {r + 1} of {options.runs} done (load {open('/proc/loadavg').read().split()[0]})",
+              flush=True)
+    print()
+    print(table(data, sides, options.runs, options.builds))
+    if options.json:
+        with open(options.json, "w") as file:
+            json.dump({"base": base, "runs": options.runs, "rounds": options.rounds, "builds": options.builds,
+                       "figures": [{"scenario": k[0], "figure": k[1], "case": k[2], "samples": v}
+                                   for k, v in data.items()]}, file)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
