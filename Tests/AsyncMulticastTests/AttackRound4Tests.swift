@@ -363,7 +363,7 @@ struct AttackRound4Tests {
 
     @Test("replay/source: failing sleeps at random positions, 60 rounds each: every later window is timed exactly")
     func randomFailurePositions() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             var generator = LCG(seed: 404)
             for round in 0..<60 {
                 let halfDays = (Int.random(in: 1...3, using: &generator), Int.random(in: 1...5, using: &generator))
@@ -493,7 +493,7 @@ struct AttackRound4Tests {
 
     @Test("forward jumps past both windows as a sleep returns, 100 rounds with churn: no overlap, exact expiry")
     func forwardJumpsWithChurn() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             var generator = LCG(seed: 4_4)
             let clock = R4Clock()
             let log = R4Log()
@@ -803,7 +803,7 @@ struct AttackRound4Tests {
 
     @Test("AsyncSharedSource: rapid concurrent join/leave with a slow async stop, 200 rounds: never overlapping")
     func churnWithSlowStops() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             var generator = LCG(seed: 4_004)
             let clock = R4Clock()
             let sessions = R4Sessions()

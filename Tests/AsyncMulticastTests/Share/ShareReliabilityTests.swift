@@ -20,7 +20,7 @@ struct ShareReliabilityTests {
         "share(keepAlive: .seconds(Int64.max)): leaving opens the window without trapping, and a new subscriber continues the same iteration"
     )
     func hugeKeepAliveInSeconds() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             try await Self.checkKeepAliveContinues(.seconds(Int64.max), timed: false)
         }
     }
@@ -29,7 +29,7 @@ struct ShareReliabilityTests {
         "share(keepAlive:) with the largest Duration: leaving opens the window without trapping, and a new subscriber continues the same iteration"
     )
     func largestDurationKeepAlive() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             try await Self.checkKeepAliveContinues(
                 Duration(secondsComponent: .max, attosecondsComponent: 999_999_999_999_999_999), timed: false)
         }
@@ -39,7 +39,7 @@ struct ShareReliabilityTests {
         "share(keepAlive:) with the longest timed window: the timer sleeps a day at most on the real clock, and a new subscriber continues the same iteration"
     )
     func longestTimedKeepAlive() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             try await Self.checkKeepAliveContinues(
                 MulticastStorage<Int, Never>.longestKeepAlive - .nanoseconds(1), timed: true)
         }
@@ -94,7 +94,7 @@ struct ShareReliabilityTests {
         "share(keepAlive:) with .nanoseconds(1) or .zero: after the last subscriber left and the upstream stopped, a new subscriber restarts it",
         arguments: [Duration.nanoseconds(1), .zero])
     func tinyKeepAliveRestarts(keepAlive: Duration) async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             let relay = Relay()
             let shared = relay.share(keepAlive: keepAlive)
             let first = SubscriberBox(shared.makeAsyncIterator())
@@ -122,7 +122,7 @@ struct ShareReliabilityTests {
         "share() and multicast() with an Int.max limit (policy or view) deliver the whole base in order",
         arguments: SharedBufferingPolicy.effectivelyUnbounded)
     func sharedSequencesWithExtremeLimits(policy: SharedBufferingPolicy) async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             let values = Array(0..<500)
             let shared = Counter(limit: 500).share(buffering: policy)
             let sharedView = Counter(limit: 500).share().buffering(policy)
@@ -150,7 +150,7 @@ struct ShareReliabilityTests {
         "replay(Int.max): a late subscriber receives everything produced so far, in order, then the live elements; after the end, everything then nil",
         arguments: [SharedBufferingPolicy.bounded(64)] + SharedBufferingPolicy.effectivelyUnbounded)
     func replayEverything(policy: SharedBufferingPolicy) async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             let relay = Relay()
             let replayed = relay.replay(Int.max, buffering: policy)
             let early = SubscriberBox(replayed.makeAsyncIterator())

@@ -36,7 +36,7 @@ extension HeavyAndTimingSensitive {
             (.bufferingNewest(2), 4), (.bufferingNewest(0), 5), (.bufferingOldest(2), 6),
         ])
         func subscribersJoinAndLeaveWhileTheUpstreamProduces(policy: SharedBufferingPolicy, seed: UInt64) async throws {
-            try await withTimeout(seconds: 60) {
+            try await withTimeout(seconds: 150) {
                 let probe = Probe()
                 let shared = Instrumented(Counter(), probe: probe).share(buffering: policy)
                 var rng = LCG(seed: seed)

@@ -23,7 +23,7 @@ struct SubjectReliabilityTests {
         "a .bounded(8) subject: after the subscriber read all 8 buffered elements, 8 send(waitingForRoom:) calls return without a reader"
     )
     func boundedSubjectHasRoomOnceTheSubscriberReadEverything() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
             var iterator = subject.makeAsyncIterator()
             for value in 0..<8 { subject.send(value) }
@@ -59,7 +59,7 @@ struct SubjectReliabilityTests {
         "a subscriber of a .bounded(n) subject that echoes every element with send(waitingForRoom:) never waits for itself, for every n in 1...64"
     )
     func echoingSubscriberNeverWaitsForItself() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             for bound in 1...64 {
                 if Task.isCancelled { break }
                 let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(bound))
@@ -73,7 +73,7 @@ struct SubjectReliabilityTests {
         "a .bounded(n) view paces send(waitingForRoom:) on an unbounded subject: it waits while the view's subscriber is full"
     )
     func boundedViewPacesSendWaitingForRoom() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             let subject = AsyncPassthroughSubject<Int, Never>()
             var iterator = subject.buffering(.bounded(2)).makeAsyncIterator()
             subject.send(0)
@@ -98,7 +98,7 @@ struct SubjectReliabilityTests {
         "a subscriber of a .bounded(n) view on an unbounded subject that echoes every element never waits for itself, for every n in 1...64"
     )
     func echoingViewSubscriberNeverWaitsForItself() async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             for bound in 1...64 {
                 if Task.isCancelled { break }
                 let subject = AsyncPassthroughSubject<Int, Never>()
@@ -194,7 +194,7 @@ struct SubjectReliabilityTests {
         "subjects with an Int.max limit (policy or view) lose nothing, and send(waitingForRoom:) never waits",
         arguments: SharedBufferingPolicy.effectivelyUnbounded)
     func subjectsWithExtremeLimits(policy: SharedBufferingPolicy) async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             let values = Array(0..<300)
             // The subject's own policy, and a view with it on a default subject.
             let own = AsyncPassthroughSubject<Int, Never>(buffering: policy)
@@ -234,7 +234,7 @@ struct SubjectReliabilityTests {
         ".bufferingNewest(0) and .bufferingOldest(0) subscribers receive only what arrives while they wait",
         arguments: [SharedBufferingPolicy.bufferingNewest(0), .bufferingOldest(0)])
     func zeroLimitsReceiveOnlyWhileWaiting(policy: SharedBufferingPolicy) async throws {
-        try await withTimeout(seconds: 60) {
+        try await withTimeout(seconds: 150) {
             let own = AsyncPassthroughSubject<Int, Never>(buffering: policy)
             let plain = AsyncPassthroughSubject<Int, Never>()
             for (subject, iterator) in [
