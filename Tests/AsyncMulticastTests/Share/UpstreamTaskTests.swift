@@ -110,4 +110,60 @@ struct UpstreamTaskTests {
         let priorities = probe.seen.values.map(\.priority)
         #expect(priorities == [AsyncMulticast.MulticastStorage<Int, Never>.upstreamStartPriority, .high])
     }
+
+    @Test("multicast(): a high-priority subscriber that waits raises the connected upstream")
+    func waitingSubscriberRaisesTheMulticastUpstream() async throws {
+        let probe = UpstreamProbe()
+        let multicast = probe.multicast()
+        let lowGot = Signal<Int>()
+        let low = Task(priority: .background) {
+            for await n in multicast { lowGot.send(n) }
+        }
+        try await waitUntil("the low-priority subscriber waiting") { multicast.storage.waitingCount == 1 }
+        _ = multicast.connect()
+        probe.gate.send(1)
+        #expect(await lowGot.next("the low-priority subscriber got 1") == 1)
+        let high = Task(priority: .high) { () -> Int? in
+            var iterator = multicast.makeAsyncIterator()
+            return await iterator.next()
+        }
+        try await waitUntil("both subscribers waiting") { multicast.storage.waitingCount == 2 }
+        probe.gate.send(2)
+        #expect(await high.value == 2)
+        #expect(await lowGot.next("the low-priority subscriber got 2") == 2)
+        probe.gate.send(nil)
+        await low.value
+        let priorities = probe.seen.values.map(\.priority)
+        #expect(priorities == [AsyncMulticast.MulticastStorage<Int, Never>.upstreamStartPriority, .high])
+    }
+
+    // Guides/Share.md (sharedService): the upstream runs at run()'s priority, "a subscriber of
+    // higher priority that waits still raises it, as for share()".
+    @Test("sharedService: a high-priority subscriber that waits raises the upstream run() hosts")
+    func waitingSubscriberRaisesTheHostedUpstream() async throws {
+        let probe = UpstreamProbe()
+        let service = probe.sharedService()
+        let hosting = Task(priority: .utility) { await service.run() }
+        let lowGot = Signal<Int>()
+        let low = Task(priority: .utility) {
+            for await n in service { lowGot.send(n) }
+        }
+        probe.gate.send(1)
+        #expect(await lowGot.next("the run()-priority subscriber got 1") == 1)
+        // The upstream is back in the base's `next()`, waiting for the gate; the
+        // high-priority subscriber joins and waits for an element.
+        let high = Task(priority: .high) { () -> Int? in
+            var iterator = service.makeAsyncIterator()
+            return await iterator.next()
+        }
+        try await waitUntil("both subscribers waiting") { service.storage.waitingCount == 2 }
+        probe.gate.send(2)
+        #expect(await high.value == 2)
+        #expect(await lowGot.next("the run()-priority subscriber got 2") == 2)
+        probe.gate.send(nil)
+        await low.value
+        await hosting.value
+        let priorities = probe.seen.values.map(\.priority)
+        #expect(priorities == [.utility, .high])
+    }
 }
