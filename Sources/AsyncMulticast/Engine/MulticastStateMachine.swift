@@ -171,7 +171,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// and an array of one cost an allocation before its resume (`compare --only cancel`).
         @usableFromInline
         var firstSubscriber: SubscriberContinuation?
-        /// The subscribers after `firstSubscriber` to resume with `subscriberResult`.
+        /// The subscribers after `firstSubscriber` to resume with `subscriberResult`: empty
+        /// while `firstSubscriber` is `nil` (`resumeSubscriber(_:)` keeps it so; `isEmpty`
+        /// and the storage's `resume(_:)` look at `firstSubscriber` only).
         @usableFromInline
         var moreSubscribers: [SubscriberContinuation] = []
         /// What every subscriber above is resumed with.
