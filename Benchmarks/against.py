@@ -41,6 +41,10 @@ SCENARIOS = ["fanout", "subject", "churn", "memory", "cancel"]
 LOWER = ("process CPU", "return-p50", "return-p99", "upstream-end-p50", "upstream-end-p99", "heap")
 
 
+class Failure(Exception):
+    """Stops the script with its message (the scratch folder is removed first)."""
+
+
 def run(args, **kwargs):
     return subprocess.run(args, check=True, **kwargs)
 
@@ -56,9 +60,10 @@ def prepare(folder, base):
         shutil.copy(os.path.join(ROOT, "Package.swift"), folder)
         shutil.copytree(os.path.join(ROOT, "Sources"), os.path.join(folder, "Sources"))
     else:
-        archive = subprocess.run(
-            ["git", "-C", ROOT, "archive", base, "Package.swift", "Sources"], check=True, capture_output=True).stdout
-        run(["tar", "-x", "-C", folder], input=archive)
+        archive = subprocess.run(["git", "-C", ROOT, "archive", base, "Package.swift", "Sources"], capture_output=True)
+        if archive.returncode != 0:
+            raise Failure(f"git archive {base} Package.swift Sources failed: {archive.stderr.decode().strip()}")
+        run(["tar", "-x", "-C", folder], input=archive.stdout)
 
 
 def build(folder):
@@ -66,8 +71,8 @@ def build(folder):
         ["swift", "build", "-c", "release", "--product", "compare"],
         cwd=os.path.join(folder, "Benchmarks"), capture_output=True, text=True)
     if result.returncode != 0:
-        sys.exit(f"against.py: building compare in {folder} failed (does the working tree's harness "
-                 f"compile against that library?):\n{result.stdout[-3000:]}{result.stderr[-2000:]}")
+        raise Failure(f"building compare in {folder} failed (does the working tree's harness "
+                      f"compile against that library?):\n{result.stdout[-3000:]}{result.stderr[-2000:]}")
     return os.path.join(folder, "Benchmarks", ".build", "release", "compare")
 
 
@@ -81,7 +86,7 @@ def measure(binary, scenario, scratch):
     result = subprocess.run(command, capture_output=True, text=True)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if result.returncode != 0:
-        sys.exit(f"against.py: {' '.join(command)} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
+        raise Failure(f"{' '.join(command)} failed:\n{result.stdout[-2000:]}{result.stderr[-2000:]}")
     figures = {("process CPU", ""): after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime}
     with open(out) as file:
         for record in json.load(file)["records"]:
@@ -90,6 +95,11 @@ def measure(binary, scenario, scratch):
             case = " ".join(x for x in [record.get("policy", ""), f"N={record['n']}" if "n" in record else ""] if x)
             figures[(record["metric"], case)] = statistics.median(record["samples"])
     return figures
+
+
+def middle(values):
+    """The median, or None without values (a figure compare did not give in some run)."""
+    return statistics.median(values) if values else None
 
 
 def table(data, sides, runs, builds):
@@ -103,19 +113,19 @@ def table(data, sides, runs, builds):
     for key in sorted(data, key=lambda k: (SCENARIOS.index(k[0]) if k[0] in SCENARIOS else 99, k[1], k[2])):
         scenario, figure, case = key
         cells = data[key]
-        medians = {side: [statistics.median(v for b in range(builds) for v in cells[side][r][b]) for r in range(runs)]
+        medians = {side: [middle([v for b in range(builds) for v in cells[side][r][b]]) for r in range(runs)]
                    for side in sides}
         lower = figure.startswith(LOWER)
-        ratios = [(b / h if lower else h / b) if b and h else float("nan")
-                  for b, h in zip(medians[base], medians[head])]
+        ratios = [(b / h if lower else h / b) if b and h else None for b, h in zip(medians[base], medians[head])]
         spread = 1.0
         for side in sides:
-            per_build = [statistics.median(v for r in range(runs) for v in cells[side][r][b]) for b in range(builds)]
-            if min(per_build) > 0:
+            per_build = [m for m in (middle([v for r in range(runs) for v in cells[side][r][b]]) for b in range(builds))
+                         if m]
+            if per_build:
                 spread = max(spread, max(per_build) / min(per_build))
-        fmt = lambda values: " / ".join(f"{v:.4g}" for v in values)
+        fmt = lambda values, digits=".4g": " / ".join("n/a" if v is None else f"{v:{digits}}" for v in values)
         lines.append(f"| {scenario} | {figure} | {case} | {fmt(medians[base])} | {fmt(medians[head])} "
-                     f"| {' / '.join(f'{r:.3f}' for r in ratios)} | {spread:.3f} |")
+                     f"| {fmt(ratios, '.3f')} | {spread:.3f} |")
     return "\n".join(lines)
 
 
@@ -124,9 +134,11 @@ def self_test():
     sides = ("base", "head")
     data = {("cancel", "return-p50", ""): {"base": [[[2.0], [2.0]]], "head": [[[1.0], [1.0]]]},
             ("fanout", "rate", "N=1"): {"base": [[[100.0], [110.0]]], "head": [[[50.0], [55.0]]]}}
+    data[("cancel", "return-p99", "")] = {"base": [[[4.0], []]], "head": [[[], []]]}
     text = table(data, sides, runs=1, builds=2)
     assert "| cancel | return-p50 |  | 2 | 1 | 2.000 | 1.000 |" in text, text
     assert "| fanout | rate | N=1 | 105 | 52.5 | 0.500 | 1.100 |" in text, text
+    assert "| cancel | return-p99 |  | 4 | n/a | n/a | 1.000 |" in text, text
     print("against.py: self-test passed")
 
 
@@ -155,6 +167,15 @@ def main():
             sys.exit(f"against.py: --only takes {','.join(SCENARIOS)}, not {scenario}")
 
     scratch = tempfile.mkdtemp(prefix="asyncmulticast-against-")
+    try:
+        measure_all(options, base, scenarios, scratch)
+    except Failure as failure:
+        sys.exit(f"against.py: {failure}")
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def measure_all(options, base, scenarios, scratch):
     print(f"against.py: building {options.builds} x 2 in {scratch}", flush=True)
     binaries = {base: [], "working tree": []}
     for b in range(options.builds):
@@ -177,16 +198,15 @@ def main():
                         cells = data.setdefault((scenario, figure, case), {
                             s: [[[] for _ in range(options.builds)] for _ in range(options.runs)] for s in sides})
                         cells[side][r][b].append(value)
-        print(f"against.py: run {r + 1} of {options.runs} done (load {open('/proc/loadavg').read().split()[0]})",
-              flush=True)
-    print()
-    print(table(data, sides, options.runs, options.builds))
+        print(f"against.py: run {r + 1} of {options.runs} done (load {os.getloadavg()[0]:.2f})", flush=True)
+    # The samples first: a problem in the table must not lose them.
     if options.json:
         with open(options.json, "w") as file:
             json.dump({"base": base, "runs": options.runs, "rounds": options.rounds, "builds": options.builds,
                        "figures": [{"scenario": k[0], "figure": k[1], "case": k[2], "samples": v}
                                    for k, v in data.items()]}, file)
-    shutil.rmtree(scratch, ignore_errors=True)
+    print()
+    print(table(data, sides, options.runs, options.builds))
 
 
 if __name__ == "__main__":
