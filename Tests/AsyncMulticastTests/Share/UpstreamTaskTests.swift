@@ -89,25 +89,8 @@ struct UpstreamTaskTests {
     func waitingSubscriberRaisesTheUpstream() async throws {
         let probe = UpstreamProbe()
         let shared = probe.share()
-        let lowGot = Signal<Int>()
-        let low = Task(priority: .background) {
-            for await n in shared { lowGot.send(n) }
-        }
-        probe.gate.send(1)
-        #expect(await lowGot.next("the low-priority subscriber got 1") == 1)
-        // The upstream is back in the base's `next()`, waiting for the gate; the
-        // high-priority subscriber joins and waits for an element.
-        let high = Task(priority: .high) { () -> Int? in
-            var iterator = shared.makeAsyncIterator()
-            return await iterator.next()
-        }
-        try await waitUntil("both subscribers waiting") { shared.storage.waitingCount == 2 }
-        probe.gate.send(2)
-        #expect(await high.value == 2)
-        #expect(await lowGot.next("the low-priority subscriber got 2") == 2)
-        probe.gate.send(nil)
-        await low.value
-        let priorities = probe.seen.values.map(\.priority)
+        let priorities = try await Self.prioritiesSeen(
+            by: probe, through: shared, first: .background, waiting: { shared.storage.waitingCount })
         #expect(priorities == [AsyncMulticast.MulticastStorage<Int, Never>.upstreamStartPriority, .high])
     }
 
@@ -115,25 +98,9 @@ struct UpstreamTaskTests {
     func waitingSubscriberRaisesTheMulticastUpstream() async throws {
         let probe = UpstreamProbe()
         let multicast = probe.multicast()
-        let lowGot = Signal<Int>()
-        let low = Task(priority: .background) {
-            for await n in multicast { lowGot.send(n) }
-        }
-        try await waitUntil("the low-priority subscriber waiting") { multicast.storage.waitingCount == 1 }
-        _ = multicast.connect()
-        probe.gate.send(1)
-        #expect(await lowGot.next("the low-priority subscriber got 1") == 1)
-        let high = Task(priority: .high) { () -> Int? in
-            var iterator = multicast.makeAsyncIterator()
-            return await iterator.next()
-        }
-        try await waitUntil("both subscribers waiting") { multicast.storage.waitingCount == 2 }
-        probe.gate.send(2)
-        #expect(await high.value == 2)
-        #expect(await lowGot.next("the low-priority subscriber got 2") == 2)
-        probe.gate.send(nil)
-        await low.value
-        let priorities = probe.seen.values.map(\.priority)
+        let priorities = try await Self.prioritiesSeen(
+            by: probe, through: multicast, first: .background, waiting: { multicast.storage.waitingCount },
+            whenTheFirstWaits: { _ = multicast.connect() })
         #expect(priorities == [AsyncMulticast.MulticastStorage<Int, Never>.upstreamStartPriority, .high])
     }
 
@@ -144,26 +111,38 @@ struct UpstreamTaskTests {
         let probe = UpstreamProbe()
         let service = probe.sharedService()
         let hosting = Task(priority: .utility) { await service.run() }
-        let lowGot = Signal<Int>()
-        let low = Task(priority: .utility) {
-            for await n in service { lowGot.send(n) }
+        let priorities = try await Self.prioritiesSeen(
+            by: probe, through: service, first: .utility, waiting: { service.storage.waitingCount })
+        await hosting.value
+        #expect(priorities == [.utility, .high])
+    }
+
+    /// A subscriber at priority `first` waits (`whenTheFirstWaits` runs then) and reads 1;
+    /// then a `.high` one joins and waits while the upstream is back in the base's `next()`;
+    /// both read 2, and the base ends. Returns the priorities the upstream's task had when it
+    /// produced 1 and 2.
+    fileprivate static func prioritiesSeen(
+        by probe: UpstreamProbe, through sequence: some AsyncSequence<Int, Never> & Sendable,
+        first: TaskPriority, waiting: @escaping () -> Int, whenTheFirstWaits: () -> Void = {}
+    ) async throws -> [TaskPriority] {
+        let firstGot = Signal<Int>()
+        let firstReader = Task(priority: first) {
+            for await n in sequence { firstGot.send(n) }
         }
+        try await waitUntil("the first subscriber waiting") { waiting() == 1 }
+        whenTheFirstWaits()
         probe.gate.send(1)
-        #expect(await lowGot.next("the run()-priority subscriber got 1") == 1)
-        // The upstream is back in the base's `next()`, waiting for the gate; the
-        // high-priority subscriber joins and waits for an element.
+        #expect(await firstGot.next("the first subscriber got 1") == 1)
         let high = Task(priority: .high) { () -> Int? in
-            var iterator = service.makeAsyncIterator()
-            return await iterator.next()
+            var iterator = sequence.makeAsyncIterator()
+            return await iterator.next(isolation: nil)
         }
-        try await waitUntil("both subscribers waiting") { service.storage.waitingCount == 2 }
+        try await waitUntil("both subscribers waiting") { waiting() == 2 }
         probe.gate.send(2)
         #expect(await high.value == 2)
-        #expect(await lowGot.next("the run()-priority subscriber got 2") == 2)
+        #expect(await firstGot.next("the first subscriber got 2") == 2)
         probe.gate.send(nil)
-        await low.value
-        await hosting.value
-        let priorities = probe.seen.values.map(\.priority)
-        #expect(priorities == [.utility, .high])
+        await firstReader.value
+        return probe.seen.values.map(\.priority)
     }
 }
