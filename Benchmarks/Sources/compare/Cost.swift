@@ -242,18 +242,11 @@ func runInstructions(_ options: Options) {
         for size in sizes {
             for repetition in 0..<repetitions {
                 for cell in options.deliveryCells(subscribers: size.subscribers, counting: true) {
-                    var counts: [Int] = []
-                    var seconds = 0.0
-                    for elements in [size.smaller, size.larger] {
-                        let run = runner.total(
-                            [cell.rawValue, "\(size.subscribers)", "\(elements)"],
-                            name: "callgrind.\(cell.rawValue).N\(size.subscribers).M\(elements).\(repetition + 1)",
-                            label: "instructions \(cell.rawValue) N=\(size.subscribers) M=\(elements)")
-                        seconds += run.seconds
-                        guard let total = run.total else { break }
-                        counts.append(total)
-                    }
-                    guard counts.count == 2 else { continue }
+                    let (totals, seconds) = runner.pair(
+                        [size.smaller, size.larger], { [cell.rawValue, "\(size.subscribers)", "\($0)"] },
+                        name: { "callgrind.\(cell.rawValue).N\(size.subscribers).M\($0).\(repetition + 1)" },
+                        label: { "instructions \(cell.rawValue) N=\(size.subscribers) M=\($0)" })
+                    guard let counts = totals else { continue }
                     let value =
                         Double(counts[1] - counts[0]) / Double((size.larger - size.smaller) * size.subscribers)
                     perDelivery[size.subscribers, default: [:]][cell, default: []].append(value)

@@ -44,6 +44,23 @@ import MulticastScenarios
             }
             return (total, seconds)
         }
+
+        /// `total` at each of `sizes` in turn (`arguments`, `name` and `label` of the size): every
+        /// total, or `nil` once a run failed; and the seconds the runs took.
+        @MainActor
+        func pair(
+            _ sizes: [Int], _ arguments: (Int) -> [String], name: (Int) -> String, label: (Int) -> String
+        ) -> (totals: [Int]?, seconds: Double) {
+            var totals: [Int] = []
+            var seconds = 0.0
+            for size in sizes {
+                let run = self.total(arguments(size), name: name(size), label: label(size))
+                seconds += run.seconds
+                guard let total = run.total else { return (nil, seconds) }
+                totals.append(total)
+            }
+            return (totals, seconds)
+        }
     }
 
     extension Options {
@@ -78,18 +95,11 @@ import MulticastScenarios
             let sizes = options.joinLeaveSizes(cell)
             var values: [Double] = []
             for repetition in 0..<options.instructionRepetitions {
-                var counts: [Int] = []
-                var seconds = 0.0
-                for count in [sizes.smaller, sizes.larger] {
-                    let run = runner.total(
-                        [cell.rawValue, "\(count)"],
-                        name: "callgrind.join-leave.\(cell.rawValue).\(count).\(repetition + 1)",
-                        label: "instructions \(cell.key) COUNT=\(count)")
-                    seconds += run.seconds
-                    guard let total = run.total else { break }
-                    counts.append(total)
-                }
-                guard counts.count == 2 else { continue }
+                let (totals, seconds) = runner.pair(
+                    [sizes.smaller, sizes.larger], { [cell.rawValue, "\($0)"] },
+                    name: { "callgrind.join-leave.\(cell.rawValue).\($0).\(repetition + 1)" },
+                    label: { "instructions \(cell.key) COUNT=\($0)" })
+                guard let counts = totals else { continue }
                 let value = Double(counts[1] - counts[0]) / Double(sizes.larger - sizes.smaller)
                 values.append(value)
                 stamp(
