@@ -45,16 +45,12 @@ class Failure(Exception):
     """Stops the script with its message (the scratch folder is removed first)."""
 
 
-def run(args, **kwargs):
-    return subprocess.run(args, check=True, **kwargs)
-
-
 def prepare(folder, base):
     """A package tree in `folder`: the working tree's Benchmarks, and the library of `base`
     (a commit) or of the working tree (`base` None)."""
     os.makedirs(folder)
     shutil.copytree(
-        os.path.join(HERE), os.path.join(folder, "Benchmarks"),
+        HERE, os.path.join(folder, "Benchmarks"),
         ignore=shutil.ignore_patterns(".build", ".build-*", "Package.resolved", "Results"))
     if base is None:
         shutil.copy(os.path.join(ROOT, "Package.swift"), folder)
@@ -63,7 +59,7 @@ def prepare(folder, base):
         archive = subprocess.run(["git", "-C", ROOT, "archive", base, "Package.swift", "Sources"], capture_output=True)
         if archive.returncode != 0:
             raise Failure(f"git archive {base} Package.swift Sources failed: {archive.stderr.decode().strip()}")
-        run(["tar", "-x", "-C", folder], input=archive.stdout)
+        subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
 
 
 def build(folder):

@@ -142,7 +142,7 @@ extension MulticastStorage {
                 return (action, nil)
             }
         }
-        if let work { self.perform(work) }
+        self.perform(work)
         return (action, catchUpBatch)
     }
 
@@ -196,7 +196,7 @@ extension MulticastStorage {
                 return self.endCriticalSection(effects, &state)
             }
         }
-        if let work { self.perform(work) }
+        self.perform(work)
         if let escalating { Self.escalate(escalating, to: TaskPriority(rawValue: priority)) }
     }
 }

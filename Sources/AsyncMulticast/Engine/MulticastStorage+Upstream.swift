@@ -106,9 +106,10 @@ extension MulticastStorage {
 
     /// The priority of the calling task, if this storage has an upstream (in a task of its
     /// own, or in the task of a hosted `run()`), which a waiting subscriber may escalate
-    /// (`upstreamToEscalate(priority:in:)`); else (a subject) 0, which escalates nothing. Read outside the lock: reading it retains and releases the
-    /// task, two atomic operations that every critical section of a suspending subscriber
-    /// held (`compare --only fanout`, where up to 16 subscribers share the lock on 2 cores).
+    /// (`upstreamToEscalate(priority:in:)`); else (a subject) 0, which escalates nothing.
+    /// Read outside the lock: reading it retains and releases the task, two atomic operations
+    /// that every critical section of a suspending subscriber held (`compare --only fanout`,
+    /// where up to 16 subscribers share the lock on 2 cores).
     @inlinable
     var waitingSubscriberPriority: UInt8 {
         guard self.upstreamBody != nil else { return 0 }
