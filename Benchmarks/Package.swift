@@ -92,6 +92,12 @@ let package = Package(
             dependencies: ["MulticastScenarios"],
             swiftSettings: swift6
         ),
+        // The harness's own helpers (compare's heap jitter).
+        .testTarget(
+            name: "HarnessTests",
+            dependencies: ["MulticastScenarios"],
+            swiftSettings: swift6
+        ),
         // Compile-time overload check with both AsyncAlgorithms and AsyncMulticast imported.
         .testTarget(
             name: "OverloadTests",

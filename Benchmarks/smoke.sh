@@ -2,7 +2,7 @@
 # Smoke test for the Benchmarks package (CI calls this; it checks that everything
 # builds and runs, not how fast):
 #   1. builds `compare` in release,
-#   2. runs the overload test (swift test, Swift Testing),
+#   2. runs the harness tests and the overload test (swift test, Swift Testing),
 #   3. runs every package-benchmark benchmark for at most 3 iterations on small
 #      sizes, with no thresholds (MULTICAST_BENCH_SMOKE=1),
 #   4. runs `compare --smoke` (every scenario, the cost scenario included),
@@ -24,7 +24,7 @@ ci_step "swift build -c release --product compare, delivery-cell (jobs: $jobs)"
 swift build -c release -j "$jobs" --product compare
 swift build -c release -j "$jobs" --product delivery-cell
 
-ci_step "swift test (overload check: AsyncAlgorithms + AsyncMulticast imported together)"
+ci_step "swift test (thresholds file, heap jitter, overload check: AsyncAlgorithms + AsyncMulticast imported together)"
 # Release, and only the test product: reuses the release modules just built for
 # compare instead of compiling everything again in debug (the test needs no
 # @testable import). --disable-xctest: the tests use Swift Testing; this skips

@@ -87,6 +87,13 @@ struct CompareArguments: ParsableCommand {
     var writeThresholds: String?
 
     @Option(
+        name: .customLong("heap-jitter"),
+        help: """
+            Before measuring, allocate a few small blocks chosen by this number and keep them,             so that the heap is laid out differently from one number to another             (Benchmarks/against.py passes a new number each round).
+            """)
+    var heapJitter: UInt64?
+
+    @Option(
         help: """
             Also write every measured value the tables are computed from (all repetitions) into \
             this file as JSON (what Benchmarks/figures.sh merges into Results/figures.json).
@@ -133,6 +140,7 @@ struct Options {
     var checkThresholds: String?
     var writeThresholds: String?
     var json: String?
+    var heapJitter: UInt64?
 
     init(_ arguments: CompareArguments) {
         self.mode = arguments.mode
@@ -145,6 +153,7 @@ struct Options {
         self.checkThresholds = arguments.checkThresholds
         self.writeThresholds = arguments.writeThresholds
         self.json = arguments.json
+        self.heapJitter = arguments.heapJitter
     }
 
     // Sizes per mode.
@@ -308,6 +317,7 @@ func stamp(_ text: String) {
 // MARK: - Main
 
 let options = Options(CompareArguments.parseOrExit())
+let heapJitterBlocks = options.heapJitter.map(HeapJitter.allocate(seed:)) ?? []
 #if DEBUG
     stamp("warning: compare was built in debug mode; use `swift run -c release compare` for numbers.")
 #endif
@@ -331,6 +341,7 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("latency") { await runLatency(options) }
     if options.scenarios.contains("slowproducer") { await runSlowProducer(options) }
 }
+HeapJitter.free(heapJitterBlocks)
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
 if let path = options.json {
     let ran = options.instructions ? ["instructions"] : options.scenarios.sorted()
