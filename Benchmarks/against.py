@@ -6,17 +6,28 @@
 Both sides run the working tree's harness (Benchmarks/): only the library's sources differ
 (`git archive BASE Package.swift Sources` on one side, the working tree's on the other), so
 a change to the harness cannot pass for a change to the library. Each side is built B times
-(default 3), each in a folder of its own: on this kind of machine two builds of the same
-sources, differing only in their path, measured up to 5-12% apart on some fan-out cases (code
-layout), so a figure is only the library's when it moves beyond that spread, which the table
-shows.
+(default 3), each with its code laid out differently: build b aligns every function to
+16 * 2^b bytes (b = 0: the compiler's default), in a folder of its own. On this kind of
+machine two builds of the same sources, differing only in their folder, measured up to 5-12%
+apart on some fan-out cases, as much as some library changes: a change that only moved
+things can look like a regression or a speed-up (Mytkowicz et al., "Producing wrong data
+without doing anything obviously wrong!", ASPLOS 2009). So each figure is compared layout by layout (the base and
+the working tree built alike), and only a difference that holds in every layout, and is
+larger than the spread between layouts, is the library's.
 
 Then K runs (default 3), one after the other; in each, every scenario (`--only`, default
 fanout,subject,churn,memory,cancel) goes N rounds (default 31), and each round runs every
-build once, in a shuffled order, `compare --quick --only S --impls ours --json` (under
-`chrt -f 10` when root). The table gives, per figure, each side's median per run, the working
-tree against the base per run (above 1.00 is better, whichever way the figure goes) and the
-largest spread between builds of one side. Process CPU is the CPU time of each compare run.
+build once, in a shuffled order, `compare --quick --only S --impls ours --json
+--heap-jitter H` (under `chrt -f 10` when root). H is drawn anew each round and is the same
+for every build of the round: it lays the heap out differently (compare's HeapJitter.swift),
+so each median is taken over many heap layouts, not measured in one that happens to favour
+one side (a 128-byte allocation more once shrank a 13-14% fan-out difference to 0-3%).
+
+The table gives, per figure, each side's median per run, the working tree against the base
+per run and per layout (above 1.00 is better, whichever way the figure goes), the largest
+spread between layouts of one side, and a verdict: `worse` or `better` when every layout
+says so by more than that spread and by more than 1%, else `same`. Process CPU is the CPU
+time of each compare run.
 
 Takes about 10 minutes for the builds and 5 for the runs on 2 cores; run it on an idle
 machine. Nothing here runs in CI: it is for a change that claims a speed-up, or that must
@@ -37,6 +48,9 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SCENARIOS = ["fanout", "subject", "churn", "memory", "cancel"]
+# The smallest difference a verdict reports, whatever the spread: 1% (a heap figure that
+# moves by 0.02 bytes in 88 is not worse).
+MINIMUM_EFFECT = 1.01
 # Figures where lower is better; every other figure is a rate.
 LOWER = ("process CPU", "return-p50", "return-p99", "upstream-end-p50", "upstream-end-p99", "heap")
 
@@ -62,9 +76,14 @@ def prepare(folder, base):
         subprocess.run(["tar", "-x", "-C", folder], input=archive.stdout, check=True)
 
 
-def build(folder):
+def layout_flags(b):
+    """The compiler flags of build `b`: the default layout, then functions aligned to 32, 64, ... bytes."""
+    return [] if b == 0 else ["-Xswiftc", "-Xllvm", "-Xswiftc", f"-align-all-functions={4 + b}"]
+
+
+def build(folder, b):
     result = subprocess.run(
-        ["swift", "build", "-c", "release", "--product", "compare"],
+        ["swift", "build", "-c", "release", "--product", "compare"] + layout_flags(b),
         cwd=os.path.join(folder, "Benchmarks"), capture_output=True, text=True)
     if result.returncode != 0:
         raise Failure(f"building compare in {folder} failed (does the working tree's harness "
@@ -72,10 +91,10 @@ def build(folder):
     return os.path.join(folder, "Benchmarks", ".build", "release", "compare")
 
 
-def measure(binary, scenario, scratch):
-    """One compare run: {(figure, case): value}, process CPU included."""
+def measure(binary, scenario, scratch, heap):
+    """One compare run in heap layout `heap`: {(figure, case): value}, process CPU included."""
     out = os.path.join(scratch, "one.json")
-    command = [binary, "--quick", "--only", scenario, "--impls", "ours", "--json", out]
+    command = [binary, "--quick", "--only", scenario, "--impls", "ours", "--json", out, "--heap-jitter", str(heap)]
     if os.geteuid() == 0 and shutil.which("chrt"):
         command = ["chrt", "-f", "10"] + command
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -103,25 +122,35 @@ def table(data, sides, runs, builds):
     base, head = sides
     lines = [
         f"| scenario | figure | case | {base}: median per run | working tree: median per run "
-        f"| working tree vs {base}, per run | spread between builds |",
-        "|---|---|---|---|---|---|---|",
+        f"| working tree vs {base}, per run | per layout | spread between layouts | verdict |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for key in sorted(data, key=lambda k: (SCENARIOS.index(k[0]) if k[0] in SCENARIOS else 99, k[1], k[2])):
         scenario, figure, case = key
         cells = data[key]
+        lower = figure.startswith(LOWER)
+        better = lambda b, h: (b / h if lower else h / b) if b and h else None
         medians = {side: [middle([v for b in range(builds) for v in cells[side][r][b]]) for r in range(runs)]
                    for side in sides}
-        lower = figure.startswith(LOWER)
-        ratios = [(b / h if lower else h / b) if b and h else None for b, h in zip(medians[base], medians[head])]
+        per_run = [better(b, h) for b, h in zip(medians[base], medians[head])]
+        per_build = {side: [middle([v for r in range(runs) for v in cells[side][r][b]]) for b in range(builds)]
+                     for side in sides}
+        per_layout = [better(b, h) for b, h in zip(per_build[base], per_build[head])]
         spread = 1.0
         for side in sides:
-            per_build = [m for m in (middle([v for r in range(runs) for v in cells[side][r][b]]) for b in range(builds))
-                         if m]
-            if per_build:
-                spread = max(spread, max(per_build) / min(per_build))
+            known = [m for m in per_build[side] if m]
+            if known:
+                spread = max(spread, max(known) / min(known))
+        verdict = "same"
+        bar = max(spread, MINIMUM_EFFECT)
+        if per_layout and None not in per_layout:
+            if max(per_layout) < 1 / bar:
+                verdict = "worse"
+            elif min(per_layout) > bar:
+                verdict = "better"
         fmt = lambda values, digits=".4g": " / ".join("n/a" if v is None else f"{v:{digits}}" for v in values)
         lines.append(f"| {scenario} | {figure} | {case} | {fmt(medians[base])} | {fmt(medians[head])} "
-                     f"| {fmt(ratios, '.3f')} | {spread:.3f} |")
+                     f"| {fmt(per_run, '.3f')} | {fmt(per_layout, '.3f')} | {spread:.3f} | {verdict} |")
     return "\n".join(lines)
 
 
@@ -132,9 +161,15 @@ def self_test():
             ("fanout", "rate", "N=1"): {"base": [[[100.0], [110.0]]], "head": [[[50.0], [55.0]]]}}
     data[("cancel", "return-p99", "")] = {"base": [[[4.0], []]], "head": [[[], []]]}
     text = table(data, sides, runs=1, builds=2)
-    assert "| cancel | return-p50 |  | 2 | 1 | 2.000 | 1.000 |" in text, text
-    assert "| fanout | rate | N=1 | 105 | 52.5 | 0.500 | 1.100 |" in text, text
-    assert "| cancel | return-p99 |  | 4 | n/a | n/a | 1.000 |" in text, text
+    assert "| cancel | return-p50 |  | 2 | 1 | 2.000 | 2.000 / 2.000 | 1.000 | better |" in text, text
+    assert "| fanout | rate | N=1 | 105 | 52.5 | 0.500 | 0.500 / 0.500 | 1.100 | worse |" in text, text
+    assert "| cancel | return-p99 |  | 4 | n/a | n/a | n/a / n/a | 1.000 | same |" in text, text
+    # A difference within the spread between layouts is no verdict.
+    data = {("subject", "rate", "N=1"): {"base": [[[100.0], [100.0]]], "head": [[[96.0], [112.0]]]}}
+    assert "| 0.960 / 1.120 | 1.167 | same |" in table(data, sides, runs=1, builds=2)
+    # Nor is one smaller than 1%, however steady.
+    data = {("memory", "heap", "N=10000"): {"base": [[[88.19], [88.19]]], "head": [[[88.21], [88.21]]]}}
+    assert "| 1.000 | same |" in table(data, sides, runs=1, builds=2)
     print("against.py: self-test passed")
 
 
@@ -176,10 +211,10 @@ def measure_all(options, base, scenarios, scratch):
     binaries = {base: [], "working tree": []}
     for b in range(options.builds):
         for side in binaries:
-            # Folders of different lengths: the builds differ in their paths, as separate clones do.
+            # Each build its own code layout (`layout_flags`), and its own path, as separate clones have.
             folder = os.path.join(scratch, f"{'base' if side == base else 'tree'}-{b}" + "x" * b)
             prepare(folder, base if side == base else None)
-            binaries[side].append(build(folder))
+            binaries[side].append(build(folder, b))
             print(f"against.py: built {side} #{b + 1}", flush=True)
 
     sides = (base, "working tree")
@@ -189,8 +224,9 @@ def measure_all(options, base, scenarios, scratch):
             for _ in range(options.rounds):
                 order = [(side, b) for side in sides for b in range(options.builds)]
                 random.shuffle(order)
+                heap = random.getrandbits(32)  # this round's heap layout, the same for every build
                 for side, b in order:
-                    for (figure, case), value in measure(binaries[side][b], scenario, scratch).items():
+                    for (figure, case), value in measure(binaries[side][b], scenario, scratch, heap).items():
                         cells = data.setdefault((scenario, figure, case), {
                             s: [[[] for _ in range(options.builds)] for _ in range(options.runs)] for s in sides})
                         cells[side][r][b].append(value)
