@@ -19,14 +19,16 @@ Then K runs (default 3), one after the other; in each, every scenario (`--only`,
 fanout,subject,churn,memory,cancel) goes N rounds (default 31), and each round runs every
 build once, in a shuffled order, `compare --quick --only S --impls ours --json
 --heap-jitter H` (under `chrt -f 10` when root). H is drawn anew each round and is the same
-for every build of the round: it lays the heap out differently (compare's HeapJitter.swift),
-so each median is taken over many heap layouts, not measured in one that happens to favour
-one side (a 128-byte allocation more once shrank a 13-14% fan-out difference to 0-3%).
+for every build of the round: it lays each AsyncMulticast cell out differently in the heap
+(compare's HeapJitter.swift), so each median is taken over many heap layouts, not measured
+in one that happens to favour one side (a 128-byte allocation more at the storage's creation
+once shrank a 13-14% fan-out difference to 0-3%).
 
 The table gives, per figure, each side's median per run, the working tree against the base
 per run and per layout (above 1.00 is better, whichever way the figure goes), the largest
 spread between layouts of one side, and a verdict: `worse` or `better` when every layout
-says so by more than that spread and by more than 1%, else `same`. Process CPU is the CPU
+and every run says so by more than that spread and by more than 1%, `n/a` when the figure
+is missing on a side or in a layout, else `same`. Process CPU is the CPU
 time of each compare run.
 
 Takes about 10 minutes for the builds and 5 for the runs on 2 cores; run it on an idle
@@ -117,6 +119,19 @@ def middle(values):
     return statistics.median(values) if values else None
 
 
+def ratio(base, head, lower):
+    """The working tree against the base, above 1 when it is better; None when a side is
+    missing, or when the figure it would divide by is 0 and the other is not."""
+    if base is None or head is None:
+        return None
+    if base == head:
+        return 1.0
+    divisor = head if lower else base
+    if divisor == 0:
+        return None
+    return base / head if lower else head / base
+
+
 def table(data, sides, runs, builds):
     """Markdown: one row per (scenario, figure, case)."""
     base, head = sides
@@ -129,7 +144,7 @@ def table(data, sides, runs, builds):
         scenario, figure, case = key
         cells = data[key]
         lower = figure.startswith(LOWER)
-        better = lambda b, h: (b / h if lower else h / b) if b and h else None
+        better = lambda b, h: ratio(b, h, lower)
         medians = {side: [middle([v for b in range(builds) for v in cells[side][r][b]]) for r in range(runs)]
                    for side in sides}
         per_run = [better(b, h) for b, h in zip(medians[base], medians[head])]
@@ -138,16 +153,16 @@ def table(data, sides, runs, builds):
         per_layout = [better(b, h) for b, h in zip(per_build[base], per_build[head])]
         spread = 1.0
         for side in sides:
-            known = [m for m in per_build[side] if m]
+            known = [m for m in per_build[side] if m is not None and m > 0]
             if known:
                 spread = max(spread, max(known) / min(known))
-        verdict = "same"
+        # Every layout and every run must say so, by more than the spread and than 1%; a
+        # figure missing anywhere, or measured in one layout only, gets no verdict.
+        verdict = "n/a"
         bar = max(spread, MINIMUM_EFFECT)
-        if per_layout and None not in per_layout:
-            if max(per_layout) < 1 / bar:
-                verdict = "worse"
-            elif min(per_layout) > bar:
-                verdict = "better"
+        ratios = per_layout + per_run
+        if builds >= 2 and ratios and None not in ratios:
+            verdict = "worse" if max(ratios) < 1 / bar else "better" if min(ratios) > bar else "same"
         fmt = lambda values, digits=".4g": " / ".join("n/a" if v is None else f"{v:{digits}}" for v in values)
         lines.append(f"| {scenario} | {figure} | {case} | {fmt(medians[base])} | {fmt(medians[head])} "
                      f"| {fmt(per_run, '.3f')} | {fmt(per_layout, '.3f')} | {spread:.3f} | {verdict} |")
@@ -163,13 +178,25 @@ def self_test():
     text = table(data, sides, runs=1, builds=2)
     assert "| cancel | return-p50 |  | 2 | 1 | 2.000 | 2.000 / 2.000 | 1.000 | better |" in text, text
     assert "| fanout | rate | N=1 | 105 | 52.5 | 0.500 | 0.500 / 0.500 | 1.100 | worse |" in text, text
-    assert "| cancel | return-p99 |  | 4 | n/a | n/a | n/a / n/a | 1.000 | same |" in text, text
-    # A difference within the spread between layouts is no verdict.
-    data = {("subject", "rate", "N=1"): {"base": [[[100.0], [100.0]]], "head": [[[96.0], [112.0]]]}}
-    assert "| 0.960 / 1.120 | 1.167 | same |" in table(data, sides, runs=1, builds=2)
+    # A figure missing on one side, or in one layout, gets no verdict.
+    assert "| cancel | return-p99 |  | 4 | n/a | n/a | n/a / n/a | 1.000 | n/a |" in text, text
+    data = {("fanout", "rate", "N=16"): {"base": [[[100.0], [100.0]]], "head": [[[50.0], []]]}}
+    assert "| 0.500 / n/a | 1.000 | n/a |" in table(data, sides, runs=1, builds=2)
+    # A difference within the spread between layouts is no verdict, even in one direction.
+    data = {("subject", "rate", "N=1"): {"base": [[[100.0], [100.0]]], "head": [[[102.0], [110.0]]]}}
+    assert "| 1.020 / 1.100 | 1.078 | same |" in table(data, sides, runs=1, builds=2)
     # Nor is one smaller than 1%, however steady.
     data = {("memory", "heap", "N=10000"): {"base": [[[88.19], [88.19]]], "head": [[[88.21], [88.21]]]}}
     assert "| 1.000 | same |" in table(data, sides, runs=1, builds=2)
+    # Nor one that some run contradicts.
+    data = {("churn", "joins", ""): {"base": [[[100.0], [100.0]], [[100.0], [100.0]]],
+                                     "head": [[[130.0], [130.0]], [[90.0], [90.0]]]}}
+    assert "| 1.300 / 0.900 | 1.100 / 1.100 | 1.000 | same |" in table(data, sides, runs=2, builds=2)
+    # Nor one measured in a single layout.
+    data = {("churn", "joins", ""): {"base": [[[100.0]]], "head": [[[80.0]]]}}
+    assert "| 0.800 | 0.800 | 1.000 | n/a |" in table(data, sides, runs=1, builds=1)
+    # Zero: equal zeros are the same; a zero divisor is no ratio.
+    assert ratio(0.0, 0.0, True) == 1.0 and ratio(0.0, 5.0, False) is None and ratio(5.0, 0.0, True) is None
     print("against.py: self-test passed")
 
 
@@ -187,6 +214,8 @@ def main():
         return self_test()
     if not options.base:
         parser.error("a base commit is needed")
+    if options.builds < 2:
+        parser.error("--builds takes 2 or more: a verdict needs layouts to agree")
     base = subprocess.run(["git", "-C", ROOT, "rev-parse", "--verify", "--short", options.base + "^{commit}"],
                           capture_output=True, text=True)
     if base.returncode != 0:

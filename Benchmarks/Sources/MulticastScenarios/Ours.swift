@@ -16,8 +16,10 @@ extension BenchPolicy {
 
 enum Ours {
     static func fanOut(policy: BenchPolicy, subscribers: Int, elements: Int) async -> FanOutTally {
-        let shared = CountingSequence(elements).share(buffering: policy.ours)
-        return await fanOutShared(shared, subscribers: subscribers, elements: elements, lossless: policy.isLossless)
+        await HeapJitter.around {
+            let shared = CountingSequence(elements).share(buffering: policy.ours)
+            return await fanOutShared(shared, subscribers: subscribers, elements: elements, lossless: policy.isLossless)
+        }
     }
 
     /// One subscriber sharing the opaque upstream: the cost of sharing over a real base.
@@ -27,22 +29,26 @@ enum Ours {
 
     /// N subscribers sharing the opaque upstream (the cost-per-delivery cell of share()).
     static func fanOutOverOpaque(policy: BenchPolicy, subscribers: Int, elements: Int) async -> FanOutTally {
-        let shared = OpaqueCountingSequence(elements).share(buffering: policy.ours)
-        return await fanOutShared(
-            shared, subscribers: subscribers, elements: elements, lossless: policy.isLossless)
+        await HeapJitter.around {
+            let shared = OpaqueCountingSequence(elements).share(buffering: policy.ours)
+            return await fanOutShared(
+                shared, subscribers: subscribers, elements: elements, lossless: policy.isLossless)
+        }
     }
 
     static func churn(joins: Int, take: Int, concurrency: Int) async -> ChurnResult {
-        let flag = StopFlag()
-        let shared = StoppableCounter(flag: flag).share(buffering: .bounded(64))
-        return await churnShared(
-            shared,
-            flag: flag,
-            joins: joins,
-            take: take,
-            concurrency: concurrency,
-            subscriberCount: { shared.subscriberCount }
-        )
+        await HeapJitter.around {
+            let flag = StopFlag()
+            let shared = StoppableCounter(flag: flag).share(buffering: .bounded(64))
+            return await churnShared(
+                shared,
+                flag: flag,
+                joins: joins,
+                take: take,
+                concurrency: concurrency,
+                subscriberCount: { shared.subscriberCount }
+            )
+        }
     }
 
     static func idle(count: Int, whileAlive: () -> Void) -> IdleMemoryResult {
@@ -67,15 +73,17 @@ enum Ours {
     /// `defaultPolicy`: `AsyncPassthroughSubject()` as an app writes it (the cost cell);
     /// otherwise `.unbounded` named explicitly (the subject scenario). Both are `.unbounded` today.
     static func subject(subscribers: Int, elements: Int, defaultPolicy: Bool = false) async -> FanOutTally {
-        let subject =
-            defaultPolicy
-            ? AsyncPassthroughSubject<Int, Never>() : AsyncPassthroughSubject<Int, Never>(buffering: .unbounded)
-        return await subjectFanOut(
-            subject,
-            subscribers: subscribers,
-            elements: elements,
-            send: { subject.send($0) },
-            finish: { subject.finish() }
-        )
+        await HeapJitter.around {
+            let subject =
+                defaultPolicy
+                ? AsyncPassthroughSubject<Int, Never>() : AsyncPassthroughSubject<Int, Never>(buffering: .unbounded)
+            return await subjectFanOut(
+                subject,
+                subscribers: subscribers,
+                elements: elements,
+                send: { subject.send($0) },
+                finish: { subject.finish() }
+            )
+        }
     }
 }

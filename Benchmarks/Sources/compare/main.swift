@@ -89,7 +89,9 @@ struct CompareArguments: ParsableCommand {
     @Option(
         name: .customLong("heap-jitter"),
         help: """
-            Before measuring, allocate a few small blocks chosen by this number and keep them,             so that the heap is laid out differently from one number to another             (Benchmarks/against.py passes a new number each round).
+            Start each of AsyncMulticast's cells by allocating a few small blocks chosen by \
+            this number, so that its storage is laid out differently from one number to \
+            another (Benchmarks/against.py passes a new number each round).
             """)
     var heapJitter: UInt64?
 
@@ -317,7 +319,7 @@ func stamp(_ text: String) {
 // MARK: - Main
 
 let options = Options(CompareArguments.parseOrExit())
-let heapJitterBlocks = options.heapJitter.map(HeapJitter.allocate(seed:)) ?? []
+if let seed = options.heapJitter { HeapJitter.use(seed: seed) }
 #if DEBUG
     stamp("warning: compare was built in debug mode; use `swift run -c release compare` for numbers.")
 #endif
@@ -341,7 +343,6 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("latency") { await runLatency(options) }
     if options.scenarios.contains("slowproducer") { await runSlowProducer(options) }
 }
-HeapJitter.free(heapJitterBlocks)
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
 if let path = options.json {
     let ran = options.instructions ? ["instructions"] : options.scenarios.sorted()
