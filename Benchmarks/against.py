@@ -24,11 +24,12 @@ for every build of the round: it lays each AsyncMulticast cell out differently i
 in one that happens to favour one side (a 128-byte allocation more at the storage's creation
 once shrank a 13-14% fan-out difference to 0-3%).
 
-The table gives, per figure, each side's median per run, the working tree against the base
-per run and per layout (above 1.00 is better, whichever way the figure goes), the largest
-spread between layouts of one side, and a verdict: `worse` or `better` when every layout
-and every run says so by more than that spread and by more than 1%, `n/a` when the figure
-is missing on a side or in a layout, else `same`. Process CPU is the CPU
+The table gives, per figure, each side's median per run; the working tree against the base
+per run and per layout, each the median of ratios taken within a round, so that the machine
+changing speed between rounds cancels out (above 1.00 is better, whichever way the figure
+goes); the largest spread between layouts of one side; and a verdict: `worse` or `better`
+when every layout and every run says so by more than that spread and by more than 1%, `n/a`
+when the figure is missing on a side or in a layout, else `same`. Process CPU is the CPU
 time of each compare run.
 
 Takes about 10 minutes for the builds and 5 for the runs on 2 cores; run it on an idle
@@ -132,6 +133,15 @@ def ratio(base, head, lower):
     return base / head if lower else head / base
 
 
+def paired_ratios(base_samples, head_samples, lower):
+    """The ratio of each round's two samples (the i-th of each list: every round adds one
+    per build); None when the lists are empty, of different lengths, or a ratio is undefined."""
+    if not base_samples or len(base_samples) != len(head_samples):
+        return None
+    ratios = [ratio(b, h, lower) for b, h in zip(base_samples, head_samples)]
+    return None if None in ratios else ratios
+
+
 def table(data, sides, runs, builds):
     """Markdown: one row per (scenario, figure, case)."""
     base, head = sides
@@ -144,18 +154,27 @@ def table(data, sides, runs, builds):
         scenario, figure, case = key
         cells = data[key]
         lower = figure.startswith(LOWER)
-        better = lambda b, h: ratio(b, h, lower)
         medians = {side: [middle([v for b in range(builds) for v in cells[side][r][b]]) for r in range(runs)]
                    for side in sides}
-        per_run = [better(b, h) for b, h in zip(medians[base], medians[head])]
-        per_build = {side: [middle([v for r in range(runs) for v in cells[side][r][b]]) for b in range(builds)]
-                     for side in sides}
-        per_layout = [better(b, h) for b, h in zip(per_build[base], per_build[head])]
+        # Ratios of samples taken in the same round, then their median: a round runs every
+        # build within seconds, so a change of the machine's speed between rounds (this
+        # kind of VM has two, 2.5x apart) cancels out instead of weighing on one layout.
+        paired = lambda r, b: paired_ratios(cells[base][r][b], cells[head][r][b], lower)
+        per_run = [middle([x for b in range(builds) for x in paired(r, b) or []]) if all(
+            paired(r, b) is not None for b in range(builds)) else None for r in range(runs)]
+        per_layout = [middle([x for r in range(runs) for x in paired(r, b) or []]) if all(
+            paired(r, b) is not None for r in range(runs)) else None for b in range(builds)]
+        # How far the layouts of one side are apart: each build against build 0 of the same
+        # side, round by round.
         spread = 1.0
         for side in sides:
-            known = [m for m in per_build[side] if m is not None and m > 0]
-            if known:
-                spread = max(spread, max(known) / min(known))
+            factors = [1.0]
+            for b in range(1, builds):
+                pairs = [paired_ratios(cells[side][r][0], cells[side][r][b], False) for r in range(runs)]
+                if all(p is not None for p in pairs):
+                    factors.append(middle([x for p in pairs for x in p]))
+            factors = [f for f in factors if f]
+            spread = max(spread, max(factors) / min(factors))
         # Every layout and every run must say so, by more than the spread and than 1%; a
         # figure missing anywhere, or measured in one layout only, gets no verdict.
         verdict = "n/a"
@@ -195,6 +214,10 @@ def self_test():
     # Nor one measured in a single layout.
     data = {("churn", "joins", ""): {"base": [[[100.0]]], "head": [[[80.0]]]}}
     assert "| 0.800 | 0.800 | 1.000 | n/a |" in table(data, sides, runs=1, builds=1)
+    # A slow round (the machine's other speed) weighs on no layout: rounds are compared within.
+    data = {("fanout", "rate", "N=16"): {"base": [[[100.0, 100.0, 40.0], [100.0, 40.0, 40.0]]],
+                                         "head": [[[100.0, 100.0, 40.0], [100.0, 40.0, 40.0]]]}}
+    assert "| 1.000 | 1.000 / 1.000 | 1.000 | same |" in table(data, sides, runs=1, builds=2)
     # Zero: equal zeros are the same; a zero divisor is no ratio.
     assert ratio(0.0, 0.0, True) == 1.0 and ratio(0.0, 5.0, False) is None and ratio(5.0, 0.0, True) is None
     print("against.py: self-test passed")
