@@ -11,9 +11,9 @@ a change to the harness cannot pass for a change to the library. Each side is bu
 machine two builds of the same sources, differing only in their folder, measured up to 5-12%
 apart on some fan-out cases, as much as some library changes: a change that only moved
 things can look like a regression or a speed-up (Mytkowicz et al., "Producing wrong data
-without doing anything obviously wrong!", ASPLOS 2009). So each figure is compared layout by layout (the base and
-the working tree built alike), and only a difference that holds in every layout, and is
-larger than the spread between layouts, is the library's.
+without doing anything obviously wrong!", ASPLOS 2009). So each figure is compared layout by
+layout (the base and the working tree built alike), and only a difference that holds in
+every layout, and is larger than the spread between layouts, is the library's.
 
 Then K runs (default 3), one after the other; in each, every scenario (`--only`, default
 fanout,subject,churn,memory,cancel) goes N rounds (default 31), and each round runs every
@@ -142,6 +142,13 @@ def paired_ratios(base_samples, head_samples, lower):
     return None if None in ratios else ratios
 
 
+def pooled(ratio_lists):
+    """The median of all the ratios in `ratio_lists`; None if any list is None (missing)."""
+    if not ratio_lists or None in ratio_lists:
+        return None
+    return middle([x for ratios in ratio_lists for x in ratios])
+
+
 def table(data, sides, runs, builds):
     """Markdown: one row per (scenario, figure, case)."""
     base, head = sides
@@ -159,20 +166,16 @@ def table(data, sides, runs, builds):
         # Ratios of samples taken in the same round, then their median: a round runs every
         # build within seconds, so a change of the machine's speed between rounds (this
         # kind of VM has two, 2.5x apart) cancels out instead of weighing on one layout.
-        paired = lambda r, b: paired_ratios(cells[base][r][b], cells[head][r][b], lower)
-        per_run = [middle([x for b in range(builds) for x in paired(r, b) or []]) if all(
-            paired(r, b) is not None for b in range(builds)) else None for r in range(runs)]
-        per_layout = [middle([x for r in range(runs) for x in paired(r, b) or []]) if all(
-            paired(r, b) is not None for r in range(runs)) else None for b in range(builds)]
+        paired = {(r, b): paired_ratios(cells[base][r][b], cells[head][r][b], lower)
+                  for r in range(runs) for b in range(builds)}
+        per_run = [pooled([paired[(r, b)] for b in range(builds)]) for r in range(runs)]
+        per_layout = [pooled([paired[(r, b)] for r in range(runs)]) for b in range(builds)]
         # How far the layouts of one side are apart: each build against build 0 of the same
         # side, round by round.
         spread = 1.0
         for side in sides:
-            factors = [1.0]
-            for b in range(1, builds):
-                pairs = [paired_ratios(cells[side][r][0], cells[side][r][b], False) for r in range(runs)]
-                if all(p is not None for p in pairs):
-                    factors.append(middle([x for p in pairs for x in p]))
+            factors = [1.0] + [pooled([paired_ratios(cells[side][r][0], cells[side][r][b], False)
+                                       for r in range(runs)]) for b in range(1, builds)]
             factors = [f for f in factors if f]
             spread = max(spread, max(factors) / min(factors))
         # Every layout and every run must say so, by more than the spread and than 1%; a
