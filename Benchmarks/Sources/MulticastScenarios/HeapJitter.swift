@@ -45,7 +45,8 @@ public enum HeapJitter {
     public static func blockSizes(seed: UInt64) -> [Int] {
         var generator = SplitMix64(state: seed)
         return (0..<(1 + Int(generator.next() % 16))).map { _ in
-            16 * (1 + Int(generator.next() % (generator.next() % 4 == 0 ? 32 : 8)))
+            let sixteens: UInt64 = generator.next() % 4 == 0 ? 32 : 8
+            return 16 * (1 + Int(generator.next() % sixteens))
         }
     }
 
