@@ -18,7 +18,8 @@ every layout, and is larger than the spread between layouts, is the library's.
 Then K runs (default 3), one after the other; in each, every scenario (`--only`, default
 fanout,subject,churn,memory,cancel) goes N rounds (default 31), and each round runs every
 build once, in a shuffled order, `compare --quick --only S --impls ours --json
---heap-jitter H` (under `chrt -f 10` when root). H is drawn anew each round and is the same
+--heap-jitter H --cancel-samples 400` (under `chrt -f 10` when root; 400 cancellations, not
+--quick's 100, so that a p99 is not the second-largest of 100 samples). H is drawn anew each round and is the same
 for every build of the round: it lays each AsyncMulticast cell out differently in the heap
 (compare's HeapJitter.swift), so each median is taken over many heap layouts, not measured
 in one that happens to favour one side (a 128-byte allocation more at the storage's creation
@@ -54,6 +55,8 @@ SCENARIOS = ["fanout", "subject", "churn", "memory", "cancel"]
 # The smallest difference a verdict reports, whatever the spread: 1% (a heap figure that
 # moves by 0.02 bytes in 88 is not worse).
 MINIMUM_EFFECT = 1.01
+# Cancellation samples per compare run: --quick's 100 make its p99 the second-largest sample.
+CANCEL_SAMPLES = 400
 # Figures where lower is better; every other figure is a rate.
 LOWER = ("process CPU", "return-p50", "return-p99", "upstream-end-p50", "upstream-end-p99", "heap")
 
@@ -97,7 +100,8 @@ def build(folder, b):
 def measure(binary, scenario, scratch, heap):
     """One compare run in heap layout `heap`: {(figure, case): value}, process CPU included."""
     out = os.path.join(scratch, "one.json")
-    command = [binary, "--quick", "--only", scenario, "--impls", "ours", "--json", out, "--heap-jitter", str(heap)]
+    command = [binary, "--quick", "--only", scenario, "--impls", "ours", "--json", out, "--heap-jitter", str(heap),
+               "--cancel-samples", str(CANCEL_SAMPLES)]
     if os.geteuid() == 0 and shutil.which("chrt"):
         command = ["chrt", "-f", "10"] + command
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -11,10 +11,11 @@
 // environment and link order). `Benchmarks/against.py` therefore passes a new number every
 // round, the same to both sides, so that each side's median is taken over many layouts.
 //
-// The blocks are allocated at the start of each cell (`around(_:)`), on the thread that then
-// creates the cell's shared sequence: glibc gives every thread an arena of its own, so
-// blocks allocated on the main thread would not move the library's storage, made on a
-// worker thread. Mostly small blocks, so that they also change which freed chunks the
+// The blocks are allocated at the start of each cell (`around(_:)`), or of each sample of the
+// cancellation cell, which makes a shared sequence per sample (`aroundSetUp(_:)`), on the
+// thread that then creates the shared sequence: glibc gives every thread an arena of its
+// own, so blocks allocated on the main thread would not move the library's storage, made on
+// a worker thread. Mostly small blocks, so that they also change which freed chunks the
 // storage's small allocations reuse, not only where fresh memory starts.
 
 import Synchronization
@@ -36,6 +37,18 @@ public enum HeapJitter {
         let blocks = self.allocate(seed: seed)
         defer { self.free(blocks) }
         return await cell()
+    }
+
+    /// `around(_:)` for a cell that makes a shared sequence per sample (the cancellation
+    /// cell): runs the sample's synchronous set-up, on the thread that makes its shared
+    /// sequence, with this run's blocks allocated, and frees them once it returns, so that
+    /// what the sample allocates after it lands elsewhere too. Without a seed, just runs
+    /// `setUp`.
+    static func aroundSetUp<T>(_ setUp: () -> T) -> T {
+        guard let seed = self.seed.withLock({ $0 }) else { return setUp() }
+        let blocks = self.allocate(seed: seed)
+        defer { self.free(blocks) }
+        return setUp()
     }
 
     /// The sizes of the blocks `allocate(seed:)` makes for `seed`: 1 to 16 of them, each a

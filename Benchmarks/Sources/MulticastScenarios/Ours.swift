@@ -58,13 +58,15 @@ enum Ours {
 
     static func cancellation(samples: Int, terminationTimeout: Duration) async -> CancellationResult {
         await cancellationLatency(samples: samples, terminationTimeout: terminationTimeout) { upstream, returned in
-            let shared = upstream.share(buffering: .bounded(64))
-            let subscriber = Task {
-                var iterator = shared.makeAsyncIterator()
-                _ = await iterator.next(isolation: nil)
-                returned.record()
+            HeapJitter.aroundSetUp {
+                let shared = upstream.share(buffering: .bounded(64))
+                let subscriber = Task {
+                    var iterator = shared.makeAsyncIterator()
+                    _ = await iterator.next(isolation: nil)
+                    returned.record()
+                }
+                return CancellationSubject(subscriber: subscriber, release: { withExtendedLifetime(shared) {} })
             }
-            return CancellationSubject(subscriber: subscriber, release: { withExtendedLifetime(shared) {} })
         }
     }
 

@@ -96,11 +96,26 @@ struct CompareArguments: ParsableCommand {
     var heapJitter: UInt64?
 
     @Option(
+        name: .customLong("cancel-samples"),
+        help: """
+            Cancellation samples per implementation in the cancel scenario (default: 10 with \
+            --smoke, 100 with --quick, 300 with --full). Its p99 is the second-largest of 100 \
+            samples in --quick: Benchmarks/against.py asks for more.
+            """)
+    var cancelSamples: Int?
+
+    @Option(
         help: """
             Also write every measured value the tables are computed from (all repetitions) into \
             this file as JSON (what Benchmarks/figures.sh merges into Results/figures.json).
             """)
     var json: String?
+
+    func validate() throws {
+        if let cancelSamples, cancelSamples < 1 {
+            throw ValidationError("--cancel-samples takes 1 or more, not \(cancelSamples)")
+        }
+    }
 
     static func scenarios(_ list: String) throws -> Set<String> {
         let names = Set(list.split(separator: ",").map { $0.trimmingCharacters() })
@@ -143,6 +158,7 @@ struct Options {
     var writeThresholds: String?
     var json: String?
     var heapJitter: UInt64?
+    var cancelSamples: Int?
 
     init(_ arguments: CompareArguments) {
         self.mode = arguments.mode
@@ -156,6 +172,7 @@ struct Options {
         self.writeThresholds = arguments.writeThresholds
         self.json = arguments.json
         self.heapJitter = arguments.heapJitter
+        self.cancelSamples = arguments.cancelSamples
     }
 
     // Sizes per mode.
@@ -201,7 +218,7 @@ struct Options {
     var repetitions: Int { mode == .full ? 3 : 1 }
     var churnJoins: Int { mode == .smoke ? 200 : mode == .quick ? 2_000 : 10_000 }
     var idleSubscribers: Int { mode == .smoke ? 2_000 : 100_000 }
-    var cancellationSamples: Int { mode == .smoke ? 10 : mode == .quick ? 100 : 300 }
+    var cancellationSamples: Int { cancelSamples ?? (mode == .smoke ? 10 : mode == .quick ? 100 : 300) }
 
     // Cost per delivery (scenario 6).
     var costSubscriberCounts: [Int] {
