@@ -16,9 +16,24 @@ extension MulticastStorage {
         return id
     }
 
+    /// A subscriber leaves: its iteration ended, its last iterator went away, or its task
+    /// was cancelled (the cancellation handler of `wait`). What is left to do after the
+    /// lock is usually nothing, or the `QuickLeave` of `endLeave`, which allocates nothing.
     @inlinable
     func unsubscribe(_ id: SubscriberID) {
-        self.transition { $0.subscriberLeft(id) }
+        var quick: QuickLeave? = nil
+        let work = self.state.withLock { state -> OutsideLock? in
+            let effects = state.machine.subscriberLeft(id)
+            // The usual leave, of a subscriber that was not waiting, and not the last one.
+            if effects.isEmpty, state.isQuiet { return nil }
+            return self.endLeave(effects, &state, quick: &quick)
+        }
+        if let quick {
+            // In `perform`'s order: the subscriber first, then the retired task.
+            quick.waiter?.resume(returning: .success(nil))
+            quick.upstreamTask?.cancel()
+        }
+        self.perform(work)
     }
 
     // MARK: Observing the subscriber count

@@ -18,7 +18,8 @@
 //
 // Fast paths skip the parts of step 3 their outcome cannot need, and say so: an element
 // produced (`offer`, `updateLatest`), a read that took elements or must wait (`takeNext`), a
-// continuation stored (`suspend`). They are the paths of every delivery, guarded by the
+// continuation stored (`suspend`), a leave that only resumes its waiter and retires the
+// upstream (`endLeave`, a cancelled subscriber's path). They are the paths of every delivery, guarded by the
 // instruction gate (Benchmarks/Thresholds/instructions.txt).
 //
 // The storage is split along the machine's seams, each file beside the machine's of the
@@ -107,6 +108,16 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         @inlinable
         init(machine: Machine) {
             self.machine = machine
+        }
+
+        /// Nothing outside the machine waits on this critical section: no one observes the
+        /// subscriber count or the completion, no eviction watcher is to be told, no hosted
+        /// `run()` is to be woken. A critical section whose effects are empty then has
+        /// nothing left to do.
+        @inlinable
+        var isQuiet: Bool {
+            self.countObservers.isEmpty && self.completionObservers.isEmpty && self.machine.evictionNotices.isEmpty
+                && self.hostWakeUp == nil
         }
     }
 
@@ -248,12 +259,38 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inline(__always)
     @inlinable
     func endCriticalSectionIfNeeded(_ effects: Machine.Effects, _ state: inout State) -> OutsideLock? {
-        if effects.isEmpty, effects.parkedElementsAppended == 0, state.countObservers.isEmpty,
-            state.completionObservers.isEmpty, state.machine.evictionNotices.isEmpty, state.hostWakeUp == nil
-        {
-            return nil
-        }
+        if effects.isEmpty, state.isQuiet { return nil }
         return self.endCriticalSection(effects, &state)
+    }
+
+    /// What a leave usually leaves to do, carried out of its lock as two words instead of an
+    /// `OutsideLock`: the subscriber it resumes with `nil` (one cancelled while it waited in
+    /// `next()`) and the upstream task it retires (the last subscriber left), either or
+    /// both `nil`.
+    @usableFromInline
+    typealias QuickLeave = (waiter: Machine.SubscriberContinuation?, upstreamTask: Task<Void, Never>?)
+
+    /// The end of a leave's critical section (`endCriticalSectionIfNeeded` found something
+    /// to do). When `effects` ask for no more than a waiter resumed with `nil` and the
+    /// upstream cancelled, and the state `isQuiet`, it takes the upstream task and returns
+    /// both in `quick`, and `nil`; else it ends the critical section as every command does
+    /// (`endCriticalSection`).
+    ///
+    /// The fast path of a cancelled subscriber: the `OutsideLock` it saves was allocated
+    /// before that subscriber was resumed, so without it a cancelled `next()` returns about
+    /// 7% sooner, and the upstream's iteration ends as much sooner (`compare --only cancel`).
+    /// Never inlined, as `endCriticalSection` is not: inside the lock's closure it kept
+    /// every leave's closure from being inlined (about 50 instructions more per join and
+    /// leave, `compare --instructions`).
+    @inlinable
+    @inline(never)
+    func endLeave(_ effects: Machine.Effects, _ state: inout State, quick: inout QuickLeave?) -> OutsideLock? {
+        guard case .success(nil) = effects.subscriberResult, effects.moreSubscribers.isEmpty,
+            effects.producers.isEmpty, effects.handedOver.isEmpty, effects.parkedElementsAppended == 0,
+            effects.startUpstream == nil, effects.keepAliveTimer == .none, state.isQuiet
+        else { return self.endCriticalSection(effects, &state) }
+        quick = (effects.firstSubscriber, Self.takeUpstreamTask(&state, for: effects))
+        return nil
     }
 
     /// Under the lock, after the machine's transition returned `effects`: starts and registers

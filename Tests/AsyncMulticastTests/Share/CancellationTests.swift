@@ -222,6 +222,29 @@ struct CancellationTests {
         }
     }
 
+    /// The same leave while the count is observed: it ends its critical section the general
+    /// way (`endCriticalSection`), not the allocation-free way of the test above
+    /// (`MulticastStorage.endLeave`), and does all three: resumes the waiter, cancels the
+    /// upstream, announces the count.
+    @Test func lastCancelledSubscriberWhileTheCountIsObserved() async throws {
+        try await withTimeout {
+            let (upstream, terminations, shared, a, b, aNext, bNext) = try await startTwoWaitingSubscribers()
+            var counts = shared.subscriberCounts.makeAsyncIterator()
+            #expect(await counts.next() == 2)
+            aNext.cancel()
+            #expect(await aNext.value == nil)
+            #expect(await counts.next() == 1)
+            bNext.cancel()
+            #expect(await bNext.value == nil)
+            #expect(await counts.next() == 0)
+            #expect(try await terminations.waitForTermination() == [.cancelled])
+            #expect(shared.storage.upstreamState == .idle)
+            upstream.yield(1)  // nobody is left to receive it
+            #expect(await a.next() == nil)
+            #expect(await b.next() == nil)
+        }
+    }
+
     @Test func lastReleasedIteratorCancelsTheUpstream() async throws {
         try await withTimeout {
             let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
