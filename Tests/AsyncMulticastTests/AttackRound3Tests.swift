@@ -699,7 +699,9 @@ struct AttackRound3Tests {
                     // A feeder whose call came after `a` completed returns at once without
                     // iterating (documented): no pull, no end. Any other was still iterating
                     // its held stream when `a` completed, and must see `.cancelled`.
-                    let neverIterated = held.ends.all.isEmpty && held.countedPulls == 0
+                    let neverIterated =
+                        held.ends.all.isEmpty && held.countedPulls == 0
+                        && !received.contains { $0 / stride == index + 1 }
                     if held.ends.all != [.cancelled] && !neverIterated {
                         missing.append(
                             "round \(round), feeder \(index): \(held.countedPulls) pulls, ends \(held.ends.all)")
@@ -1197,13 +1199,19 @@ struct AttackRound3Tests {
                         return false
                     }, "round \(round)")
                 for (index, held) in streams.enumerated() where held.ends.all != [.cancelled] {
-                    missing.append("round \(round), feeder \(index)")
+                    // A feeder whose call came after the completion returns at once without
+                    // iterating (documented), as in manyFeedersBridgedWithEcho.
+                    let neverIterated =
+                        held.ends.all.isEmpty && held.countedPulls == 0 && !all.contains { $0 / stride == index + 1 }
+                    if !neverIterated {
+                        missing.append(
+                            "round \(round), feeder \(index): \(held.countedPulls) pulls, ends \(held.ends.all)")
+                    }
                 }
             }
-            // Once an intermittent failure (2 feeders of 160 in a CI rehearsal's invariants
-            // run): under load, a feeder's task can start after `a` completed. Beside three
-            // busy loops, 12 feeders in 400 runs of this test never iterated, each with no
-            // pull and no end, and no feeder that pulled missed `.cancelled`.
+            // Once marked an intermittent known issue with manyFeedersBridgedWithEcho: under
+            // load, a feeder's task can start after the completion, and such a feeder never
+            // pulls (see that test).
             #expect(missing.isEmpty, "feeders whose held stream never saw .cancelled: \(missing)")
         }
     }
