@@ -36,6 +36,36 @@ extension MulticastStorage {
         self.perform(work)
     }
 
+    /// What a leave usually leaves to do, carried out of its lock as two words instead of an
+    /// `OutsideLock`: the subscriber it resumes with `nil` (one cancelled while it waited in
+    /// `next()`) and the upstream task it retires (the last subscriber left), either or
+    /// both `nil`.
+    @usableFromInline
+    typealias QuickLeave = (waiter: Machine.SubscriberContinuation?, upstreamTask: Task<Void, Never>?)
+
+    /// The end of a leave's critical section, once `unsubscribe` found something to do. When
+    /// `effects` ask for no more than a waiter resumed with `nil` and the
+    /// upstream cancelled, and the state `isQuiet`, it takes the upstream task and returns
+    /// both in `quick`, and `nil`; else it ends the critical section as every command does
+    /// (`endCriticalSection`).
+    ///
+    /// The fast path of a cancelled subscriber: the `OutsideLock` it saves was allocated
+    /// before that subscriber was resumed, so without it a cancelled `next()` returns about
+    /// 7% sooner, and the upstream's iteration ends as much sooner (`compare --only cancel`).
+    /// Never inlined, as `endCriticalSection` is not: inlined into the leave's closure, it
+    /// cost every join and leave 12 instructions more (`compare --instructions`, 2190
+    /// against 2178 per idle subscriber).
+    @inlinable
+    @inline(never)
+    func endLeave(_ effects: Machine.Effects, _ state: inout State, quick: inout QuickLeave?) -> OutsideLock? {
+        guard case .success(nil) = effects.subscriberResult, effects.moreSubscribers.isEmpty,
+            effects.producers.isEmpty, effects.handedOver.isEmpty, effects.parkedElementsAppended == 0,
+            effects.startUpstream == nil, effects.keepAliveTimer == .none, state.isQuiet
+        else { return self.endCriticalSection(effects, &state) }
+        quick = (effects.firstSubscriber, Self.takeUpstreamTask(&state, for: effects))
+        return nil
+    }
+
     // MARK: Observing the subscriber count
 
     /// Registers an observer of the subscriber count; it is offered the current count first.
