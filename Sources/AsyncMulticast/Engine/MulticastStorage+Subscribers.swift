@@ -44,9 +44,9 @@ extension MulticastStorage {
     typealias QuickLeave = (waiter: Machine.SubscriberContinuation?, upstreamTask: Task<Void, Never>?)
 
     /// The end of a leave's critical section, once `unsubscribe` found something to do. When
-    /// `effects` ask for no more than a waiter resumed with `nil` and the
-    /// upstream cancelled, and the state `isQuiet`, it takes the upstream task and returns
-    /// both in `quick`, and `nil`; else it ends the critical section as every command does
+    /// `effects` ask for no more than a waiter resumed with `nil` and the upstream cancelled,
+    /// and the state `isQuiet`, it takes the upstream task, stores both in `quick` and
+    /// returns `nil`; else it ends the critical section as every command does
     /// (`endCriticalSection`).
     ///
     /// The fast path of a cancelled subscriber: the `OutsideLock` it saves was allocated
