@@ -2,7 +2,6 @@
 // motivated the project) started by the first subscriber and stopped when the last one leaves.
 // Its keep-alive and replay-expiry windows are timed on a ManualClock.
 
-import Dispatch
 import Testing
 
 @testable import AsyncMulticast
@@ -14,7 +13,9 @@ import Testing
 ///
 /// With `holdsStop`, each `stop()` is a slow, synchronous teardown that the test controls: it
 /// sends "stopping N", then blocks its thread until the test calls `releaseStop()`. The test
-/// can then check that nothing starts while a stop is in progress.
+/// can then check that nothing starts while a stop is in progress. A blocked stop occupies a
+/// thread of the cooperative pool, so only tests nested in `HeavyAndTimingSensitive` hold
+/// stops (see `BlockingGate`).
 private final class CallbackMonitor: Sendable {
     private struct State: Sendable {
         var handler: (@Sendable (Int) -> Void)?
@@ -28,8 +29,8 @@ private final class CallbackMonitor: Sendable {
     /// "start N" / "stopping N" (with `holdsStop`) / "stop N", in the order they happen.
     let events = Signal<String>()
     private let holdsStop: Bool
-    /// Released once per held stop by `releaseStop()`.
-    private let stopGate = DispatchSemaphore(value: 0)
+    /// Opened once per held stop by `releaseStop()`.
+    private let stopGate = BlockingGate()
 
     init(holdsStop: Bool = false) {
         self.holdsStop = holdsStop
@@ -53,11 +54,8 @@ private final class CallbackMonitor: Sendable {
                 return state.stops + 1
             }
             self.events.send("stopping \(number)")
-            // Blocks this thread (a synchronous teardown) until the test releases it; the
-            // deadline is only a hang guard.
-            if self.stopGate.wait(timeout: .now() + .seconds(60)) == .timedOut {
-                Issue.record("hang guard: stop \(number) was never released")
-            }
+            // Blocks this thread (a synchronous teardown) until the test releases it.
+            self.stopGate.wait("held stop \(number)")
         }
         let event = self.state.withLock { state -> String in
             state.handler = nil
@@ -71,7 +69,7 @@ private final class CallbackMonitor: Sendable {
 
     /// Lets the stop in progress (with `holdsStop`) finish.
     func releaseStop() {
-        self.stopGate.signal()
+        self.stopGate.open()
     }
 
     /// An update from the system: delivered to the handler if the monitor is running.
@@ -424,6 +422,40 @@ extension HeavyAndTimingSensitive {
             for round in 1...30 { expected += ["start \(round)", "stop \(round)"] }
             #expect(monitor.log == expected, "each stop before the next start")
             #expect(!monitor.overlapped)
+        }
+
+        @Test("a subscriber arriving while the keep-alive timer's stop still runs: the next start waits for it")
+        func slowStopAtTheDeadline() async throws {
+            let clock = ManualClock()
+            let monitor = CallbackMonitor(holdsStop: true)
+            let source = SharedSourceTests.makeSource(monitor, keepAlive: .seconds(10), clock: clock)
+            let a = await SubscriberTask.join { source.makeAsyncIterator() }
+            a.request()
+            #expect(await monitor.events.next() == "start 1")
+            monitor.emit(1)
+            #expect(await a.answer() == 1)
+            await a.leave()
+            #expect(await clock.waitForSleepers(count: 1), "the keep-alive window")
+            clock.advance(by: .seconds(10))
+            #expect(await monitor.events.next() == "stopping 1", "the timer stops session 1")
+            let b = await SubscriberTask.join { source.makeAsyncIterator() }
+            b.request()
+            try await waitUntil("the new subscriber waits") { source.storage.waitingCount == 1 }
+            await letOthersRun()
+            #expect(monitor.starts == 1, "no start while the timer's stop runs")
+            monitor.releaseStop()
+            #expect(await monitor.events.next() == "stop 1")
+            #expect(await monitor.events.next() == "start 2")
+            monitor.emit(2)
+            #expect(await b.answer() == 2)
+            await b.leave()
+            #expect(await clock.waitForSleepers(count: 1))
+            clock.advance(by: .seconds(10))
+            #expect(await monitor.events.next() == "stopping 2")
+            monitor.releaseStop()
+            #expect(await monitor.events.next() == "stop 2")
+            #expect(monitor.log == ["start 1", "stop 1", "start 2", "stop 2"])
+            #expect(!monitor.overlapped, "two sessions never overlap")
         }
     }
 }
