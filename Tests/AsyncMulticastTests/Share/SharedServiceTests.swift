@@ -212,18 +212,26 @@ struct SharedServiceTests {
             return element
         }
         let service = probe.sharedService(buffering: .unbounded)
-        let hosting = Trace.$id.withValue("service") {
-            Task(priority: .utility) { await service.run() }
-        }
-        let reader = Trace.$id.withValue("request") {
-            Task(priority: .utility) { () -> [Int] in
-                var received: [Int] = []
-                for await n in service { received.append(n) }
-                return received
+        // The test waits through signals, not `reader.value`: awaiting a task raises it to the
+        // test's priority, and a waiting reader of higher priority raises the upstream, as
+        // documented; this test is about run()'s own priority.
+        let readerEnded = Signal<[Int]>()
+        let hostEnded = Signal<Void>()
+        _ = Trace.$id.withValue("service") {
+            Task(priority: .utility) {
+                await service.run()
+                hostEnded.send(())
             }
         }
-        #expect(await reader.value == [1])
-        await hosting.value
+        _ = Trace.$id.withValue("request") {
+            Task(priority: .utility) {
+                var received: [Int] = []
+                for await n in service { received.append(n) }
+                readerEnded.send(received)
+            }
+        }
+        #expect(await readerEnded.next("the reader") == [1])
+        #expect(await hostEnded.next("run()") != nil)
         #expect(seen.values.map(\.trace) == ["service"])
         #expect(seen.values.map(\.priority) == [.utility])
     }
