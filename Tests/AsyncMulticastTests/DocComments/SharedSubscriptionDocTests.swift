@@ -29,13 +29,14 @@ struct SharedSubscriptionDocTests {
         let feed = AsyncPassthroughSubject<Int, Never>()  // (test only)
 
         let client = feed.subscribe(buffering: .evicting(256))
+        // (test only) Before the reader starts, so that it cannot keep up: the 257th evicts it.
+        for n in 0...256 { feed.send(n) }  // (test only)
         Task {
             for await event in client.events {
                 if case .evicted = event { print("too slow: disconnected") }
             }
         }
 
-        for n in 0...256 { feed.send(n) }  // (test only) the 257th evicts it
         #expect(await printed.lines(waitingFor: 1) == ["too slow: disconnected"])
     }
 

@@ -10,6 +10,8 @@
 //   a `static func print` in the namespace that holds an example's declarations) recording
 //   into that example's own `PrintedLines`; those tests may run in parallel.
 
+import Testing
+
 @testable import AsyncMulticast  // only for `Lock` (a pthread mutex, which TSan understands)
 
 /// The lines an example printed, in order. Thread-safe: lines printed by other tasks (an
@@ -49,8 +51,17 @@ final class PrintedLines: Sendable {
         self.lines.filter { $0.hasPrefix(prefix) }
     }
 
-    /// Suspends until `isReady` holds for the lines recorded so far.
-    func wait(until isReady: @escaping @Sendable ([String]) -> Bool) async {
+    /// Suspends until `isReady` holds for the lines recorded so far; under a hang guard that
+    /// records an issue and returns.
+    func wait(
+        until isReady: @escaping @Sendable ([String]) -> Bool, sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        _ = await withTimeoutOrNil("the printed lines", sourceLocation: sourceLocation) {
+            await self.waitUnguarded(until: isReady)
+        }
+    }
+
+    private func waitUnguarded(until isReady: @escaping @Sendable ([String]) -> Bool) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let readyNow = self.state.withLock { state -> Bool in
                 if isReady(state.lines) { return true }
@@ -62,13 +73,13 @@ final class PrintedLines: Sendable {
     }
 
     /// Suspends until `line` has been recorded.
-    func wait(for line: String) async {
-        await self.wait { $0.contains(line) }
+    func wait(for line: String, sourceLocation: SourceLocation = #_sourceLocation) async {
+        await self.wait(until: { $0.contains(line) }, sourceLocation: sourceLocation)
     }
 
     /// The recorded lines, once there are at least `count` of them.
-    func lines(waitingFor count: Int) async -> [String] {
-        await self.wait { $0.count >= count }
+    func lines(waitingFor count: Int, sourceLocation: SourceLocation = #_sourceLocation) async -> [String] {
+        await self.wait(until: { $0.count >= count }, sourceLocation: sourceLocation)
         return self.lines
     }
 
