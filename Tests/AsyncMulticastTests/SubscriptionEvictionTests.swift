@@ -50,10 +50,11 @@ struct SubscriptionEvictionTests {
         let shared = stream.share(buffering: .evicting(100, softLimit: .above(4, for: .seconds(10))), clock: clock)
         let subscription = shared.subscribe()
         let watcher = try await startWatchers(1, of: subscription, storage: shared.storage)[0]
-        // A reader that keeps up starts the upstream (share() pulls it on demand).
+        // A reader that keeps up starts the upstream (share() pulls it on demand). Unbounded,
+        // so that a reader whose task is slow to run is never soft-evicted itself.
         let reader = Task {
             var received: [Int] = []
-            for await n in shared { received.append(n) }
+            for await n in shared.buffering(.unbounded) { received.append(n) }
             return received
         }
         // Pushed by the upstream task: wait until the subscriber holds them (a gate on the backlog).
