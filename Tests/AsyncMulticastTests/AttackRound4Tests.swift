@@ -133,7 +133,7 @@ private final class R4Sessions: Sendable {
     }
 
     func waitForStops(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await waitUntil("\(count) stops", seconds: 20, sourceLocation: sourceLocation) { self.stops.count >= count }
+        try await waitUntil("\(count) stops", sourceLocation: sourceLocation) { self.stops.count >= count }
     }
 
     func expectOrderly(active: Bool, sourceLocation: SourceLocation = #_sourceLocation) {
@@ -582,7 +582,7 @@ struct AttackRound4Tests {
                     held.countedPulls >= taken + 2
                 }
                 complete()
-                try await withTimeout("round \(round): the call returning", seconds: 20) { await sending.value }
+                try await withTimeout("round \(round): the call returning") { await sending.value }
                 let ends = held.ends.all
                 if ends != [.cancelled] { missing.append(round) }
                 #expect(held.countedPulls <= taken + 4, "round \(round): \(held.countedPulls) pulls")
@@ -605,7 +605,7 @@ struct AttackRound4Tests {
             #expect(await reader.take(round % 3) == Array(0..<round % 3))
             try await waitUntil("round \(round): waiting in next()") { held.countedPulls == round % 3 + 1 }
             sending.cancel()
-            try await withTimeout("round \(round): the call returning", seconds: 20) { await sending.value }
+            try await withTimeout("round \(round): the call returning") { await sending.value }
             #expect(held.ends.all == [.cancelled], "round \(round)")
             #expect(held.countedPulls == round % 3 + 1, "round \(round): asked again after a caller's cancellation")
             subject.send(99)
@@ -633,7 +633,7 @@ struct AttackRound4Tests {
                 }
             }
             #expect(await reader.next() == 1)
-            let error = try await withTimeout("round \(round)", seconds: 20) { await sending.value }
+            let error = try await withTimeout("round \(round)") { await sending.value }
             subject.finish()
             #expect(error == .boom, "round \(round): the sequence's error is thrown to the caller")
             #expect(counter.withLock { $0 } == 2, "round \(round): pulled after it threw")
@@ -673,7 +673,7 @@ struct AttackRound4Tests {
                 extraPulls.append(round)
                 patient.answer(nil)
             }
-            try await withTimeout("round \(round): the call returning", seconds: 20) { await sending.value }
+            try await withTimeout("round \(round): the call returning") { await sending.value }
             #expect(patient.pulls <= 3)
             let rest = await reader.drain()
             #expect(rest.elements.isEmpty, "round \(round): an element sent after completion")

@@ -97,7 +97,7 @@ private func hostIsRunning<E, F>(_ service: AsyncSharedService<E, F>) -> Bool {
 
 /// Awaits `task` under a hang guard; `false` if it did not end.
 private func ends<T: Sendable>(
-    _ task: Task<T, Never>, _ what: String = "run()", seconds: Double = 20,
+    _ task: Task<T, Never>, _ what: String = "run()", seconds: Double = 60,
     sourceLocation: SourceLocation = #_sourceLocation
 ) async -> Bool {
     await withTimeoutOrNil(what, seconds: seconds, sourceLocation: sourceLocation) { _ = await task.value } != nil
