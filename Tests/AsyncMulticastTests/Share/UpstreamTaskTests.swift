@@ -12,20 +12,39 @@ private enum Request {
 
 /// A base whose `next()` waits for the test's go-ahead, then records what the task it runs
 /// in sees (its priority and `Request.id`) and returns the element it was given.
+///
+/// A go-ahead may name the priority the upstream is expected to have been raised to: a
+/// subscriber raises the upstream just after it is registered as waiting, outside the lock,
+/// so a test that saw it waiting may send before the raise. The probe then waits (under a
+/// hang guard) for its task to reach that priority before it records; a raise that never
+/// comes still fails the test.
 private struct UpstreamProbe: AsyncSequence, Sendable {
     typealias Element = Int
     typealias Failure = Never
-    let gate = Signal<Int?>()
+    let gate = Signal<(element: Int, raisedTo: TaskPriority?)?>()
     let seen = LockedLog<(priority: TaskPriority, requestID: String?)>()
+
+    /// Lets the base produce `element`, once its task runs at `raisedTo` or higher if given.
+    func send(_ element: Int, raisedTo: TaskPriority? = nil) {
+        self.gate.send((element, raisedTo))
+    }
+
+    /// Lets the base end.
+    func finish() {
+        self.gate.send(nil)
+    }
 
     struct AsyncIterator: AsyncIteratorProtocol {
         let probe: UpstreamProbe
-        var elements: AsyncStream<Int?>.Iterator
+        var elements: AsyncStream<(element: Int, raisedTo: TaskPriority?)?>.Iterator
 
         mutating func next() async -> Int? {
-            guard let element = await self.elements.next() ?? nil else { return nil }
+            guard let next = await self.elements.next() ?? nil else { return nil }
+            if let floor = next.raisedTo {
+                try? await waitUntil("the upstream raised to \(floor)") { Task.currentPriority >= floor }
+            }
             self.probe.seen.append((Task.currentPriority, Request.id))
-            return element
+            return next.element
         }
     }
 
@@ -48,8 +67,8 @@ struct UpstreamTaskTests {
                 return received
             }
         }
-        probe.gate.send(1)
-        probe.gate.send(nil)
+        probe.send(1)
+        probe.finish()
         #expect(await reader.value == [1])
         #expect(probe.seen.values.map(\.requestID) == [nil])
     }
@@ -60,10 +79,10 @@ struct UpstreamTaskTests {
         let multicast = probe.multicast()
         var iterator = multicast.makeAsyncIterator()
         _ = Request.$id.withValue("request-2") { multicast.connect() }
-        probe.gate.send(7)
+        probe.send(7)
         #expect(await iterator.next() == 7)
         #expect(probe.seen.values.map(\.requestID) == [nil])
-        probe.gate.send(nil)
+        probe.finish()
         #expect(await iterator.next() == nil)
     }
 
@@ -131,17 +150,17 @@ struct UpstreamTaskTests {
         }
         try await waitUntil("the first subscriber waiting") { waiting() == 1 }
         whenTheFirstWaits()
-        probe.gate.send(1)
+        probe.send(1)
         #expect(await firstGot.next("the first subscriber got 1") == 1)
         let high = Task(priority: .high) { () -> Int? in
             var iterator = sequence.makeAsyncIterator()
             return await iterator.next(isolation: nil)
         }
         try await waitUntil("both subscribers waiting") { waiting() == 2 }
-        probe.gate.send(2)
+        probe.send(2, raisedTo: .high)
         #expect(await high.value == 2)
         #expect(await firstGot.next("the first subscriber got 2") == 2)
-        probe.gate.send(nil)
+        probe.finish()
         await firstReader.value
         return probe.seen.values.map(\.priority)
     }
