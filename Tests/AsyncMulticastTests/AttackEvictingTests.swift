@@ -257,18 +257,20 @@ private struct SoftLimitModel {
 
 // MARK: - The suite
 
-@Suite("Attack: evicting soft limits, backlog, waitForEviction", .timeLimit(.minutes(2)))
+@Suite("Attack: evicting soft limits, backlog, waitForEviction", .timeLimit(.minutes(5)))
 struct AttackEvictingTests {
     // MARK: The machine against the model
 
     @Test(
         "random runs: soft and hard evictions, elements, backlogs and clock readings match the model",
         arguments: [0, 3])
-    func machineMatchesTheSoftLimitModel(replay: Int) {
+    func machineMatchesTheSoftLimitModel(replay: Int) async {
         var softEvictions = 0
         var hardEvictions = 0
         var slotReuses = 0
         for seed in UInt64(1)...60 {
+            // Seconds of work under a sanitizer: let the tests beside it run between seeds.
+            await Task.yield()
             var model = SoftLimitModel(seed: seed &* 7919 &+ UInt64(replay), replay: replay)
             for _ in 0..<500 {
                 if let problem = model.step() {
@@ -795,9 +797,11 @@ struct AttackEvictingTests {
         "watchers racing the subscriber's eviction, its leave and their own cancellation: each returns once, none is left behind"
     )
     func watchersRaceEvictionLeaveAndCancellation() async throws {
-        try await withTimeout("the races", seconds: 100) {
+        // 300 races: the hang guard is a watchdog that each race feeds.
+        try await withProgressWatchdog("the races") { progress in
             var outcomes = [0, 0]
             for iteration in 0..<300 {
+                progress.tick()
                 let evicts = iteration % 3 != 1
                 let leaves = iteration % 3 != 0
                 let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(1))
@@ -847,9 +851,11 @@ struct AttackEvictingTests {
         "watchers racing the cancellation of the task iterating the subscriber and its eviction: the reader ends, each watcher returns, none is left"
     )
     func watchersRaceIterationCancellationAndEviction() async throws {
-        try await withTimeout("the races", seconds: 100) {
+        // 200 races: the hang guard is a watchdog that each race feeds.
+        try await withProgressWatchdog("the races") { progress in
             var endings: [String: Int] = [:]
             for iteration in 0..<200 {
+                progress.tick()
                 let subject = AsyncPassthroughSubject<Int, Never>(
                     buffering: .evicting(2, softLimit: .above(1, for: .zero)))
                 let subscription = subject.subscribe()
@@ -931,9 +937,11 @@ struct AttackEvictingTests {
 
         // Raced: old's watchers start as it leaves and the next subscriber joins its slot and
         // is evicted.
-        try await withTimeout("the slot races", seconds: 100) {
+        // 300 races: the hang guard is a watchdog that each race feeds.
+        try await withProgressWatchdog("the slot races") { progress in
             var reused = 0
             for _ in 0..<300 {
+                progress.tick()
                 let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(1))
                 let old = subject.subscribe()
                 let start = Latch()
@@ -1152,7 +1160,9 @@ struct AttackEvictingTests {
                 var samples = 0
                 var maxCount = 0
                 var problems: [String] = []
-                while !done.isSet {
+                // At least one pass, also for a sampler that first runs after the senders are
+                // done: the unread subscriber is always there to sample.
+                repeat {
                     for subscription in [read, unread] {
                         guard let backlog = subscription.backlog else {
                             // The reader leaves once it has read everything.
@@ -1169,7 +1179,7 @@ struct AttackEvictingTests {
                         }
                     }
                     await Task.yield()
-                }
+                } while !done.isSet
                 return (samples, maxCount, problems)
             }
         }

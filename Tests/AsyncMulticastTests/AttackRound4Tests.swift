@@ -543,10 +543,12 @@ struct AttackRound4Tests {
 
     @Test("finish/fail while an element waits for room, 150 rounds, three subjects: .cancelled before the call returns")
     func completionWhileWaitingForRoom() async throws {
-        try await withTimeout(seconds: 90) {
+        // 150 rounds: the hang guard is a watchdog that each round feeds.
+        try await withProgressWatchdog("150 rounds") { progress in
             var generator = LCG(seed: 4_04)
             var missing: [Int] = []
             for round in 0..<150 {
+                progress.tick()
                 let held = HeldStream(prefilled: 0..<20)
                 let kind = round % 3
                 let fails = Bool.random(using: &generator)
