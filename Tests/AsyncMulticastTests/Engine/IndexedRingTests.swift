@@ -277,7 +277,7 @@ struct IndexedRingTests {
 
             for step in 0..<10_000 {
                 // Seconds of work under a sanitizer: let the tests beside it run now and then.
-                if step % 500 == 0 { await Task.yield() }
+                if step % 100 == 0 { await Task.yield() }
                 if step % 400 == 0 { target = [0, 3, 10, 40, 200][Int(random.next() % 5)] }
                 let storageBefore = subject.ring.storageIdentity
                 let capacityBefore = subject.ring.capacity

@@ -900,6 +900,9 @@ struct ModelRun {
     static func run(_ steps: [ModelStep], config: ModelConfig) async -> ModelFailure? {
         var run = ModelRun(config: config)
         for (index, step) in steps.enumerated() {
+            // A step rarely suspends: every few steps, let the tests beside this one run, so
+            // that a run never holds a thread of the cooperative pool for long.
+            if index % 10 == 0 { await Task.yield() }
             run.step = index
             do {
                 try await run.apply(step)
@@ -969,36 +972,37 @@ func shortestFailing(
 
 // MARK: - The test
 
-@Suite("State machine: random steps against a reference model")
-struct StateMachineModelTests {
-    /// Seeds per test case; `MODEL_TEST_SEEDS` (total) overrides the default.
-    static let shards = 8
-    static var seedsPerShard: Int {
-        if let text = ProcessInfo.processInfo.environment["MODEL_TEST_SEEDS"], let total = Int(text) {
-            return Swift.max(1, total / shards)
+// The heaviest CPU load of the suite (seconds per shard, far more under a sanitizer): its
+// shards run one at a time, beside the other tests rather than crowding them out.
+extension HeavyAndTimingSensitive {
+    @Suite("State machine: random steps against a reference model")
+    struct StateMachineModelTests {
+        /// Seeds per test case; `MODEL_TEST_SEEDS` (total) overrides the default.
+        static let shards = 8
+        static var seedsPerShard: Int {
+            if let text = ProcessInfo.processInfo.environment["MODEL_TEST_SEEDS"], let total = Int(text) {
+                return Swift.max(1, total / shards)
+            }
+            return 250
         }
-        return 250
-    }
 
-    @Test("random steps agree with per-subscriber queues", arguments: 0..<shards)
-    func agreesWithTheModel(shard: Int) async {
-        let count = Self.seedsPerShard
-        for n in 0..<count {
-            // A run rarely suspends: yield between seeds, so that the shards running in
-            // parallel never hold the cooperative pool's threads for long.
-            await Task.yield()
-            let seed = UInt64(shard * count + n)
-            let config = ModelConfig(seed: seed)
-            let steps = config.steps(seed: seed, count: 300)
-            guard let failure = await ModelRun.run(steps, config: config) else { continue }
-            let (shortest, shortestFailure) = await shortestFailing(steps, config: config, failure: failure)
-            Issue.record(
-                """
-                seed \(seed), \(config): \(shortestFailure)
-                shortest failing sequence (\(shortest.count) steps):
-                \(shortest.enumerated().map { "  \($0.offset): \($0.element)" }.joined(separator: "\n"))
-                """)
-            return
+        @Test("random steps agree with per-subscriber queues", arguments: 0..<shards)
+        func agreesWithTheModel(shard: Int) async {
+            let count = Self.seedsPerShard
+            for n in 0..<count {
+                let seed = UInt64(shard * count + n)
+                let config = ModelConfig(seed: seed)
+                let steps = config.steps(seed: seed, count: 300)
+                guard let failure = await ModelRun.run(steps, config: config) else { continue }
+                let (shortest, shortestFailure) = await shortestFailing(steps, config: config, failure: failure)
+                Issue.record(
+                    """
+                    seed \(seed), \(config): \(shortestFailure)
+                    shortest failing sequence (\(shortest.count) steps):
+                    \(shortest.enumerated().map { "  \($0.offset): \($0.element)" }.joined(separator: "\n"))
+                    """)
+                return
+            }
         }
     }
 }

@@ -165,7 +165,7 @@ struct StateMachineReliabilityTests {
         let steady = machine.subscriberJoined()
         for k in 0..<70_000 {  // more than any 16-bit lane index could number
             // Seconds of work under a sanitizer: let the tests beside it run now and then.
-            if k % 1_000 == 0 { await Task.yield() }
+            if k % 50 == 0 { await Task.yield() }
             let view = machine.subscriberJoined(policy: .bufferingNewest(k + 1))
             _ = machine.produce(k, epoch: 0, respectingBounds: false)
             #expect(machine.lanes.count == 2)
