@@ -366,16 +366,40 @@ extension HeavyAndTimingSensitive {
     /// machine, and a held stop never leaves a loaded machine a single thread.
     @Suite("AsyncSharedSource: a slow stop", .timeLimit(.minutes(2)))
     struct SharedSourceSlowStopTests {
-        @Test("stop of session 1 runs before start of session 2, even when the next subscriber arrives during the stop")
-        func stopBeforeNextStart() async throws {
+        /// What begins a session's stop: its last subscriber's task cancelled (no keep-alive),
+        /// or the keep-alive timer after the last subscriber left.
+        enum StopCause: String, CaseIterable, Sendable {
+            case lastSubscriberCancelled, keepAliveDeadline
+        }
+
+        /// Ends `subscriber`'s session the way `cause` says; the stop then begins.
+        private func endSession(
+            of subscriber: SubscriberTask<Int, TestError>, by cause: StopCause, clock: ManualClock
+        ) async {
+            switch cause {
+            case .lastSubscriberCancelled:
+                await subscriber.cancel()
+            case .keepAliveDeadline:
+                await subscriber.leave()
+                #expect(await clock.waitForSleepers(count: 1), "the keep-alive window")
+                clock.advance(by: .seconds(10))
+            }
+        }
+
+        @Test(
+            "stop of session 1 runs before start of session 2, even when the next subscriber arrives during the stop",
+            arguments: StopCause.allCases)
+        func stopBeforeNextStart(_ cause: StopCause) async throws {
+            let clock = ManualClock()
             let monitor = CallbackMonitor(holdsStop: true)
-            let source = SharedSourceTests.makeSource(monitor)
+            let keepAlive: Duration = cause == .keepAliveDeadline ? .seconds(10) : .zero
+            let source = SharedSourceTests.makeSource(monitor, keepAlive: keepAlive, clock: clock)
             let a = await SubscriberTask.join { source.makeAsyncIterator() }
             a.request()
             #expect(await monitor.events.next() == "start 1")
             monitor.emit(1)
             #expect(await a.answer() == 1)
-            await a.cancel()
+            await self.endSession(of: a, by: cause, clock: clock)
             #expect(await monitor.events.next() == "stopping 1")
             // The next subscriber demands while stop 1 is still running.
             let b = await SubscriberTask.join { source.makeAsyncIterator() }
@@ -388,7 +412,7 @@ extension HeavyAndTimingSensitive {
             #expect(await monitor.events.next() == "start 2")
             monitor.emit(2)
             #expect(await b.answer() == 2)
-            await b.leave()
+            await self.endSession(of: b, by: cause, clock: clock)
             #expect(await monitor.events.next() == "stopping 2")
             monitor.releaseStop()
             #expect(await monitor.events.next() == "stop 2")
@@ -424,38 +448,5 @@ extension HeavyAndTimingSensitive {
             #expect(!monitor.overlapped)
         }
 
-        @Test("a subscriber arriving while the keep-alive timer's stop still runs: the next start waits for it")
-        func slowStopAtTheDeadline() async throws {
-            let clock = ManualClock()
-            let monitor = CallbackMonitor(holdsStop: true)
-            let source = SharedSourceTests.makeSource(monitor, keepAlive: .seconds(10), clock: clock)
-            let a = await SubscriberTask.join { source.makeAsyncIterator() }
-            a.request()
-            #expect(await monitor.events.next() == "start 1")
-            monitor.emit(1)
-            #expect(await a.answer() == 1)
-            await a.leave()
-            #expect(await clock.waitForSleepers(count: 1), "the keep-alive window")
-            clock.advance(by: .seconds(10))
-            #expect(await monitor.events.next() == "stopping 1", "the timer stops session 1")
-            let b = await SubscriberTask.join { source.makeAsyncIterator() }
-            b.request()
-            try await waitUntil("the new subscriber waits") { source.storage.waitingCount == 1 }
-            await letOthersRun()
-            #expect(monitor.starts == 1, "no start while the timer's stop runs")
-            monitor.releaseStop()
-            #expect(await monitor.events.next() == "stop 1")
-            #expect(await monitor.events.next() == "start 2")
-            monitor.emit(2)
-            #expect(await b.answer() == 2)
-            await b.leave()
-            #expect(await clock.waitForSleepers(count: 1))
-            clock.advance(by: .seconds(10))
-            #expect(await monitor.events.next() == "stopping 2")
-            monitor.releaseStop()
-            #expect(await monitor.events.next() == "stop 2")
-            #expect(monitor.log == ["start 1", "stop 1", "start 2", "stop 2"])
-            #expect(!monitor.overlapped, "two sessions never overlap")
-        }
     }
 }
