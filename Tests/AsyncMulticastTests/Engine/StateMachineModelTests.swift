@@ -132,37 +132,6 @@ struct ModelConfig: CustomStringConvertible, Sendable {
     }
 }
 
-// MARK: - Real continuations
-
-/// A real continuation, suspended in a task of its own, whose resumption is recorded: the
-/// machine stores and returns real continuations, and a test can only tell which one it
-/// resumed by what the waiting task received.
-struct Suspended<Value: Sendable>: Sendable {
-    let continuation: UnsafeContinuation<Value, Never>
-    let received: Lock<Value?>
-
-    static func make() async -> Suspended<Value> {
-        let received = Lock<Value?>(nil)
-        let (handoff, sender) = AsyncStream.makeStream(of: UnsafeContinuation<Value, Never>.self)
-        Task {
-            let value = await withUnsafeContinuation { sender.yield($0) }
-            received.withLock { $0 = value }
-        }
-        for await continuation in handoff { return Suspended(continuation: continuation, received: received) }
-        preconditionFailure("no continuation was handed over")
-    }
-
-    /// Waits until the waiting task received its value; `nil` (and a recorded issue) after
-    /// 30 s, a hang guard: a count of yields could run out while the resumed task waits for
-    /// a thread.
-    func value() async -> Value? {
-        try? await waitUntil("the resumed task to receive its value", seconds: 30) {
-            self.received.withLock { $0 } != nil
-        }
-        return self.received.withLock { $0 }
-    }
-}
-
 // MARK: - The run
 
 struct ModelFailure: Error, CustomStringConvertible {
