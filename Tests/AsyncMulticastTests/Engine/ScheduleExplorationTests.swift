@@ -1,7 +1,9 @@
 // The library's real code under thousands of schedules of its tasks (Support/ScheduleExplorer.swift):
 // each test is a small scenario through the public API, run under random walks and PCT schedules,
-// every one of which must pass. Here: the restart behind an intermittent CI timeout of
-// CancellationTests; the first tests check the explorer itself on planted bugs.
+// every one of which must pass. The scenarios are the races the attack suites found by hand
+// (AttackRound3Tests, AttackRound4Tests, AttackSharedServiceTests, MulticastTests) and the restart
+// behind an intermittent CI timeout of CancellationTests; the first tests check the explorer
+// itself on planted bugs.
 //
 // They run only when ASYNC_MULTICAST_SCHEDULES is set, in a process of their own (the runtime
 // hooks are process-wide), as CI's step 3 does:
@@ -90,6 +92,7 @@ struct ScheduleExplorationTests {
             #expect(report.failedCount == 0)
         }
     #endif
+
     // MARK: - share(): a restart after a cancelled iteration
 
     // CancellationTests.restartWaitsUntilTheCancelledIterationHasEnded timed out after 60 s once,
@@ -197,6 +200,182 @@ struct ScheduleExplorationTests {
             run.atEnd { run.check(probe.liveIterators == 0, "an iteration is left") }
         }
     }
+
+    // MARK: - Subjects: send(contentsOf:) and completion
+
+    @Test("send(contentsOf:) racing finish(): the held stream always sees .cancelled; nothing is lost or repeated")
+    func sendContentsOfCancelsTheSequenceAtCompletion() async {
+        await exploreSchedules("send(contentsOf:) racing finish()") { run in
+            let bounded = run.choose("bounded(1) (1) or unbounded (0)", 0...1) == 1
+            let completeAfter = run.choose("elements read before finish()", 0...3)
+            let held = HeldStream(prefilled: 0..<4)  // never finished: only a cancelled next() ends it
+            let subject = AsyncPassthroughSubject<Int, Never>(buffering: bounded ? .bounded(1) : .unbounded)
+            let reader = SubscriberBox(subject.makeAsyncIterator())
+            let (progress, reported) = AsyncStream.makeStream(of: Int.self)
+            let reading = Task { () -> [Int] in
+                var received: [Int] = []
+                while let element = await reader.next() {
+                    received.append(element)
+                    reported.yield(received.count)
+                }
+                reported.finish()
+                return received
+            }
+            let sequence = held.counted
+            let sending = Task {
+                await subject.send(contentsOf: sequence)
+                run.note("send(contentsOf:) returned")
+            }
+            let finishing = Task {
+                var counts = progress.makeAsyncIterator()
+                var count = 0
+                while count < completeAfter, let next = await counts.next() { count = next }
+                run.note("finish()")
+                subject.finish()
+            }
+            await sending.value
+            let ends = held.ends.all  // the call returns after the sequence saw the cancellation
+            await finishing.value
+            let received = await reading.value
+            // A call that found the subject completed returns without iterating (documented).
+            let neverIterated = ends.isEmpty && held.countedPulls == 0
+            run.check(
+                ends == [.cancelled] || neverIterated,
+                "the held stream ended \(ends) after \(held.countedPulls) pulls, \(received.count) elements received")
+            run.check(received == Array(0..<received.count), "received \(received)")
+            run.check(
+                held.countedPulls <= received.count + 2,
+                "\(held.countedPulls) pulls for \(received.count) elements: one ignored after the completion, one more")
+            withExtendedLifetime(held) {}
+        }
+    }
+
+    // MARK: - The keep-alive window on a clock set back
+
+    @Test("a keep-alive window on a clock set back while it is open closes when its sleep reaches the deadline")
+    func keepAliveWindowOnAClockSetBack() async {
+        await exploreSchedules("a keep-alive window and a clock set back") { run in
+            let clock = ScriptedClock()
+            let log = StagedLog()
+            let shared = StagedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+            do {
+                var visitor = shared.makeAsyncIterator()
+                run.check(await visitor.next() == 0, "iteration 0's first element")
+            }  // the visitor leaves at 0: the window's deadline is 10
+            let setBackOnWake = run.choose("the clock set back to -100 as the sleep returns (1)", 0...1) == 1
+            // The timer task runs in between, wherever the schedule puts it.
+            let moving = Task {
+                log.enter("set back to -50")
+                clock.jump(to: .seconds(-50))
+                await Task.yield()
+                log.enter("at 9")
+                clock.jump(to: .seconds(9))
+                await Task.yield()
+                if setBackOnWake { clock.setBackOnNextWake(to: scriptedInstant(.seconds(-100))) }
+                log.enter("at 10")
+                clock.jump(to: .seconds(10))
+            }
+            await moving.value
+            await run.until("iteration 0 to end") { log.end(of: 0) != nil }
+            let end = log.end(of: 0)
+            run.check(end?.stage == "at 10", "the window closed in stage \(String(describing: end?.stage))")
+            run.check(end?.end == .cancelled, "iteration 0 ended \(String(describing: end?.end))")
+            run.check(log.iterations == 1, "\(log.iterations) iterations")
+            run.atEnd { run.check(clock.sleeperCount == 0, "a timer is left asleep") }
+        }
+    }
+
+    // MARK: - A hosted run()'s end and the replay-expiry window
+
+    @Test("run() ending while the replay-expiry window is open expires the replay; run() leaves no timer asleep")
+    func hostedReplayExpiresWhenRunEnds() async {
+        await exploreSchedules("replay expiry at a hosted run()'s end") { run in
+            let clock = ManualClock()
+            let source = FedSource()
+            let service = source.sharedService(
+                replay: 1, buffering: .unbounded,
+                started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
+            let hosting = Task { await service.run() }
+            let reader = SubscriberBox(service.makeAsyncIterator())
+            let read = reader.startNext()
+            _ = await source.control.started.nextUnguarded()
+            source.control.yield(1)
+            run.check(await read.value == 1, "the first element")
+            let advances = run.choose("the clock reaches the window's end (1)", 0...1) == 1
+            // Whether run() had stopped hosting (it took its cancellation) when the subscriber
+            // left: read in the same step as the leave. The cancellation itself may come earlier:
+            // run() takes it only where it waits.
+            let stoppedBeforeTheLeave = Lock<Bool?>(nil)
+            let leaving = Task {
+                stoppedBeforeTheLeave.withLock { $0 = service.storage.state.withLock { $0.machine.terminal != nil } }
+                reader.release()  // the last subscriber leaves: the upstream stops, the window opens
+                run.note("left")
+            }
+            let cancelling = Task {
+                hosting.cancel()
+                run.note("run() cancelled")
+            }
+            let moving = Task {
+                guard advances else { return }
+                clock.advance(by: .seconds(10))
+                run.note("the clock at the window's end")
+            }
+            await hosting.value
+            run.check(clock.sleeperCount == 0, "run() returned with a timer asleep")
+            await leaving.value
+            await cancelling.value
+            await moving.value
+            // Left while run() hosted: the window was open (or the clock had closed it) when run()
+            // ended, so the replay expired. Left after: the replay survives, as share()'s does.
+            let kept = stoppedBeforeTheLeave.withLock { $0 } == true
+            run.check(
+                service.replayCache == (kept ? [1] : []),
+                "left \(kept ? "after" : "before") run() stopped: the replay cache is \(service.replayCache)")
+            var late = service.makeAsyncIterator()
+            let first = await late.next()
+            run.check(first == (kept ? 1 : nil), "a late subscriber got \(String(describing: first))")
+        }
+    }
+
+    // MARK: - multicast(): cancel() and a parked producer
+
+    @Test("multicast cancel() with the producer parked on a full .bounded(2) subscriber, or about to: it unparks")
+    func multicastCancelReleasesAParkedProducer() async {
+        await exploreSchedules("a multicast cancel and a parked producer") { run in
+            let probe = Probe()
+            let multicast = Instrumented((0..<10).async, probe: probe).multicast(buffering: .bounded(2))
+            let holder = SubscriberBox(multicast.makeAsyncIterator())  // reads nothing before the cancel
+            let reader = SubscriberBox(multicast.makeAsyncIterator())
+            let cancelAfter = run.choose("elements the reader takes before cancel()", 0...2)
+            let (progress, reported) = AsyncStream.makeStream(of: Int.self)
+            let connection = multicast.connect()
+            let reading = Task { () -> [Int] in
+                var received: [Int] = []
+                while let element = await reader.next() {
+                    received.append(element)
+                    reported.yield(received.count)
+                }
+                reported.finish()
+                return received
+            }
+            let cancelling = Task {
+                var counts = progress.makeAsyncIterator()
+                var count = 0
+                while count < cancelAfter, let next = await counts.next() { count = next }
+                run.note("cancel()")
+                connection.cancel()
+            }
+            await cancelling.value
+            let read = await reading.value
+            var kept: [Int] = []
+            while let element = await holder.next() { kept.append(element) }
+            // Every offered element reached both (lossless); the holder's bound parks the producer.
+            run.check(kept == Array(0..<kept.count) && kept.count <= 2, "the holder kept \(kept)")
+            run.check(read == kept, "the reader read \(read), the holder kept \(kept)")
+            run.check(probe.pulls <= kept.count + 1, "\(probe.pulls) pulls for \(kept.count) elements offered")
+            run.atEnd { run.check(probe.liveIterators == 0, "the cancelled iteration is left") }
+        }
+    }
 }
 
 // MARK: - Helpers
@@ -208,6 +387,39 @@ extension Signal {
         var iterator = self.stream.makeAsyncIterator()
         return await iterator.next()
     }
+}
+
+/// The iterations of a `StagedBase`, each an `AsyncStream` that first yields its index; records
+/// the scenario's stage (`enter(_:)`) at which each one ended.
+private final class StagedLog: Sendable {
+    private struct State {
+        var stage = "start"
+        var iterations = 0
+        var ends: [Int: (end: StreamEnd, stage: String)] = [:]
+    }
+    private let state = Lock(State())
+
+    func enter(_ stage: String) { self.state.withLock { $0.stage = stage } }
+    var iterations: Int { self.state.withLock { $0.iterations } }
+    func end(of index: Int) -> (end: StreamEnd, stage: String)? { self.state.withLock { $0.ends[index] } }
+
+    fileprivate func begin() -> AsyncStream<Int> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
+        let index = self.state.withLock { state in
+            defer { state.iterations += 1 }
+            return state.iterations
+        }
+        continuation.onTermination = { termination in
+            self.state.withLock { $0.ends[index] = (StreamEnd(termination), $0.stage) }
+        }
+        continuation.yield(index)
+        return stream
+    }
+}
+
+private struct StagedBase: AsyncSequence, Sendable {
+    let log: StagedLog
+    func makeAsyncIterator() -> AsyncStream<Int>.Iterator { self.log.begin().makeAsyncIterator() }
 }
 
 /// A base whose pulls ignore cancellation: each waits for a permit (`allow(_:)`, or
