@@ -1,19 +1,20 @@
 // One thread runs a scenario's jobs one at a time, in an order a strategy draws from a seed: the
 // core of the schedule explorer (ScheduleExplorer.swift).
 //
-// While a schedule runs, the runtime hooks (RuntimeHooks.swift) hand this scheduler, instead of
-// the global executor, every job enqueued on the driving thread (the scenario's first task, every
-// task it creates, every continuation it resumes: all of it runs there), and any later job of a
-// task first seen there, whatever thread enqueues it. Such a foreign wake-up (a task woken by a
-// real sleep) makes the schedule depend on time, so it fails the schedule. Other jobs (the test
-// runner's) go to the runtime as usual.
+// While a schedule runs, the runtime hooks (RuntimeHooks.swift) and the executor every job runs
+// on (ScheduleExecutor.swift) hand this scheduler, instead of the global executor, every job
+// enqueued on the driving thread (the scenario's first task, every task it creates, every
+// continuation it resumes, every yield and sleep: all of it runs there), and any later job of a
+// task first seen there, whatever thread enqueues it. Such a foreign wake-up (a continuation
+// resumed on a thread or a Dispatch queue of its own) makes the schedule depend on timing, so it
+// fails the schedule. Other jobs (the test runner's) go to the runtime as usual.
 //
 // The driving thread then runs one job at a time:
 // - a runnable job, as the strategy chooses;
 // - only when none is runnable, a job of a task that waits for the others to be done
 //   (`ScheduleRun.settle()`), first come, first served;
-// - only when neither is left (or when only settling tasks have run for a while), the delayed
-//   job due first: virtual time, which jumps to its deadline.
+// - only when neither is left, or when only tasks waiting in `ScheduleRun.until` have run for a
+//   while, the delayed job due first: virtual time, which jumps to its deadline.
 // When nothing is left while the scenario has not finished, it deadlocked.
 
 import Testing
@@ -410,9 +411,12 @@ private let delayHook: RuntimeHooks.Delay = { delay, job, original in
 
 private let deadlineHook: RuntimeHooks.Deadline = {
     seconds, nanoseconds, toleranceSeconds, toleranceNanoseconds, clock, job, original in
-    let deadline = seconds &* 1_000_000_000 &+ nanoseconds
-    let delay = UInt64(max(0, deadline &- RuntimeHooks.nanoseconds(onClock: clock)))
-    if !ControlledScheduler.take(job, delay: delay) {
+    // The deadline on the runtime's clock, as a delay from now: past Int64's range, as far as can be.
+    let (whole, tooFar) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+    let (deadline, pastTheEnd) = whole.addingReportingOverflow(nanoseconds)
+    let (delay, wrapped) = deadline.subtractingReportingOverflow(RuntimeHooks.nanoseconds(onClock: clock))
+    let inRange = !tooFar && !pastTheEnd && !wrapped
+    if !ControlledScheduler.take(job, delay: inRange ? UInt64(max(0, delay)) : seconds > 0 ? .max : 0) {
         original(seconds, nanoseconds, toleranceSeconds, toleranceNanoseconds, clock, job)
     }
 }
