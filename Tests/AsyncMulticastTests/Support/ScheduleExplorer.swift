@@ -64,7 +64,7 @@ enum ScheduleExploration {
 }
 
 /// What an exploration found.
-struct ExplorationReport: Sendable {
+struct ScheduleReport: Sendable {
     struct Failure: Sendable {
         let strategy: ScheduleStrategy
         let seed: UInt64
@@ -102,15 +102,15 @@ func exploreSchedules(
     recordingIssues: Bool = true,
     sourceLocation: SourceLocation = #_sourceLocation,
     _ body: @escaping @Sendable (ScheduleRun) async -> Void
-) async -> ExplorationReport {
+) async -> ScheduleReport {
     let filter = replayFilter()
     switch ScheduleExploration.mode {
     case .off:
-        return ExplorationReport()
+        return ScheduleReport()
     case .invalid(let text):
         let expected = "1, a count (20000), a count from a seed (20000@5001) or a schedule (random:17, pct3:17)"
         Issue.record("\(ScheduleExploration.variable)=\(text): expected \(expected)", sourceLocation: sourceLocation)
-        return ExplorationReport()
+        return ScheduleReport()
     case .replay(let strategy, let seed):
         let (baseline, outcome) = await onDrivingThread {
             ControlledScheduler.withHooks {
@@ -129,7 +129,7 @@ func exploreSchedules(
             \(outcome.failures.map { "  - " + $0 }.joined(separator: "\n"))
             \(outcome.story)
             """)
-        var report = ExplorationReport()
+        var report = ScheduleReport()
         report.schedules = 1
         report.ran[strategy] = 1
         report.baselineSteps = baseline.steps
@@ -172,9 +172,9 @@ func exploreSchedules(
 private func explore(
     strategies: [ScheduleStrategy], perStrategy: Int, firstSeed: UInt64, stepLimit: Int,
     _ body: @escaping @Sendable (ScheduleRun) async -> Void
-) -> ExplorationReport {
+) -> ScheduleReport {
     let started = ContinuousClock.now
-    var report = ExplorationReport()
+    var report = ScheduleReport()
     var orders = Set<UInt64>()
     func record(_ strategy: ScheduleStrategy, _ seed: UInt64, _ outcome: ScheduleOutcome, expectedSteps: Int) {
         report.schedules += 1
@@ -215,7 +215,7 @@ private func runSchedule(
 }
 
 private func describe(
-    _ failure: ExplorationReport.Failure, of scenario: String, report: ExplorationReport, filter: String
+    _ failure: ScheduleReport.Failure, of scenario: String, report: ScheduleReport, filter: String
 ) -> String {
     let outcome = failure.outcome
     let replayed =
