@@ -376,6 +376,39 @@ struct ScheduleExplorationTests {
             run.atEnd { run.check(probe.liveIterators == 0, "the cancelled iteration is left") }
         }
     }
+
+    // MARK: - The upstream's priority
+
+    @Test("a connect() from a background task raises the upstream to a subscriber already waiting, not to one that left")
+    func connectRaisesTheUpstreamToAWaitingSubscriber() async {
+        await exploreSchedules("a connect() while a .high subscriber waits") { run in
+            let (gate, open) = AsyncStream.makeStream(of: Void.self)
+            let seen = LockedLog<TaskPriority>()
+            let multicast = PriorityRecorder(gate: gate, seen: seen).multicast()
+            let leaves = run.choose("the .high subscriber leaves before connect()", 0...1) == 1
+            let high = Task(priority: .high) { () -> Int? in
+                var iterator = multicast.makeAsyncIterator()
+                return await iterator.next(isolation: nil)
+            }
+            await run.until("the .high subscriber waits") { multicast.storage.waitingCount == 1 }
+            if leaves {
+                high.cancel()
+                await run.until("the .high subscriber left") { multicast.storage.subscriberCount == 0 }
+            }
+            await Task(priority: .background) {
+                run.note("connect()")
+                _ = multicast.connect()
+            }.value
+            // connect() raised the new task before it returned: what the base sees from now on.
+            open.yield(())
+            await run.until("the base was asked for an element") { seen.count == 1 }
+            open.finish()
+            let received = await high.value
+            run.check(received == (leaves ? nil : 1), "the .high subscriber received \(received as Any)")
+            let expected: TaskPriority = leaves ? .medium : .high
+            run.check(seen.values == [expected], "the base ran at \(seen.values), expected \(expected)")
+        }
+    }
 }
 
 // MARK: - Helpers
@@ -506,5 +539,29 @@ private final class PermitSource: AsyncSequence, Sendable {
             }
             if let now { continuation.resume(returning: now) } else { self.pulled.send(()) }
         }
+    }
+}
+
+/// A base whose `next()` waits for a go-ahead, then records the priority of the task it runs
+/// in and returns 1; it ends when the go-aheads do.
+private struct PriorityRecorder: AsyncSequence, Sendable {
+    typealias Element = Int
+    typealias Failure = Never
+    let gate: AsyncStream<Void>
+    let seen: LockedLog<TaskPriority>
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var gate: AsyncStream<Void>.Iterator
+        let seen: LockedLog<TaskPriority>
+
+        mutating func next() async -> Int? {
+            guard await self.gate.next() != nil else { return nil }
+            self.seen.append(Task.currentPriority)
+            return 1
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(gate: self.gate.makeAsyncIterator(), seen: self.seen)
     }
 }
