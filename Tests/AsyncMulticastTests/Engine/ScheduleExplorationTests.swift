@@ -379,7 +379,7 @@ struct ScheduleExplorationTests {
 
     // MARK: - The upstream's priority
 
-    @Test("a connect() from a background task raises the upstream to a subscriber already waiting, not to one that left")
+    @Test("a connect() from a background task raises the upstream to a waiting subscriber, not to one that left")
     func connectRaisesTheUpstreamToAWaitingSubscriber() async {
         await exploreSchedules("a connect() while a .high subscriber waits") { run in
             let (gate, open) = AsyncStream.makeStream(of: Void.self)
