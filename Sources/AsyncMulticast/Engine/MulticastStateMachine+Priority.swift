@@ -5,10 +5,14 @@
 //   - a subscriber that starts waiting raises the running task to its own priority if that
 //     is higher (`waitingSubscriberRaisesUpstream`);
 //   - an upstream task that starts (a detached task at `.medium`, a hosted `run()`'s at
-//     `run()`'s priority), or restarts, is raised at once to the highest priority among the
-//     subscribers already waiting (`upstreamTaskStarted`), whoever started it: a multicast's
-//     `connect()` from a background task, a `run()` begun after the subscribers, or the
-//     restart after a slow iteration stopped.
+//     `run()`'s priority), or restarts, is created at the highest priority among the
+//     subscribers already waiting if that is higher (`upstreamTaskStarted`), whoever started
+//     it: a multicast's `connect()` from a background task, a `run()` begun after the
+//     subscribers, or the restart after a slow iteration stopped; its first step runs at it;
+//   - a cancelled task still stopping keeps its priority in the machine: the next iteration
+//     waits behind it (a detached one awaits it; a hosted `run()` finishes it first), so a
+//     subscriber waiting for that one raises it (`upstreamTaskWaitedBehind`, and the waiter's
+//     own raise, which the storage applies to the stopping task when none runs).
 //
 // The machine decides; the storage holds the task and raises it outside the lock.
 // Invariant (+Invariants): no waiter's priority is above `upstreamPriority` (which is
@@ -28,11 +32,24 @@ extension MulticastStateMachine {
         return highest > priority ? highest : nil
     }
 
-    /// The storage no longer holds an upstream task (it ended, or was cancelled and is
-    /// retiring): a waiting subscriber has nothing to raise until the next one starts.
+    /// The upstream task ended: a waiting subscriber has nothing to raise until the next one
+    /// starts. (A cancelled task is not released: until it ends, the next iteration waits
+    /// behind it, and a subscriber waiting for that one raises it.)
     @inlinable
     mutating func upstreamTaskReleased() {
         self.upstreamPriority = .max
+    }
+
+    /// A hosted storage's next iteration waits behind the one still stopping, whose task the
+    /// storage holds: the priority to raise that task to, the highest among the subscribers
+    /// waiting, if above what it runs at.
+    @inlinable
+    mutating func upstreamTaskWaitedBehind() -> UInt8? {
+        var highest = self.upstreamPriority
+        for waiter in self.waiters where waiter.priority > highest { highest = waiter.priority }
+        guard highest > self.upstreamPriority else { return nil }
+        self.upstreamPriority = highest
+        return highest
     }
 
     /// A subscriber of `priority` started waiting: the priority to raise the upstream task

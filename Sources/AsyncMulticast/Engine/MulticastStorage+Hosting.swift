@@ -59,8 +59,7 @@ extension MulticastStorage {
         if claimed {
             if connectingAtOnce { _ = self.connect() }
             while let epoch = await self.nextHostedEpoch(), !Task.isCancelled {
-                guard let (task, raise) = self.startHostedUpstream(epoch: epoch) else { continue }
-                if let raise { Self.escalate(task, to: TaskPriority(rawValue: raise)) }
+                guard let task = self.startHostedUpstream(epoch: epoch) else { continue }
                 await withTaskCancellationHandler {
                     await task.value
                 } onCancel: {
@@ -102,20 +101,23 @@ extension MulticastStorage {
 
     /// Creates and registers the task of upstream iteration `epoch`, in the calling task's
     /// context (`run()`'s), unless the machine cancelled it meanwhile. As `startUpstream`
-    /// does, under the lock, so that whoever cancels the epoch finds the task. Also returns
-    /// the priority to raise the task to at once, outside the lock: that of a subscriber
-    /// already waiting, if higher than `run()`'s (`upstreamTaskStarted(priority:)`).
+    /// does, under the lock, so that whoever cancels the epoch finds the task. It runs at
+    /// `run()`'s priority, or at the highest among the subscribers already waiting if that is
+    /// higher (`upstreamTaskStarted(priority:)`), from its first step.
     @inlinable
-    func startHostedUpstream(epoch: UInt64) -> (task: Task<Void, Never>, raise: UInt8?)? {
+    func startHostedUpstream(epoch: UInt64) -> Task<Void, Never>? {
         guard let body = self.upstreamBody else { return nil }
-        let priority = Task.currentPriority.rawValue  // the task below inherits it
-        return self.state.withLock { state -> (task: Task<Void, Never>, raise: UInt8?)? in
+        let runPriority = Task.currentPriority.rawValue
+        return self.state.withLock { state -> Task<Void, Never>? in
             guard state.machine.isCurrent(epoch: epoch) else { return nil }
             let sink = UpstreamSink(storage: self, epoch: epoch)
-            // Not detached: it inherits run()'s task-local values and priority.
-            let task = Task { await Self.runUpstream(body, into: sink) }  // run() cancelled as it made it: nothing
+            let priority = state.machine.upstreamTaskStarted(priority: runPriority) ?? runPriority
+            // Not detached: it inherits run()'s task-local values.
+            let task = Task(priority: TaskPriority(rawValue: priority)) {
+                await Self.runUpstream(body, into: sink)  // run() cancelled as it made it: nothing
+            }
             state.upstreamTask = (epoch, task)
-            return (task, state.machine.upstreamTaskStarted(priority: priority))
+            return task
         }
     }
 

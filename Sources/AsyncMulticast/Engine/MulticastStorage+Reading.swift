@@ -187,10 +187,11 @@ extension MulticastStorage {
             case .stored(nil, nil):
                 return nil
             case .stored(nil, let raise?):
-                guard let running = state.upstreamTask else { return nil }
+                // The running task, or the stopping one the next iteration waits behind.
+                guard let task = state.upstreamTask?.task ?? state.retiringTask else { return nil }
                 return OutsideLock(
                     effects: Machine.Effects(), upstreamTask: nil, timerTask: nil, change: nil,
-                    completionObservers: nil, evictionNotices: nil, raise: Raise(task: running.task, priority: raise))
+                    completionObservers: nil, evictionNotices: nil, raise: Raise(task: task, priority: raise))
             case .stored(let epoch?, _):
                 // The new task is raised to every waiting subscriber's priority, this one's too.
                 var effects = Machine.Effects()

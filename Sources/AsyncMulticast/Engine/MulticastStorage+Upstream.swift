@@ -55,9 +55,11 @@ extension MulticastStorage {
     /// in the same critical section in which the machine decided to start it, so that the
     /// task is registered before anyone can cancel the epoch, and chained after the
     /// previous (cancelled) iteration: two iterations of the base never overlap. Creating
-    /// a task only enqueues it; nothing runs or is resumed here. Returns the task to raise
-    /// at once, outside the lock, to the priority of a subscriber already waiting
-    /// (`MulticastStateMachine.upstreamTaskStarted(priority:)`), if there is one.
+    /// a task only enqueues it; nothing runs or is resumed here. The task is created at the
+    /// highest priority among the subscribers already waiting, if that is above a detached
+    /// task's (`MulticastStateMachine.upstreamTaskStarted(priority:)`): its first step runs
+    /// at it. Returns a task to raise outside the lock: a hosted storage's iteration still
+    /// stopping, which `run()` finishes before it starts this one (`waitedBehind`).
     @inlinable
     func startUpstream(epoch: UInt64, in state: inout State) -> Raise? {
         guard let body = self.upstreamBody else {
@@ -65,21 +67,27 @@ extension MulticastStorage {
         }
         if self.hosted {
             self.handToHost(epoch: epoch, in: &state)
-            return nil  // `run()` creates the task, and raises it (`startHostedUpstream`)
+            // `run()` creates the task at the waiting subscribers' priority
+            // (`startHostedUpstream`); until then they wait behind the stopping one.
+            guard let stopping = state.retiringTask, let raise = state.machine.upstreamTaskWaitedBehind() else {
+                return nil
+            }
+            return Raise(task: stopping, priority: raise)
         }
         let sink = UpstreamSink(storage: self, epoch: epoch)
         let previous = state.retiringTask
         // Detached: the upstream must not inherit the priority or task-locals of whichever
         // subscriber happened to ask first.
-        let task = Task.detached {
-            // A base that reacts slowly to cancellation may still be inside `next()`.
+        let start = Self.upstreamStartPriority.rawValue
+        let priority = state.machine.upstreamTaskStarted(priority: start) ?? start
+        let task = Task.detached(priority: TaskPriority(rawValue: priority)) {
+            // A base that reacts slowly to cancellation may still be inside `next()` (awaiting
+            // it raises it to this task's priority).
             await previous?.value
             await Self.runUpstream(body, into: sink)
         }
         state.upstreamTask = (epoch, task)
-        return state.machine.upstreamTaskStarted(priority: Self.upstreamStartPriority.rawValue).map {
-            Raise(task: task, priority: $0)
-        }
+        return nil
     }
 
     /// An upstream task to raise to `priority` (`TaskPriority.rawValue`), outside the lock.
@@ -138,8 +146,9 @@ extension MulticastStorage {
         guard let epoch = effects.cancelUpstream, let running = state.upstreamTask,
             running.epoch == epoch
         else { return nil }
+        // The machine keeps its priority: a subscriber that waits for the next iteration
+        // waits behind this one, and raises it (`retiringTask`).
         state.upstreamTask = nil
-        state.machine.upstreamTaskReleased()
         state.retiringTask = running.task
         return running.task
     }
