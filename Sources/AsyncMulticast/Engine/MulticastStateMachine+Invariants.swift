@@ -16,7 +16,7 @@ extension MulticastStorage.State: InvariantChecking {
         self.machine.checkInvariants()
         // The machine decides whether a timer runs; the storage holds its task.
         precondition(
-            self.machine.keepAliveTimerIsRunning == (self.timerTask != nil),
+            self.machine.timer.isRunning == (self.timerTask != nil),
             "MulticastStorage invariant broken: the machine and the storage disagree on the keep-alive timer")
     }
 }
@@ -139,17 +139,36 @@ extension MulticastStateMachine {
                     ? "a subject's sender waits without its element" : "an upstream's producer waits with an element"
             }
         }
-        if self.keepAliveTimerIsRunning {
-            guard self.keepAlive == .window || self.replayExpiry == .afterWindow else {
-                return "a timer without a window to time"
+        if let violation = self.timerViolation() { return violation }
+        guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
+        return nil
+    }
+
+    /// The first broken rule of the timer (MulticastStateMachine+Timer.swift), or `nil`: a
+    /// timer task is the machine's only while a window may need timing, and it counts among
+    /// the tasks running; it wakes no later than its deadline; the replay cache's expiry is
+    /// pending only while the upstream is stopped and timed; a hosted `run()` waits for timer
+    /// tasks only while some run.
+    func timerViolation() -> String? {
+        let timer = self.timer
+        if timer.isRunning {
+            guard self.timesWindows else { return "a timer without a window to time" }
+            guard timer.tasksRunning >= 1 else { return "a timer task that is not counted as running" }
+        }
+        guard timer.tasksRunning >= 0 else { return "\(timer.tasksRunning) timer tasks running" }
+        if let wakeUp = timer.wakeUp {
+            guard timer.isRunning, wakeUp <= timer.deadline else {
+                return "a timer waking at \(wakeUp), past its deadline \(timer.deadline), or without a timer"
             }
         }
         if self.replayExpiryPending {
-            guard case .idle = self.upstream, self.keepAliveTimerIsRunning else {
+            guard case .idle = self.upstream, timer.isRunning else {
                 return "a replay expiry pending while the upstream is not stopped, or without its timer"
             }
         }
-        guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
+        guard self.timersEnded == nil || timer.tasksRunning > 0 else {
+            return "run() waits for timer tasks while none runs"
+        }
         return nil
     }
 

@@ -206,8 +206,12 @@ extension MulticastStateMachine {
 
     /// The subscriber leaves: its task was cancelled or its iterator was released.
     /// A suspended `next()` is resumed with `nil`. Leaving twice is harmless.
+    ///
+    /// `now`: the storage's clock, read before the lock if this storage times windows
+    /// (`timesWindows`): the last subscriber leaving opens the keep-alive window, or stops the
+    /// upstream and opens the replay cache's expiry window, at that instant.
     @inlinable
-    mutating func subscriberLeft(_ id: SubscriberID) -> Effects {
+    mutating func subscriberLeft(_ id: SubscriberID, at now: Duration) -> Effects {
         var effects = Effects()
         guard let slotIndex = self.liveSlot(id) else { return effects }
         if let continuation = self.removeSubscriber(slotIndex) {
@@ -220,10 +224,10 @@ extension MulticastStateMachine {
                 switch self.keepAlive {
                 case .off:
                     self.stopUpstream(epoch: epoch, into: &effects)
+                    self.openReplayExpiryWindow(at: now, into: &effects)
                 case .window:
                     self.upstream = .lingering(epoch: epoch)
-                    effects.keepAliveTimer = self.keepAliveTimerIsRunning ? .restart : .start
-                    self.keepAliveTimerIsRunning = true
+                    self.openWindow(at: now, into: &effects)
                 case .forever:
                     // Nothing will stop it: no timer.
                     self.upstream = .lingering(epoch: epoch)

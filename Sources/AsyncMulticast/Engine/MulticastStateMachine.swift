@@ -156,7 +156,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// An upstream iteration identified by `epoch` is running.
         case running(epoch: UInt64)
         /// No subscriber is left but the keep-alive window is open: iteration `epoch` goes
-        /// on until the window closes (`keepAliveExpired()`) or a subscriber comes back
+        /// on until the window closes (`timerWoke`) or a subscriber comes back
         /// (only the latter with `KeepAlive.forever`).
         case lingering(epoch: UInt64)
         /// The upstream finished or failed with this event: nothing starts again.
@@ -199,9 +199,9 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// Cancel the upstream iteration of this epoch.
         @usableFromInline
         var cancelUpstream: UInt64?
-        /// What the keep-alive timer must do.
+        /// What the storage must do with the timer task (MulticastStateMachine+Timer.swift).
         @usableFromInline
-        var keepAliveTimer: KeepAliveTimerAction = .none
+        var timerTask: TimerTaskAction = .none
 
         @inlinable
         init() {}
@@ -209,7 +209,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         @inlinable
         var isEmpty: Bool {
             self.firstSubscriber == nil && self.producers.isEmpty && self.startUpstream == nil
-                && self.cancelUpstream == nil && self.keepAliveTimer == .none && self.handedOver.isEmpty
+                && self.cancelUpstream == nil && self.timerTask == .none && self.handedOver.isEmpty
                 && self.parkedElementsAppended == 0
         }
 
@@ -303,9 +303,17 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var nextEpoch: UInt64 = 0
 
-    /// A keep-alive timer task exists (see `KeepAliveTimerAction`).
+    /// The timer's windows and its task (MulticastStateMachine+Timer.swift).
     @usableFromInline
-    var keepAliveTimerIsRunning = false
+    var timer = KeepAliveTimer()
+
+    /// How long the keep-alive and replay-expiry windows last (`length(of:)`).
+    @usableFromInline
+    let keepAliveWindow: Duration, replayExpiryWindow: Duration
+
+    /// A hosted `run()` that is over, waiting until no timer task runs (`timerTaskEnded()`).
+    @usableFromInline
+    var timersEnded: UnsafeContinuation<Void, Never>?
 
     /// Tasks waiting to learn whether a subscriber is evicted
     /// (`SharedSubscription.waitForEviction()`), by slot. Rare, so kept here.
@@ -331,7 +339,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     init(
         policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: KeepAlive = .off,
-        replayExpiry: ReplayExpiry = .never, now: @escaping @Sendable () -> Duration = { .zero }
+        replayExpiry: ReplayExpiry = .never, windows: (keepAlive: Duration, replayExpiry: Duration) = (.zero, .zero),
+        now: @escaping @Sendable () -> Duration = { .zero }
     ) {
         // The public faces check their arguments, once, with messages that name them.
         assert(replay >= 0, "the public faces check replay")
@@ -340,6 +349,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.replayExpiry = replayExpiry
         self.mode = mode
         self.keepAlive = keepAlive
+        (self.keepAliveWindow, self.replayExpiryWindow) = windows
         self.now = now
         if mode == .push { self.upstream = .running(epoch: Self.pushEpoch) }
     }
@@ -365,30 +375,6 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         let start = Swift.max(self.replayStart, self.elements.startIndex)
         return (start..<self.tail).map { self.elements[$0] }
     }
-}
-
-/// What the last subscriber leaving does to a running upstream (`.automatic` mode only).
-@usableFromInline
-enum KeepAlive: Sendable, Hashable {
-    /// It is stopped at once.
-    case off
-    /// It lingers for a keep-alive window, timed by the storage: stopped when the window
-    /// closes unless a subscriber came back.
-    case window
-    /// It lingers until a subscriber comes back, however long that takes: no window to time.
-    case forever
-}
-
-/// What happens to a replay cache when its upstream is stopped because no subscriber is left.
-@usableFromInline
-enum ReplayExpiry: Sendable, Hashable {
-    /// It is kept: a restarted upstream's new subscribers get it first.
-    case never
-    /// It is cleared at once.
-    case immediately
-    /// It is cleared when the timer fires (the storage knows the duration), unless the
-    /// upstream restarted meanwhile.
-    case afterWindow
 }
 
 extension MulticastStateMachine.Terminal: Equatable where Failure: Equatable {}

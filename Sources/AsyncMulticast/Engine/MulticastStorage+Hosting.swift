@@ -125,8 +125,8 @@ extension MulticastStorage {
 
     /// `run()` is over: the machine ends (`hostStopped`, if it has not), and this returns
     /// once every timer task has returned (the upstream task already has), the ones the
-    /// storage replaced or cancelled before included (`timerTasksRunning`). Their sleeps
-    /// were cancelled: a clock's sleep must then throw, as the `clock:` parameter says.
+    /// machine replaced or cancelled before included (`KeepAliveTimer.tasksRunning`). Their
+    /// sleeps were cancelled: a clock's sleep must then throw, as the `clock:` parameter says.
     @inlinable
     func stopHosting() async {
         let work = self.state.withLock { state in
@@ -137,12 +137,8 @@ extension MulticastStorage {
         }
         self.perform(work)
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-            let ended = self.state.withLock { state -> Bool in
-                guard state.timerTasksRunning > 0 else { return true }
-                state.timersEnded = continuation
-                return false
-            }
-            if ended { continuation.resume() }
+            let waits = self.state.withLock { $0.machine.hostWaitingForTimers(continuation) }
+            if !waits { continuation.resume() }
         }
     }
 }

@@ -22,8 +22,10 @@ extension MulticastStorage {
     @inlinable
     func unsubscribe(_ id: SubscriberID) {
         var quick: QuickLeave? = nil
+        // Read before the lock, and only where a leave may open a window: a clock is user code.
+        let now = self.timesWindows ? self.clock.now() : .zero
         let work = self.state.withLock { state -> OutsideLock? in
-            let effects = state.machine.subscriberLeft(id)
+            let effects = state.machine.subscriberLeft(id, at: now)
             // The usual leave, of a subscriber that was not waiting, and not the last one.
             if effects.isEmpty, state.isQuiet { return nil }
             return self.endLeave(effects, &state, quick: &quick)
@@ -60,7 +62,7 @@ extension MulticastStorage {
     func endLeave(_ effects: Machine.Effects, _ state: inout State, quick: inout QuickLeave?) -> OutsideLock? {
         guard case .success(nil) = effects.subscriberResult, effects.moreSubscribers.isEmpty,
             effects.producers.isEmpty, effects.handedOver.isEmpty, effects.parkedElementsAppended == 0,
-            effects.startUpstream == nil, effects.keepAliveTimer == .none, state.isQuiet
+            effects.startUpstream == nil, effects.timerTask == .none, state.isQuiet
         else { return self.endCriticalSection(effects, &state) }
         quick = (effects.firstSubscriber, Self.takeUpstreamTask(&state, for: effects))
         return nil

@@ -68,30 +68,13 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// it must run.
         @usableFromInline
         var hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
-        /// Timer tasks that have not returned yet, replaced or cancelled ones included.
-        @usableFromInline
-        var timerTasksRunning = 0
-        /// A hosted storage's ending `run()`, waiting until `timerTasksRunning` is 0.
-        @usableFromInline
-        var timersEnded: UnsafeContinuation<Void, Never>?
         /// The last cancelled upstream task. The next one waits for it to end, so that two
         /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
         @usableFromInline
         var retiringTask: Task<Void, Never>?
-        /// The keep-alive timer task, while the machine says one runs.
+        /// The timer task, while the machine says one is its (`KeepAliveTimer.isRunning`).
         @usableFromInline
         var timerTask: Task<Void, Never>?
-        /// Names `timerTask`: a timer task that finds another generation here (or no task)
-        /// was replaced or cancelled, and ends without acting.
-        @usableFromInline
-        var timerGeneration: UInt64 = 0
-        /// When the open window (keep-alive, or replay expiry) closes, on `clock`.
-        @usableFromInline
-        var timerDeadline = Duration.zero
-        /// When the timer task wakes up next, on `clock`: the deadline, or a day from when it
-        /// fell asleep if that is earlier. `nil` until its first step decides.
-        @usableFromInline
-        var timerWakeUp: Duration?
         /// Names a parked producer or an eviction watcher, for its task's cancellation.
         @usableFromInline
         var nextWaiterToken: UInt64 = 0
@@ -129,15 +112,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// detached task of its own.
     @usableFromInline
     let hosted: Bool
-    @usableFromInline
-    let keepAlive: Duration
-    /// How long a replay cache outlives its stopped upstream (`ReplayExpiry.afterWindow`).
-    @usableFromInline
-    let replayExpiration: Duration
     /// The clock of the keep-alive and replay-expiry windows, and of soft limits (the machine
-    /// reads it through its `now`).
+    /// reads it through its `now`). Read before the lock, and passed to the machine.
     @usableFromInline
     let clock: TimerClock
+    /// The machine times windows (`MulticastStateMachine.timesWindows`): a leave reads the
+    /// clock before it locks, since it may open one. Fixed when the storage is made.
+    @usableFromInline
+    let timesWindows: Bool
     /// Lets a subscriber that caught up wait briefly for a busy producer instead of
     /// suspending; every producer path records its offers here.
     @usableFromInline
@@ -173,7 +155,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         switch replayExpiration {
         case nil: expiry = .never
         case .zero?: expiry = .immediately
-        case let window? where window >= Self.longestKeepAlive: expiry = .never
+        case let window? where window >= Machine.longestWindow: expiry = .never
         case _?: expiry = .afterWindow
         }
         // The same threshold: a window as long as forever is no window, and has no timer,
@@ -181,18 +163,19 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         let lingering: KeepAlive
         switch keepAlive {
         case .zero: lingering = .off
-        case Self.longestKeepAlive...: lingering = .forever
+        case Machine.longestWindow...: lingering = .forever
         default: lingering = .window
         }
-        self.state = Lock(
-            State(
-                machine: Machine(
-                    policy: policy, replay: replay, mode: mode, keepAlive: lingering, replayExpiry: expiry,
-                    now: clock.now)))
+        let machine = Machine(
+            policy: policy, replay: replay, mode: mode, keepAlive: lingering, replayExpiry: expiry,
+            windows: (
+                Swift.min(keepAlive, Machine.longestWindow), Swift.min(replayExpiration ?? .zero, Machine.longestWindow)
+            ),
+            now: clock.now)
+        self.timesWindows = machine.timesWindows
+        self.state = Lock(State(machine: machine))
         self.upstreamBody = upstream
         self.hosted = hosted
-        self.keepAlive = Swift.min(keepAlive, Self.longestKeepAlive)
-        self.replayExpiration = Swift.min(replayExpiration ?? .zero, Self.longestKeepAlive)
         self.clock = clock
         self.leave = { storage, id in storage.unsubscribe(id) }
     }
@@ -266,20 +249,20 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// Under the lock, after the machine's transition returned `effects`: starts and registers
-    /// the upstream task they ask for, takes the one they cancel, moves the timer's window
-    /// (`timerStep`: see `armTimer`), numbers the subscriber count's change and, once the
-    /// machine has ended, takes the completion observers. The rest is `perform(_:)`'s.
+    /// the upstream task they ask for, takes the one they cancel, starts or takes the timer
+    /// task (`armTimer`), numbers the subscriber count's change and, once the machine has
+    /// ended, takes the completion observers. The rest is `perform(_:)`'s.
     ///
     /// Never inlined: a command has one call, on its slow path, and inlining the whole end
     /// into each made the readers' hot paths too large to inline in turn.
     @inlinable
     @inline(never)
     func endCriticalSection(
-        _ effects: Machine.Effects, _ state: inout State, timerStep: Duration? = nil
+        _ effects: Machine.Effects, _ state: inout State
     ) -> OutsideLock? {
         if let epoch = effects.startUpstream { self.startUpstream(epoch: epoch, in: &state) }
         let upstreamTask = Self.takeUpstreamTask(&state, for: effects)
-        let timerTask = self.armTimer(&state, for: effects.keepAliveTimer, timerStep: timerStep)
+        let timerTask = self.armTimer(&state, for: effects.timerTask)
         let change = state.countObservers.change(to: state.machine.subscriberCount)
         let completionObservers = Self.takeCompletionObservers(&state)
         let evictionNotices = state.machine.takeEvictionNotices()

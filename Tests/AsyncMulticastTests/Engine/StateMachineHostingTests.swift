@@ -43,7 +43,7 @@ struct StateMachineHostingTests {
         #expect(lingering.upstream == .lingering(epoch: 0))
         let effects = lingering.hostStopped()
         #expect(effects.cancelUpstream == 0)
-        #expect(effects.keepAliveTimer == .cancel)
+        #expect(effects.timerTask == .cancel)
         let late = lingering.subscriberJoined()
         #expect(lingering.take(late) == .element(7), "the replay survives the end, as for share()")
         #expect(lingering.take(late) == .finished)

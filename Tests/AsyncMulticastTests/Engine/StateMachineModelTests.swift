@@ -307,6 +307,8 @@ struct ModelRun {
     var nextEpoch: UInt64 = 0
     var terminal: Result?
     var timerRunning = false
+    /// The generation of the last timer task the machine started.
+    var timerGeneration: UInt64 = 0
     /// The upstream's producer (pull modes, at most one: the current epoch's), or a subject's
     /// waiting senders.
     var producers: [Producer] = []
@@ -358,7 +360,7 @@ struct ModelRun {
         _ effects: Machine.Effects, resuming subscribers: [Suspended<Result>], with result: Result?,
         releasing producers: [Suspended<Bool>], with producerResult: Bool, handingOver handover: Handover = Handover(),
         cancelling cancelled: UInt64? = nil, starting started: UInt64? = nil,
-        timer: Machine.KeepAliveTimerAction = .none
+        timer: Machine.TimerTaskAction = .none
     ) async throws(ModelFailure) {
         try self.check(
             effects.subscribers.count == subscribers.count,
@@ -382,7 +384,7 @@ struct ModelRun {
         try self.check(
             effects.startUpstream == started,
             "startUpstream \(String(describing: effects.startUpstream)), expected \(String(describing: started))")
-        try self.check(effects.keepAliveTimer == timer, "timer action \(effects.keepAliveTimer), expected \(timer)")
+        try self.check(effects.timerTask == timer, "timer action \(effects.timerTask), expected \(timer)")
         try self.check(
             effects.handedOver.count == handover.subscribers.count,
             "handed senders' values to \(effects.handedOver.count) subscribers, expected \(handover.subscribers.count)")
@@ -586,7 +588,13 @@ struct ModelRun {
                 switch self.config.keepAlive {
                 case .window:
                     self.upstream = .lingering(epoch: epoch)
-                    let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .restart : .start
+                    let timer: Machine.TimerTaskAction
+                    if self.timerRunning {
+                        timer = .none  // re-armed: its deadline moved
+                    } else {
+                        self.timerGeneration += 1
+                        timer = .start(generation: self.timerGeneration)
+                    }
                     self.timerRunning = true
                     let release = self.releasedIfRoom()
                     try await self.expect(
@@ -766,7 +774,7 @@ struct ModelRun {
             self.upstream = .terminated(failure.map { .failed($0) } ?? .finished)
             let resumed = self.subscribers.compactMap(\.waiting)
             self.subscribers.removeAll { $0.waiting != nil }
-            let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .cancel : .none
+            let timer: Machine.TimerTaskAction = self.timerRunning ? .cancel : .none
             self.timerRunning = false
             let parked = self.takeParked()
             self.producers.removeAll()
