@@ -45,8 +45,13 @@ enum ModelStep: CustomStringConvertible, Sendable {
     case connect
     /// The current connection is cancelled (`stale`: an old connection's cancel).
     case disconnect(stale: Bool)
-    /// The keep-alive timer finds its deadline passed.
-    case keepAliveExpires
+    /// A timer task (`pick` among those not yet returned, stale ones too) wakes: its sleep
+    /// returned, or failed (`returned: false`), or, the first time, it starts; it steps
+    /// (`timerWoke`) at the model's clock, and returns when the machine says so.
+    case timerWakes(pick: Int, returned: Bool)
+    /// The storage's clock moves by `seconds` (back, if negative: a user's clock need not be
+    /// monotonic).
+    case clockMoves(seconds: Int64)
     case finish(fail: Bool)
     /// An upstream iteration that was stopped offers one more value.
     case produceStale
@@ -63,7 +68,8 @@ enum ModelStep: CustomStringConvertible, Sendable {
         case .cancelSender(let pick): return "cancel-sender(#\(pick))"
         case .connect: return "connect"
         case .disconnect(let stale): return stale ? "cancel(stale connection)" : "cancel(connection)"
-        case .keepAliveExpires: return "keep-alive expires"
+        case .timerWakes(let pick, let returned): return "timer #\(pick) wakes\(returned ? "" : " (its sleep failed)")"
+        case .clockMoves(let seconds): return "the clock moves \(seconds) s"
         case .finish(let fail): return fail ? "fail" : "finish"
         case .produceStale: return "produce(stale epoch)"
         }
@@ -78,6 +84,10 @@ struct ModelConfig: CustomStringConvertible, Sendable {
     var autoconnect: Bool
     var defaultPolicy: SharedBufferingPolicy
     var mixedPolicies: Bool
+    /// What a stopped `.automatic` upstream's replay cache does, and how long the windows last.
+    var replayExpiry: ReplayExpiry = .never
+    var keepAliveWindow: Duration = .zero
+    var replayExpiryWindow: Duration = .zero
 
     init(seed: UInt64) {
         var rng = LCG(seed: seed ^ 0x5EED)
@@ -89,6 +99,18 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         self.autoconnect = self.mode == .manual && rng.next() % 2 == 0
         self.defaultPolicy = ModelRun.policies[Int(rng.next() % UInt64(ModelRun.policies.count))]
         self.mixedPolicies = rng.next() % 3 != 0
+        // Windows shorter and longer than the timer's longest sleep (a day).
+        let lengths: [Duration] = [.seconds(1), .seconds(10), .seconds(200_000)]
+        self.keepAliveWindow = self.keepAlive == .window ? lengths[Int(rng.next() % 3)] : .zero
+        if self.mode == .automatic, self.replay > 0 {
+            self.replayExpiry = [ReplayExpiry.never, .immediately, .afterWindow, .afterWindow][Int(rng.next() % 4)]
+            if self.replayExpiry == .afterWindow { self.replayExpiryWindow = lengths[Int(rng.next() % 3)] }
+        }
+    }
+
+    /// Whether the machine times a window: only then do the timer's steps come.
+    var timesWindows: Bool {
+        self.mode == .automatic && (self.keepAlive == .window || self.replayExpiry == .afterWindow)
     }
 
     var description: String {
@@ -98,8 +120,10 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         case .manual: face = "multicast(replay: \(self.replay))" + (self.autoconnect ? ".autoconnect()" : "")
         case .push: face = "subject(replay: \(self.replay))"
         }
-        let lingering = self.keepAlive == .off ? "" : ", keepAlive \(self.keepAlive)"
-        return "\(face), buffering \(self.defaultPolicy)\(lingering)"
+        let lingering = self.keepAlive == .off ? "" : ", keepAlive \(self.keepAlive) \(self.keepAliveWindow)"
+        let expiry =
+            self.replayExpiry == .never ? "" : ", replay expiry \(self.replayExpiry) \(self.replayExpiryWindow)"
+        return "\(face), buffering \(self.defaultPolicy)\(lingering)\(expiry)"
             + (self.mixedPolicies ? ", with views" : "")
     }
 
@@ -123,7 +147,10 @@ struct ModelConfig: CustomStringConvertible, Sendable {
             case 80..<84: steps.append(self.mode == .push ? .cancelSender(pick: pick()) : .produceStale)
             case 84..<89 where self.mode == .manual: steps.append(.connect)
             case 89..<92 where self.mode == .manual: steps.append(.disconnect(stale: rng.next() % 4 == 0))
-            case 84..<92 where self.keepAlive == .window: steps.append(.keepAliveExpires)
+            case 84..<89 where self.timesWindows: steps.append(.timerWakes(pick: pick(), returned: rng.next() % 4 != 0))
+            case 89..<92 where self.timesWindows:
+                let moves: [Int64] = [1, 1, 5, 10, 40_000, 100_000, -3, -100_000]
+                steps.append(.clockMoves(seconds: moves[Int(rng.next() % UInt64(moves.count))]))
             case 92..<93: steps.append(.finish(fail: rng.next() % 2 == 0))
             default: steps.append(.read(pick: pick(), wait: false))
             }
@@ -309,6 +336,15 @@ struct ModelRun {
     var timerRunning = false
     /// The generation of the last timer task the machine started.
     var timerGeneration: UInt64 = 0
+    /// The timer tasks that have not returned yet (replaced and cancelled ones too).
+    var timerTasks: [ModelTimerTask] = []
+    var timerDeadline = Duration.zero
+    var timerWakeUp: Duration?
+    var replayExpiryPending = false
+    /// The replay window starts no earlier than this index of `produced`.
+    var replayFloor = 0
+    /// The storage's clock.
+    var time = Duration.zero
     /// The upstream's producer (pull modes, at most one: the current epoch's), or a subject's
     /// waiting senders.
     var producers: [Producer] = []
@@ -320,7 +356,8 @@ struct ModelRun {
     init(config: ModelConfig) {
         self.config = config
         self.machine = Machine(
-            policy: config.defaultPolicy, replay: config.replay, mode: config.mode, keepAlive: config.keepAlive)
+            policy: config.defaultPolicy, replay: config.replay, mode: config.mode, keepAlive: config.keepAlive,
+            replayExpiry: config.replayExpiry, windows: (config.keepAliveWindow, config.replayExpiryWindow))
         self.upstream = config.mode == .push ? .running(epoch: 0) : .idle
         if config.mode == .push { self.nextEpoch = 1 }
     }
@@ -471,7 +508,7 @@ struct ModelRun {
             let policy = index < 0 ? nil : ModelRun.policies[index]
             let effective = policy ?? self.config.defaultPolicy
             let id = self.machine.subscriberJoined(policy: policy)
-            let replayed = effective.replayed(self.produced, replay: self.config.replay)
+            let replayed = effective.replayed(Array(self.produced[self.replayFloor...]), replay: self.config.replay)
             self.subscribers.append(Subscriber(id: id, policy: effective, pending: replayed))
             self.subscribers[self.subscribers.count - 1].reportsGaps = reportsGaps
             if case .evicting = effective { self.subscribers[self.subscribers.count - 1].greeting = replayed.count }
@@ -565,6 +602,7 @@ struct ModelRun {
                 self.upstream = .running(epoch: self.nextEpoch)
                 self.nextEpoch += 1
                 self.producers = [.free]
+                self.replayExpiryPending = false  // restarted within the expiry window: kept
             }
             guard case .suspend(let started) = action, started == start else {
                 throw self.fail("read \(action), expected to suspend starting \(String(describing: start))")
@@ -582,20 +620,13 @@ struct ModelRun {
             guard !self.subscribers.isEmpty else { return }
             let k = pick % self.subscribers.count
             let leaving = self.subscribers.remove(at: k)
-            let effects = self.machine.subscriberLeft(leaving.id)
+            let effects = self.machine.subscriberLeft(leaving.id, at: self.time)
             let resumed = leaving.waiting.map { [$0] } ?? []
             if self.config.mode == .automatic, self.subscribers.isEmpty, case .running(let epoch) = self.upstream {
                 switch self.config.keepAlive {
                 case .window:
                     self.upstream = .lingering(epoch: epoch)
-                    let timer: Machine.TimerTaskAction
-                    if self.timerRunning {
-                        timer = .none  // re-armed: its deadline moved
-                    } else {
-                        self.timerGeneration += 1
-                        timer = .start(generation: self.timerGeneration)
-                    }
-                    self.timerRunning = true
+                    let timer = self.openWindow(at: self.time)
                     let release = self.releasedIfRoom()
                     try await self.expect(
                         effects, resuming: resumed, with: .success(nil),
@@ -607,9 +638,11 @@ struct ModelRun {
                         effects, resuming: resumed, with: .success(nil),
                         releasing: release.producers, with: true, handingOver: release.handover)
                 case .off:
+                    let parked = self.stopUpstream(epoch)
+                    let timer = self.replayCacheStopped(at: self.time)
                     try await self.expect(
                         effects, resuming: resumed, with: .success(nil),
-                        releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
+                        releasing: parked, with: false, cancelling: epoch, timer: timer)
                 }
             } else {
                 let release = self.releasedIfRoom()
@@ -750,17 +783,11 @@ struct ModelRun {
                 effects, resuming: resumed, with: .success(nil),
                 releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
 
-        case .keepAliveExpires:
-            guard self.timerRunning else { return }
-            self.timerRunning = false
-            let effects = self.machine.keepAliveExpired()
-            if case .lingering(let epoch) = self.upstream {
-                try await self.expect(
-                    effects, resuming: [], with: nil,
-                    releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
-            } else {
-                try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
-            }
+        case .timerWakes(let pick, let returned):
+            try await self.timerWakes(pick: pick, returned: returned)
+
+        case .clockMoves(let seconds):
+            self.time = scriptedSaturating(self.time, .seconds(seconds))
 
         case .finish(let fail):
             guard let epoch = self.currentEpoch, self.terminal == nil else { return }
@@ -774,8 +801,7 @@ struct ModelRun {
             self.upstream = .terminated(failure.map { .failed($0) } ?? .finished)
             let resumed = self.subscribers.compactMap(\.waiting)
             self.subscribers.removeAll { $0.waiting != nil }
-            let timer: Machine.TimerTaskAction = self.timerRunning ? .cancel : .none
-            self.timerRunning = false
+            let timer = self.cancelTimer()
             let parked = self.takeParked()
             self.producers.removeAll()
             try await self.expect(
@@ -899,9 +925,7 @@ struct ModelRun {
         try self.check(
             self.machine.waiters.count == self.subscribers.filter { $0.waiting != nil }.count,
             "waiting subscribers differ")
-        try self.check(
-            self.machine.keepAliveTimerIsRunning == self.timerRunning,
-            "timer running \(self.machine.keepAliveTimerIsRunning)")
+        try self.compareTimer()
     }
 
     /// Runs `steps` on a fresh machine; the first disagreement, if any.
