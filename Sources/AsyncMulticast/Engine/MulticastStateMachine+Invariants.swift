@@ -97,6 +97,9 @@ extension MulticastStateMachine {
         guard self.waiters.count == waitingByLane.reduce(0, +) else {
             return "\(self.waiters.count) waiters, \(waitingByLane.reduce(0, +)) waiting slots"
         }
+        for waiter in self.waiters where waiter.priority > self.upstreamPriority {
+            return "a subscriber waits at priority \(waiter.priority) above the upstream's \(self.upstreamPriority)"
+        }
         for key in self.privateQueues.keys {
             guard self.slots[Int(key)].isLive && self.slots[Int(key)].readsPrivateQueue else {
                 return "a private queue without its subscriber"

@@ -241,9 +241,10 @@ extension MulticastStateMachine {
     @usableFromInline
     enum WaitOutcome {
         /// Stored until an element or the end arrives; start the upstream of this epoch if
-        /// non-nil (the subscriber's demand connects it). Nothing else is to be done: the
-        /// usual case, which builds no `Effects`.
-        case stored(startUpstream: UInt64?)
+        /// non-nil (the subscriber's demand connects it), and raise the running upstream task
+        /// to `raiseUpstreamTo` if non-nil (`waitingSubscriberRaisesUpstream`). Otherwise
+        /// nothing is to be done: the usual case, which builds no `Effects`.
+        case stored(startUpstream: UInt64?, raiseUpstreamTo: UInt8?)
         /// Not stored: these effects resume it (an element arrived, it was cancelled, or
         /// the sequence ended in the meantime; or, with `ReadReport.reportsGaps`, it is
         /// resumed with `nil` while still subscribed, to report the gap in `report.missed`).
@@ -253,11 +254,12 @@ extension MulticastStateMachine {
     /// The slow path: the subscriber suspended with `continuation`. Either it is resumed at
     /// once (an element arrived, it was cancelled, or the sequence ended in the meantime) or
     /// the continuation is stored until an element or terminal event arrives: the usual
-    /// outcome, told apart so that it builds no `Effects`. `report`: see
-    /// `read(_:batch:report:)`.
+    /// outcome, told apart so that it builds no `Effects`. `priority`: the waiting task's
+    /// (`TaskPriority.rawValue`; 0 for a subject, which has no upstream to raise). `report`:
+    /// see `read(_:batch:report:)`.
     @inlinable
     mutating func subscriberWaiting(
-        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport
+        _ id: SubscriberID, continuation: SubscriberContinuation, priority: UInt8, report: inout ReadReport
     ) -> WaitOutcome {
         var noBatch: [Element]? = nil
         switch self.read(id, batch: &noBatch, report: &report) {
@@ -278,9 +280,10 @@ extension MulticastStateMachine {
             return .resumed(effects)
         case .empty(let slotIndex):
             self.slots[slotIndex].waiterIndex = Int32(self.waiters.count)
-            self.waiters.append(Waiter(slot: UInt32(slotIndex), continuation: continuation))
+            self.waiters.append(Waiter(slot: UInt32(slotIndex), priority: priority, continuation: continuation))
             self.lanes[Int(self.slots[slotIndex].lane)].waiting += 1
-            return .stored(startUpstream: self.startUpstreamOnDemand(for: slotIndex))
+            let started = self.startUpstreamOnDemand(for: slotIndex)
+            return .stored(startUpstream: started, raiseUpstreamTo: self.waitingSubscriberRaisesUpstream(to: priority))
         }
     }
 

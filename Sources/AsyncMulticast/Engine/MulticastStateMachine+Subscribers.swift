@@ -81,12 +81,18 @@ extension MulticastStateMachine {
     struct Waiter: Sendable {
         @usableFromInline
         var slot: UInt32
+        /// The priority of the waiting task (`TaskPriority.rawValue`), which a starting
+        /// upstream task is raised to (`upstreamTaskStarted(priority:)`). Beside `slot`, in
+        /// what was padding: a waiter is still 16 bytes.
+        @usableFromInline
+        var priority: UInt8
         @usableFromInline
         var continuation: SubscriberContinuation
 
         @inlinable
-        init(slot: UInt32, continuation: SubscriberContinuation) {
+        init(slot: UInt32, priority: UInt8, continuation: SubscriberContinuation) {
             self.slot = slot
+            self.priority = priority
             self.continuation = continuation
         }
     }

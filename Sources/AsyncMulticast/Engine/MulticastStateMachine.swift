@@ -53,6 +53,7 @@
 // - The end (finished or failed) is part of the upstream state: `.terminated(Terminal)`.
 // - A greeting belongs to a live, not waiting, not evicted `.evict` subscriber, and is not
 //   used up.
+// - No waiting subscriber's priority is above the upstream task's (`upstreamPriority`).
 
 /// Identifies one subscriber inside a ``MulticastStateMachine``.
 ///
@@ -314,6 +315,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// A hosted `run()` that is over, waiting until no timer task runs (`timerTaskEnded()`).
     @usableFromInline
     var timersEnded: UnsafeContinuation<Void, Never>?
+
+    /// The upstream task's priority as far as known; `UInt8.max`: no task (+Priority).
+    @usableFromInline
+    var upstreamPriority = UInt8.max
 
     /// Tasks waiting to learn whether a subscriber is evicted
     /// (`SharedSubscription.waitForEviction()`), by slot. Rare, so kept here.

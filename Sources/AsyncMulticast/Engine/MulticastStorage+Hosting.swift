@@ -59,7 +59,8 @@ extension MulticastStorage {
         if claimed {
             if connectingAtOnce { _ = self.connect() }
             while let epoch = await self.nextHostedEpoch(), !Task.isCancelled {
-                guard let task = self.startHostedUpstream(epoch: epoch) else { continue }
+                guard let (task, raise) = self.startHostedUpstream(epoch: epoch) else { continue }
+                if let raise { Self.escalate(task, to: TaskPriority(rawValue: raise)) }
                 await withTaskCancellationHandler {
                     await task.value
                 } onCancel: {
@@ -101,18 +102,20 @@ extension MulticastStorage {
 
     /// Creates and registers the task of upstream iteration `epoch`, in the calling task's
     /// context (`run()`'s), unless the machine cancelled it meanwhile. As `startUpstream`
-    /// does, under the lock, so that whoever cancels the epoch finds the task.
+    /// does, under the lock, so that whoever cancels the epoch finds the task. Also returns
+    /// the priority to raise the task to at once, outside the lock: that of a subscriber
+    /// already waiting, if higher than `run()`'s (`upstreamTaskStarted(priority:)`).
     @inlinable
-    func startHostedUpstream(epoch: UInt64) -> Task<Void, Never>? {
+    func startHostedUpstream(epoch: UInt64) -> (task: Task<Void, Never>, raise: UInt8?)? {
         guard let body = self.upstreamBody else { return nil }
-        return self.state.withLock { state -> Task<Void, Never>? in
+        let priority = Task.currentPriority.rawValue  // the task below inherits it
+        return self.state.withLock { state -> (task: Task<Void, Never>, raise: UInt8?)? in
             guard state.machine.isCurrent(epoch: epoch) else { return nil }
             let sink = UpstreamSink(storage: self, epoch: epoch)
             // Not detached: it inherits run()'s task-local values and priority.
             let task = Task { await Self.runUpstream(body, into: sink) }  // run() cancelled as it made it: nothing
             state.upstreamTask = (epoch, task)
-            state.upstreamPriority = Task.currentPriority.rawValue
-            return task
+            return (task, state.machine.upstreamTaskStarted(priority: priority))
         }
     }
 

@@ -172,31 +172,34 @@ extension MulticastStorage {
     /// Fast path: the usual outcome, stored without starting the upstream, changes no count
     /// and has nothing to do after the lock; it skips the end of the critical section.
     ///
-    /// A subscriber that waits escalates the upstream task to its own priority if that is
-    /// higher (`upstreamToEscalate(priority:in:)`): a subscriber waiting in `next()` does not
-    /// await the upstream task, so the runtime cannot know that it waits on it. Its priority
-    /// is read before the lock (`waitingSubscriberPriority`).
+    /// A subscriber that waits raises the upstream task to its own priority if that is
+    /// higher (MulticastStateMachine+Priority.swift): a subscriber waiting in `next()` does
+    /// not await the upstream task, so the runtime cannot know that it waits on it. Its
+    /// priority is read before the lock (`waitingSubscriberPriority`). Raising is rare (once
+    /// per upstream task and priority level): it allocates the end of the critical section.
     @inlinable
     func suspend(_ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport) {
         let priority = self.waitingSubscriberPriority
-        // The upstream task to raise to the subscriber's priority (usually none).
-        var escalating: Task<Void, Never>? = nil
         let work = self.state.withLock { state -> OutsideLock? in
-            switch state.machine.subscriberWaiting(id, continuation: continuation, report: &report) {
-            case .stored(nil):
-                escalating = Self.upstreamToEscalate(priority: priority, in: &state)
+            let outcome = state.machine.subscriberWaiting(
+                id, continuation: continuation, priority: priority, report: &report)
+            switch outcome {
+            case .stored(nil, nil):
                 return nil
-            case .stored(let epoch?):
+            case .stored(nil, let raise?):
+                guard let running = state.upstreamTask else { return nil }
+                return OutsideLock(
+                    effects: Machine.Effects(), upstreamTask: nil, timerTask: nil, change: nil,
+                    completionObservers: nil, evictionNotices: nil, raise: Raise(task: running.task, priority: raise))
+            case .stored(let epoch?, _):
+                // The new task is raised to every waiting subscriber's priority, this one's too.
                 var effects = Machine.Effects()
                 effects.startUpstream = epoch
-                let work = self.endCriticalSection(effects, &state)
-                escalating = Self.upstreamToEscalate(priority: priority, in: &state)
-                return work
+                return self.endCriticalSection(effects, &state)
             case .resumed(let effects):
                 return self.endCriticalSection(effects, &state)
             }
         }
         self.perform(work)
-        if let escalating { Self.escalate(escalating, to: TaskPriority(rawValue: priority)) }
     }
 }

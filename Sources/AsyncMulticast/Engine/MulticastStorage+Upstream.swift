@@ -27,7 +27,10 @@ extension MulticastStorage {
     func finish(epoch: UInt64, failure: Failure?) {
         let work = self.state.withLock { state in
             // The iteration is over: forget its task in the same critical section.
-            if state.upstreamTask?.epoch == epoch { state.upstreamTask = nil }
+            if state.upstreamTask?.epoch == epoch {
+                state.upstreamTask = nil
+                state.machine.upstreamTaskReleased()
+            }
             return self.endCriticalSection(state.machine.upstreamEnded(epoch: epoch, failure: failure), &state)
         }
         self.perform(work)
@@ -52,29 +55,44 @@ extension MulticastStorage {
     /// in the same critical section in which the machine decided to start it, so that the
     /// task is registered before anyone can cancel the epoch, and chained after the
     /// previous (cancelled) iteration: two iterations of the base never overlap. Creating
-    /// a task only enqueues it; nothing runs or is resumed here.
+    /// a task only enqueues it; nothing runs or is resumed here. Returns the task to raise
+    /// at once, outside the lock, to the priority of a subscriber already waiting
+    /// (`MulticastStateMachine.upstreamTaskStarted(priority:)`), if there is one.
     @inlinable
-    func startUpstream(epoch: UInt64, in state: inout State) {
+    func startUpstream(epoch: UInt64, in state: inout State) -> Raise? {
         guard let body = self.upstreamBody else {
             preconditionFailure("a push-fed storage was asked to start an upstream")
         }
         if self.hosted {
             self.handToHost(epoch: epoch, in: &state)
-            return
+            return nil  // `run()` creates the task, and raises it (`startHostedUpstream`)
         }
         let sink = UpstreamSink(storage: self, epoch: epoch)
         let previous = state.retiringTask
         // Detached: the upstream must not inherit the priority or task-locals of whichever
         // subscriber happened to ask first.
-        state.upstreamPriority = Self.upstreamStartPriority.rawValue
-        state.upstreamTask = (
-            epoch,
-            Task.detached {
-                // A base that reacts slowly to cancellation may still be inside `next()`.
-                await previous?.value
-                await Self.runUpstream(body, into: sink)
-            }
-        )
+        let task = Task.detached {
+            // A base that reacts slowly to cancellation may still be inside `next()`.
+            await previous?.value
+            await Self.runUpstream(body, into: sink)
+        }
+        state.upstreamTask = (epoch, task)
+        return state.machine.upstreamTaskStarted(priority: Self.upstreamStartPriority.rawValue).map {
+            Raise(task: task, priority: $0)
+        }
+    }
+
+    /// An upstream task to raise to `priority` (`TaskPriority.rawValue`), outside the lock.
+    @usableFromInline
+    struct Raise: Sendable {
+        @usableFromInline let task: Task<Void, Never>
+        @usableFromInline let priority: UInt8
+
+        @inlinable
+        init(task: Task<Void, Never>, priority: UInt8) {
+            self.task = task
+            self.priority = priority
+        }
     }
 
     /// The body of an upstream task (detached, or hosted by `run()`): the iteration, unless
@@ -90,23 +108,9 @@ extension MulticastStorage {
     @inlinable
     static var upstreamStartPriority: TaskPriority { .medium }
 
-    /// Under the lock, for a subscriber about to wait for an element whose task runs at
-    /// `priority` (read before the lock, see `suspend`): the upstream task to escalate to that
-    /// priority (outside the lock, with `escalate(_:to:)`), if one runs at a lower one, so
-    /// that a subscriber of high priority never waits behind an upstream of lower priority.
-    /// At most once per upstream task and priority level: the state remembers how far it
-    /// escalated. Without an upstream task (`upstreamPriority` is `UInt8.max`) one comparison.
-    @inlinable
-    @inline(__always)
-    static func upstreamToEscalate(priority: UInt8, in state: inout State) -> Task<Void, Never>? {
-        guard priority > state.upstreamPriority, let running = state.upstreamTask else { return nil }
-        state.upstreamPriority = priority
-        return running.task
-    }
-
     /// The priority of the calling task, if this storage has an upstream (in a task of its
-    /// own, or in the task of a hosted `run()`), which a waiting subscriber may escalate
-    /// (`upstreamToEscalate(priority:in:)`); else (a subject) 0, which escalates nothing.
+    /// own, or in the task of a hosted `run()`), which a waiting subscriber may raise
+    /// (MulticastStateMachine+Priority.swift); else (a subject) 0, which raises nothing.
     /// Read outside the lock: reading it retains and releases the task, two atomic operations
     /// that every critical section of a suspending subscriber held (`compare --only fanout`,
     /// where up to 16 subscribers share the lock on 2 cores).
@@ -135,6 +139,7 @@ extension MulticastStorage {
             running.epoch == epoch
         else { return nil }
         state.upstreamTask = nil
+        state.machine.upstreamTaskReleased()
         state.retiringTask = running.task
         return running.task
     }

@@ -51,12 +51,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var machine: Machine
         @usableFromInline
         var upstreamTask: (epoch: UInt64, task: Task<Void, Never>)?
-        /// The highest priority `upstreamTask` runs at, as far as this storage knows (its
-        /// `TaskPriority.rawValue`): what it started with, or what a waiting subscriber
-        /// escalated it to (`upstreamToEscalate(priority:in:)`). No upstream task: `UInt8.max`, so
-        /// that a waiting subscriber of a subject compares once and escalates nothing.
-        @usableFromInline
-        var upstreamPriority = UInt8.max
         /// A hosted storage's `run()` (see MulticastStorage+Hosting.swift).
         @usableFromInline
         var host = Host.notRunning
@@ -211,14 +205,18 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         @usableFromInline let evictionNotices: [Machine.SubscriberContinuation]?
         /// A hosted storage's waiting `run()`, and the upstream iteration it must run.
         @usableFromInline let hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
+        /// The upstream task to raise, and the priority (`TaskPriority.rawValue`) the machine
+        /// raised it to (MulticastStateMachine+Priority.swift).
+        @usableFromInline let raise: Raise?
 
         @inlinable
         init(
             effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
             change: SubscriberCountObservers.Change?, completionObservers: [CompletionObserver]?,
             evictionNotices: [Machine.SubscriberContinuation]?,
-            hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)? = nil
+            hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)? = nil, raise: Raise? = nil
         ) {
+            self.raise = raise
             self.hostWakeUp = hostWakeUp
             self.effects = effects
             self.upstreamTask = upstreamTask
@@ -260,7 +258,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     func endCriticalSection(
         _ effects: Machine.Effects, _ state: inout State
     ) -> OutsideLock? {
-        if let epoch = effects.startUpstream { self.startUpstream(epoch: epoch, in: &state) }
+        var raise: Raise? = nil
+        if let epoch = effects.startUpstream { raise = self.startUpstream(epoch: epoch, in: &state) }
         let upstreamTask = Self.takeUpstreamTask(&state, for: effects)
         let timerTask = self.armTimer(&state, for: effects.timerTask)
         let change = state.countObservers.change(to: state.machine.subscriberCount)
@@ -272,19 +271,20 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
         // per leave).
         if upstreamTask == nil, timerTask == nil, change == nil, completionObservers == nil,
-            evictionNotices == nil, hostWakeUp == nil, effects.firstSubscriber == nil, effects.producers.isEmpty,
-            effects.handedOver.isEmpty, effects.parkedElementsAppended == 0
+            evictionNotices == nil, hostWakeUp == nil, raise == nil, effects.firstSubscriber == nil,
+            effects.producers.isEmpty, effects.handedOver.isEmpty, effects.parkedElementsAppended == 0
         {
             return nil
         }
         return OutsideLock(
             effects: effects, upstreamTask: upstreamTask, timerTask: timerTask, change: change,
-            completionObservers: completionObservers, evictionNotices: evictionNotices, hostWakeUp: hostWakeUp)
+            completionObservers: completionObservers, evictionNotices: evictionNotices, hostWakeUp: hostWakeUp,
+            raise: raise)
     }
 
     /// Outside the lock: does what `endCriticalSection` took, in this order: resumes the
-    /// subscribers and producers, cancels the retired tasks, announces the subscriber count,
-    /// tells the completion observers. `nil`: nothing.
+    /// subscribers and producers, cancels the retired tasks, raises the upstream task,
+    /// announces the subscriber count, tells the completion observers. `nil`: nothing.
     ///
     /// Always inlined, so that the usual `nil` costs its test at the call site.
     @inline(__always)
@@ -299,6 +299,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         self.resume(work.effects)
         work.upstreamTask?.cancel()
         work.timerTask?.cancel()
+        if let raise = work.raise { Self.escalate(raise.task, to: TaskPriority(rawValue: raise.priority)) }
         // The usual `nil` costs a test, not a call.
         if let change = work.change { change.offer() }
         if let observers = work.completionObservers {

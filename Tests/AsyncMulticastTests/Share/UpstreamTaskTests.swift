@@ -136,6 +136,95 @@ struct UpstreamTaskTests {
         #expect(priorities == [.utility, .high])
     }
 
+    // The rule of MulticastStateMachine+Priority.swift: an upstream task that starts is raised
+    // at once to the highest priority among the subscribers already waiting, whoever started it.
+
+    @Test("multicast(): a connect() from a background task raises the upstream to a subscriber already waiting")
+    func connectRaisesTheUpstreamToAWaitingSubscriber() async throws {
+        let probe = UpstreamProbe()
+        let multicast = probe.multicast()
+        let high = Task(priority: .high) { () -> Int? in
+            var iterator = multicast.makeAsyncIterator()
+            return await iterator.next()
+        }
+        try await waitUntil("the subscriber waiting") { multicast.storage.waitingCount == 1 }
+        let connected = Signal<Void>()
+        Task(priority: .background) {
+            _ = multicast.connect()
+            connected.send(())
+        }
+        _ = await connected.next("connect() returned")
+        probe.send(1, raisedTo: .high)
+        #expect(await high.value == 1)
+        probe.finish()
+        #expect(probe.seen.values.map(\.priority) == [.high])
+    }
+
+    @Test("sharedService: a run() begun at background priority raises the upstream to a subscriber already waiting")
+    func runRaisesTheUpstreamToAWaitingSubscriber() async throws {
+        let probe = UpstreamProbe()
+        let service = probe.sharedService(started: .lazily)
+        let high = Task(priority: .high) { () -> Int? in
+            var iterator = service.makeAsyncIterator()
+            return await iterator.next()
+        }
+        try await waitUntil("the subscriber waiting") { service.storage.waitingCount == 1 }
+        let hosting = Task(priority: .background) { await service.run() }
+        probe.send(1, raisedTo: .high)
+        #expect(await high.value == 1)
+        hosting.cancel()
+        await hosting.value
+        #expect(probe.seen.values.map(\.priority) == [.high])
+    }
+
+    /// How a face's restart is driven: `share()`, or a `sharedService` whose `run()` runs at
+    /// background priority.
+    enum RestartingFace: String, CaseIterable, CustomTestStringConvertible {
+        case share, sharedService
+        var testDescription: String { self.rawValue }
+    }
+
+    @Test(
+        "a restarted upstream is raised to a subscriber that waited while the previous iteration was slow to stop",
+        arguments: RestartingFace.allCases)
+    func restartRaisesTheUpstreamToAWaitingSubscriber(_ face: RestartingFace) async throws {
+        let probe = IterationsProbe()
+        let sequence: any AsyncSequence<Int, Never> & Sendable
+        var hosting: Task<Void, Never>? = nil
+        switch face {
+        case .share:
+            sequence = probe.share()
+        case .sharedService:
+            let service = probe.sharedService(started: .whileSubscribed())
+            hosting = Task(priority: .background) { await service.run() }
+            sequence = service
+        }
+        // Iteration 0, for a background subscriber that reads one element and leaves: the
+        // last subscriber leaving stops it, and it is slow to stop.
+        let firstGot = Signal<Int?>()
+        Task(priority: .background) {
+            var iterator = sequence.makeAsyncIterator()
+            firstGot.send(await iterator.next(isolation: nil))
+        }
+        try await probe.send(1, to: 0)
+        #expect(await firstGot.next("the first subscriber read") == 1)
+        try await waitUntil("iteration 0 stopping") { probe.stopping.values == [0] }
+        // A high-priority subscriber waits while iteration 0 still runs: iteration 1 starts
+        // once it ends, and must run at the waiting subscriber's priority.
+        let high = Task(priority: .high) { () -> Int? in
+            var iterator = sequence.makeAsyncIterator()
+            return await iterator.next(isolation: nil)
+        }
+        try await waitUntil("the high-priority subscriber waiting") { probe.waitingCount(of: sequence) == 1 }
+        probe.letStop.release()
+        try await probe.send(2, to: 1, raisedTo: .high)
+        #expect(await high.value == 2)
+        hosting?.cancel()
+        await hosting?.value
+        #expect(probe.seen.values.map(\.iteration) == [0, 1])
+        #expect(probe.seen.values.last?.priority == .high)
+    }
+
     /// A subscriber at priority `first` waits (`whenTheFirstWaits` runs then) and reads 1;
     /// then a `.high` one joins and waits while the upstream is back in the base's `next()`;
     /// both read 2, and the base ends. Returns the priorities the upstream's task had when it
@@ -163,5 +252,65 @@ struct UpstreamTaskTests {
         probe.finish()
         await firstReader.value
         return probe.seen.values.map(\.priority)
+    }
+}
+
+/// A base each of whose iterations (`makeAsyncIterator()`) has its own go-ahead, so that a
+/// test can feed the iteration after a restart. An iteration that sees its cancellation is
+/// slow to stop: it records that it is stopping and ends only when `letStop` is released.
+/// A go-ahead may name a priority to wait for, as `UpstreamProbe`'s does.
+private final class IterationsProbe: AsyncSequence, Sendable {
+    typealias Element = Int
+    typealias Failure = Never
+    typealias Gate = Signal<(element: Int, raisedTo: TaskPriority?)?>
+    let gates = LockedLog<Gate>()
+    let seen = LockedLog<(iteration: Int, priority: TaskPriority)>()
+    let stopping = LockedLog<Int>()
+    let letStop = Latch()
+
+    /// Lets iteration `iteration` produce `element` (once it has started), once its task runs
+    /// at `raisedTo` or higher if given.
+    func send(_ element: Int, to iteration: Int, raisedTo: TaskPriority? = nil) async throws {
+        try await waitUntil("iteration \(iteration) started") { self.gates.count > iteration }
+        self.gates.values[iteration].send((element, raisedTo))
+    }
+
+    /// The subscribers of `sequence` (made from this probe) waiting in `next()`.
+    func waitingCount(of sequence: any AsyncSequence<Int, Never> & Sendable) -> Int {
+        switch sequence {
+        case let shared as AsyncShareSequence<Int, Never>: return shared.storage.waitingCount
+        case let service as AsyncSharedService<Int, Never>: return service.storage.waitingCount
+        default: preconditionFailure("not a face of this probe: \(type(of: sequence))")
+        }
+    }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        let probe: IterationsProbe
+        let iteration: Int
+        var elements: AsyncStream<(element: Int, raisedTo: TaskPriority?)?>.Iterator
+
+        mutating func next() async -> Int? {
+            guard let next = await self.elements.next() ?? nil else {
+                if Task.isCancelled {
+                    self.probe.stopping.append(self.iteration)
+                    await self.probe.letStop.wait()
+                }
+                return nil
+            }
+            if let floor = next.raisedTo {
+                try? await waitUntil("the upstream raised to \(floor)") { Task.currentPriority >= floor }
+            }
+            self.probe.seen.append((self.iteration, Task.currentPriority))
+            return next.element
+        }
+    }
+
+    /// Iterations never overlap (the library's promise), so counting, then appending, names
+    /// each one.
+    func makeAsyncIterator() -> AsyncIterator {
+        let gate = Gate()
+        let iteration = self.gates.count
+        self.gates.append(gate)
+        return AsyncIterator(probe: self, iteration: iteration, elements: gate.stream.makeAsyncIterator())
     }
 }

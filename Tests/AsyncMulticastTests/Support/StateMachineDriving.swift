@@ -88,12 +88,14 @@ extension MulticastStateMachine {
     }
 
     /// `subscriberSuspended(_:continuation:)` with a report; see `read(_:batch:report:)`.
+    /// `priority`: the waiting task's (`TaskPriority.rawValue`); whether it raises the
+    /// upstream is tested apart (StateMachinePriorityTests).
     mutating func subscriberSuspended(
-        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport
+        _ id: SubscriberID, continuation: SubscriberContinuation, report: inout ReadReport, priority: UInt8 = 0
     ) -> Effects {
-        let outcome = self.subscriberWaiting(id, continuation: continuation, report: &report)
+        let outcome = self.subscriberWaiting(id, continuation: continuation, priority: priority, report: &report)
         switch outcome {
-        case .stored(let startUpstream):
+        case .stored(let startUpstream, _):
             var effects = Effects()
             effects.startUpstream = startUpstream
             return effects
