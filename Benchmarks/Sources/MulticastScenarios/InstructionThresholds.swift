@@ -42,9 +42,13 @@ public struct InstructionThresholds: Equatable, Sendable {
     }
 
     /// What a key's count is per: a join-and-leave cell's (`Scenarios.JoinLeaveCell.key`)
-    /// is per subscriber, every other per delivery.
+    /// is per subscriber, a lossy send's per element sent, every other per delivery.
     public static func unit(of key: String) -> String {
-        Scenarios.JoinLeaveCell.allCases.contains { $0.key == key } ? "Ir/subscriber" : "Ir/delivery"
+        if Scenarios.JoinLeaveCell.allCases.contains(where: { $0.key == key }) { return "Ir/subscriber" }
+        let perElementSent = Scenarios.DeliveryCell.allCases.contains {
+            $0.countsPerElementSent && key.hasPrefix($0.rawValue + " ")
+        }
+        return perElementSent ? "Ir/element sent" : "Ir/delivery"
     }
 
     /// Parses a file's text; the first malformed line otherwise.

@@ -186,6 +186,19 @@ public enum Scenarios {
         /// The floor under `share` at N = 1: one task iterating `OpaqueCountingSequence(M)`
         /// directly, no sharing (N must be 1).
         case base
+        /// The cells measured against tokio's broadcast (BroadcastCells.swift), counted by
+        /// `compare --instructions` only. `share(buffering: .bounded(1024))`: the `share` cell
+        /// at tokio's capacity.
+        case share1024 = "share-1024"
+        /// tokio's "contention" benchmark without its work: M lockstep sends to N subscribers
+        /// of a subject of capacity 1000, each delivery one wake-up.
+        case lockstep
+        /// The lockstep cell without a library: N tasks resumed from one `UnsafeContinuation`
+        /// each per element. The runtime's floor under every wake-up.
+        case resumeFloor = "resume-floor"
+        /// M sends to a `.bufferingNewest(64)` subject whose N subscribers do not read: counted
+        /// per element sent, not per delivery (`countsPerElementSent`).
+        case lossySend = "lossy-send"
 
         public var description: String {
             switch self {
@@ -194,18 +207,31 @@ public enum Scenarios {
             case .subject: "AsyncPassthroughSubject"
             case .openCombine: "OpenCombine subject"
             case .base: "base (opaque upstream, no sharing)"
+            case .share1024: "share() .bounded(1024)"
+            case .lockstep: "lockstep sends (tokio's contention)"
+            case .resumeFloor: "resume floor (no library)"
+            case .lossySend: "lossy send, N stalled subscribers"
             }
         }
 
         /// Whether only `compare --instructions` runs it (not scenario 6's CPU table).
-        public var isCountedOnly: Bool { self == .shareUnbounded }
+        public var isCountedOnly: Bool {
+            switch self {
+            case .shareUnbounded, .share1024, .lockstep, .resumeFloor, .lossySend: true
+            case .share, .subject, .openCombine, .base: false
+            }
+        }
+
+        /// Whether its instructions are counted per element sent (M) rather than per delivery
+        /// (M·N): a send that does no per-subscriber work costs the same at every N.
+        public var countsPerElementSent: Bool { self == .lossySend }
 
         /// The implementation `--impls` selects it with.
         public var implementation: Implementation {
             switch self {
-            case .share, .shareUnbounded, .subject: .ours
+            case .share, .shareUnbounded, .subject, .share1024, .lockstep, .lossySend: .ours
             case .openCombine: .openCombine
-            case .base: .base
+            case .base, .resumeFloor: .base
             }
         }
     }
@@ -218,6 +244,10 @@ public enum Scenarios {
             await Ours.fanOutOverOpaque(policy: .unbounded, subscribers: subscribers, elements: elements)
         case .subject: await Ours.subject(subscribers: subscribers, elements: elements, defaultPolicy: true)
         case .openCombine: OpenCombineSide.fanOut(subscribers: subscribers, elements: elements)
+        case .share1024: await BroadcastCells.share1024(subscribers: subscribers, elements: elements)
+        case .lockstep: await BroadcastCells.lockstep(subscribers: subscribers, rounds: elements)
+        case .resumeFloor: await BroadcastCells.resumeFloor(subscribers: subscribers, rounds: elements)
+        case .lossySend: await BroadcastCells.lossySend(subscribers: subscribers, elements: elements)
         case .base:
             subscribers == 1
                 ? await fanOutBase(elements: elements, opaque: true)

@@ -247,12 +247,13 @@ func runInstructions(_ options: Options) {
                         name: { "callgrind.\(cell.rawValue).N\(size.subscribers).M\($0).\(repetition + 1)" },
                         label: { "instructions \(cell.rawValue) N=\(size.subscribers) M=\($0)" })
                     guard let counts = totals else { continue }
-                    let value =
-                        Double(counts[1] - counts[0]) / Double((size.larger - size.smaller) * size.subscribers)
+                    let units = (size.larger - size.smaller) * (cell.countsPerElementSent ? 1 : size.subscribers)
+                    let value = Double(counts[1] - counts[0]) / Double(units)
                     perDelivery[size.subscribers, default: [:]][cell, default: []].append(value)
                     stamp(
                         "  \(cell.rawValue) N=\(size.subscribers): M=\(size.smaller) \(grouped(counts[0])) Ir, "
-                            + "M=\(size.larger) \(grouped(counts[1])) Ir: \(fmt(value, 0)) Ir/delivery (\(fmt(seconds, 1)) s)"
+                            + "M=\(size.larger) \(grouped(counts[1])) Ir: \(fmt(value, 0)) \(unit(of: cell)) "
+                            + "(\(fmt(seconds, 1)) s)"
                     )
                 }
             }
@@ -261,7 +262,9 @@ func runInstructions(_ options: Options) {
             let cells = perDelivery[size.subscribers] ?? [:]
             for (cell, list) in cells.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
                 figure(
-                    "instructions", "ir", unit: "instructions/delivery", implementation: cell.rawValue,
+                    "instructions", "ir",
+                    unit: cell.countsPerElementSent ? "instructions/element" : "instructions/delivery",
+                    implementation: cell.rawValue,
                     subscribers: size.subscribers, labels: [("m1", "\(size.smaller)"), ("m2", "\(size.larger)")],
                     samples: list)
             }
@@ -302,6 +305,7 @@ func runInstructions(_ options: Options) {
             fewer); "target": the performance target for that ratio.
             """)
         stamp(table.render())
+        stamp(broadcastTable(perDelivery, sizes: sizes))
         if let row = perDelivery[1], let values = row[.base], let size = sizes.first(where: { $0.subscribers == 1 }) {
             let share = row[.share].flatMap(median)
             stamp(
@@ -342,4 +346,27 @@ func runInstructions(_ options: Options) {
     #else
         fail("compare: --instructions runs valgrind, which this tool supports on Linux only")
     #endif
+}
+
+/// What a cell's count is per.
+func unit(of cell: DeliveryCell) -> String {
+    cell.countsPerElementSent ? "Ir/element sent" : "Ir/delivery"
+}
+
+/// The cells measured against tokio's broadcast (BroadcastCells.swift; tokio's figures and
+/// their source are in the Benchmarks README, "Against tokio's broadcast"): one row per
+/// cell, one column per N.
+func broadcastTable(_ perDelivery: [Int: [DeliveryCell: [Double]]], sizes: [InstructionSizes]) -> String {
+    let cells: [DeliveryCell] = [.share, .share1024, .lockstep, .resumeFloor, .lossySend]
+    var table = Table(["cell", "unit"] + sizes.map { "N=\($0.subscribers)" })
+    for cell in cells {
+        let values = sizes.map { size in perDelivery[size.subscribers]?[cell].flatMap(median) }
+        guard values.contains(where: { $0 != nil }) else { continue }
+        table.add([cell.rawValue, unit(of: cell)] + values.map { fmt($0, 0) })
+    }
+    return """
+        Against tokio's broadcast (the Benchmarks README gives tokio's figures): share() at capacity 64 and
+        1024, tokio's lockstep "contention" without work, the runtime's resume floor under it (no library:
+        --impls base), and a lossy send to N subscribers that do not read (per element sent).
+        """ + "\n" + table.render()
 }

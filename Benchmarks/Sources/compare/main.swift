@@ -34,7 +34,10 @@ struct CompareArguments: ParsableCommand {
 
     @Option(
         name: .customLong("only"),
-        help: "Comma-separated subset of scenarios: \(Options.allScenarios.joined(separator: ",")).",
+        help: """
+            Comma-separated subset of scenarios: \(Options.allScenarios.joined(separator: ",")) (the default), \
+            and \(Options.onRequestScenarios.joined(separator: ",")), which runs only when named.
+            """,
         transform: CompareArguments.scenarios)
     var scenarios: Set<String> = Set(Options.allScenarios)
 
@@ -119,7 +122,7 @@ struct CompareArguments: ParsableCommand {
 
     static func scenarios(_ list: String) throws -> Set<String> {
         let names = Set(list.split(separator: ",").map { $0.trimmingCharacters() })
-        let unknown = names.subtracting(Options.allScenarios)
+        let unknown = names.subtracting(Options.allScenarios + Options.onRequestScenarios)
         guard unknown.isEmpty else {
             throw ValidationError("unknown scenario(s): \(unknown.sorted().joined(separator: ", "))")
         }
@@ -146,6 +149,9 @@ struct Options {
     enum Mode: String, EnumerableFlag { case smoke, quick, full }
 
     static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel", "cost"] + latencyScenarios
+    /// Scenarios that run only when `--only` names them: the comparison with tokio's broadcast
+    /// (Broadcast.swift) is not part of the figures the READMEs quote.
+    static let onRequestScenarios = ["broadcast"]
 
     var mode = Mode.full
     var scenarios: Set<String> = Set(Options.allScenarios)
@@ -359,6 +365,7 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("cost") { await runCost(options) }
     if options.scenarios.contains("latency") { await runLatency(options) }
     if options.scenarios.contains("slowproducer") { await runSlowProducer(options) }
+    if options.scenarios.contains("broadcast") { await runBroadcast(options) }
 }
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
 if let path = options.json {

@@ -53,6 +53,16 @@ struct InstructionThresholdsTests {
         #expect(above.report.last == "ok     join-leave churn: 11800 Ir/subscriber, threshold 11800 (+0%, allowed +5%)")
     }
 
+    @Test("a lossy send's count is reported per element sent; the lockstep cell's per delivery")
+    func perElementSent() throws {
+        let thresholds = try InstructionThresholds.parse(
+            "mode quick\ntolerance-percent 5\nlossy-send N=64 600\nlockstep N=64 4700\n"
+        ).get()
+        let report = thresholds.check(["lossy-send N=64": 600, "lockstep N=64": 4700]).report
+        #expect(report.first == "ok     lossy-send N=64: 600 Ir/element sent, threshold 600 (+0%, allowed +5%)")
+        #expect(report.last == "ok     lockstep N=64: 4700 Ir/delivery, threshold 4700 (+0%, allowed +5%)")
+    }
+
     @Test("writing keeps the comments and the order, rounds up, and appends new keys")
     func updated() throws {
         let thresholds = try InstructionThresholds.parse(Self.file).get()
