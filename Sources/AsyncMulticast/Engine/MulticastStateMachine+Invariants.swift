@@ -143,6 +143,7 @@ extension MulticastStateMachine {
             }
         }
         if let violation = self.timerViolation() { return violation }
+        if let violation = self.hostViolation() { return violation }
         guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
         return nil
     }
@@ -171,6 +172,29 @@ extension MulticastStateMachine {
         }
         guard self.timersEnded == nil || timer.tasksRunning > 0 else {
             return "run() waits for timer tasks while none runs"
+        }
+        return nil
+    }
+
+    /// The first broken rule of a hosted machine's `run()` (MulticastStateMachine+Hosting.swift),
+    /// or `nil`: `run()` waits for an iteration only while none runs; an iteration waiting to
+    /// be picked up was started; once `run()` returned the machine has terminated; a `run()`
+    /// waits for timer tasks only once it returned.
+    func hostViolation() -> String? {
+        switch self.host {
+        case .notHosted:
+            return nil
+        case .waiting:
+            guard case .idle = self.upstream else { return "run() waits while the upstream is \(self.upstream)" }
+        case .notStarted(let pending?), .running(let pending?):
+            guard pending < self.nextEpoch else { return "run() is to pick up iteration \(pending), never started" }
+        case .notStarted(nil), .running(nil):
+            break
+        case .ended:
+            guard self.terminal != nil else { return "run() returned while the machine goes on" }
+        }
+        guard self.timersEnded == nil || { if case .ended = self.host { true } else { false } }() else {
+            return "a run() that has not ended waits for the timer tasks"
         }
         return nil
     }

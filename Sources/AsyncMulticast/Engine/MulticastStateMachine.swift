@@ -316,6 +316,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var timersEnded: UnsafeContinuation<Void, Never>?
 
+    /// Where a hosted machine's `run()` is (MulticastStateMachine+Hosting.swift).
+    @usableFromInline
+    var host: Host
+
     /// The upstream task's priority as far as known; `UInt8.max`: no task (+Priority).
     @usableFromInline
     var upstreamPriority = UInt8.max
@@ -345,7 +349,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     init(
         policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: KeepAlive = .off,
         replayExpiry: ReplayExpiry = .never, windows: (keepAlive: Duration, replayExpiry: Duration) = (.zero, .zero),
-        now: @escaping @Sendable () -> Duration = { .zero }
+        hosted: Bool = false, now: @escaping @Sendable () -> Duration = { .zero }
     ) {
         // The public faces check their arguments, once, with messages that name them.
         assert(replay >= 0, "the public faces check replay")
@@ -355,6 +359,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.mode = mode
         self.keepAlive = keepAlive
         (self.keepAliveWindow, self.replayExpiryWindow) = windows
+        self.host = hosted ? .notStarted(pending: nil) : .notHosted
         self.now = now
         if mode == .push { self.upstream = .running(epoch: Self.pushEpoch) }
     }

@@ -63,10 +63,7 @@ extension MulticastStorage {
         guard let body = self.upstreamBody else {
             preconditionFailure("a push-fed storage was asked to start an upstream")
         }
-        if self.hosted {
-            self.handToHost(epoch: epoch, in: &state)
-            return nil  // `run()` creates the task, and raises it (`startHostedUpstream`)
-        }
+        assert(!self.hosted, "a hosted storage's run() creates the upstream task")
         let sink = UpstreamSink(storage: self, epoch: epoch)
         let previous = state.retiringTask
         // Detached: the upstream must not inherit the priority or task-locals of whichever

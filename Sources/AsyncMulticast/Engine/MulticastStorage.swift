@@ -51,17 +51,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var machine: Machine
         @usableFromInline
         var upstreamTask: (epoch: UInt64, task: Task<Void, Never>)?
-        /// A hosted storage's `run()` (see MulticastStorage+Hosting.swift).
-        @usableFromInline
-        var host = Host.notRunning
-        /// A hosted storage: the upstream iteration the machine started that `run()` has not
-        /// picked up yet.
-        @usableFromInline
-        var pendingEpoch: UInt64?
-        /// A hosted storage: the waiting `run()` to resume, outside the lock, with the epoch
-        /// it must run.
-        @usableFromInline
-        var hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
         /// The last cancelled upstream task. The next one waits for it to end, so that two
         /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
         @usableFromInline
@@ -88,13 +77,11 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
 
         /// Nothing outside the machine waits on this critical section: no one observes the
-        /// subscriber count or the completion, no eviction watcher is to be told, no hosted
-        /// `run()` is to be woken. A critical section whose effects are empty then has
-        /// nothing left to do.
+        /// subscriber count or the completion, no eviction watcher is to be told. A critical
+        /// section whose effects are empty then has nothing left to do.
         @inlinable
         var isQuiet: Bool {
             self.countObservers.isEmpty && self.completionObservers.isEmpty && self.machine.evictionNotices.isEmpty
-                && self.hostWakeUp == nil
         }
     }
 
@@ -165,7 +152,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             windows: (
                 Swift.min(keepAlive, Machine.longestWindow), Swift.min(replayExpiration ?? .zero, Machine.longestWindow)
             ),
-            now: clock.now)
+            hosted: hosted, now: clock.now)
         self.timesWindows = machine.timesWindows
         self.state = Lock(State(machine: machine))
         self.upstreamBody = upstream
@@ -204,7 +191,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// The tasks waiting to learn of an eviction that the transition resolved.
         @usableFromInline let evictionNotices: [Machine.SubscriberContinuation]?
         /// A hosted storage's waiting `run()`, and the upstream iteration it must run.
-        @usableFromInline let hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
+        @usableFromInline let hostWakeUp: HostWakeUp?
         /// The upstream task to raise, and the priority (`TaskPriority.rawValue`) the machine
         /// raised it to (MulticastStateMachine+Priority.swift).
         @usableFromInline let raise: Raise?
@@ -214,7 +201,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
             change: SubscriberCountObservers.Change?, completionObservers: [CompletionObserver]?,
             evictionNotices: [Machine.SubscriberContinuation]?,
-            hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)? = nil, raise: Raise? = nil
+            hostWakeUp: HostWakeUp? = nil, raise: Raise? = nil
         ) {
             self.raise = raise
             self.hostWakeUp = hostWakeUp
@@ -259,14 +246,20 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         _ effects: Machine.Effects, _ state: inout State
     ) -> OutsideLock? {
         var raise: Raise? = nil
-        if let epoch = effects.startUpstream { raise = self.startUpstream(epoch: epoch, in: &state) }
+        var hostWakeUp: HostWakeUp? = nil
+        if let epoch = effects.startUpstream {
+            if self.hosted {
+                // `run()` creates the task, and raises it (`startHostedUpstream`).
+                hostWakeUp = state.machine.upstreamHandedToHost(epoch: epoch).map { ($0, epoch) }
+            } else {
+                raise = self.startUpstream(epoch: epoch, in: &state)
+            }
+        }
         let upstreamTask = Self.takeUpstreamTask(&state, for: effects)
         let timerTask = self.armTimer(&state, for: effects.timerTask)
         let change = state.countObservers.change(to: state.machine.subscriberCount)
         let completionObservers = Self.takeCompletionObservers(&state)
         let evictionNotices = state.machine.takeEvictionNotices()
-        let hostWakeUp = state.hostWakeUp
-        if hostWakeUp != nil { state.hostWakeUp = nil }
         // Nothing left to do, as for most joins and leaves: no allocation (`compare --only
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
         // per leave).
