@@ -55,6 +55,8 @@ enum ModelStep: CustomStringConvertible, Sendable {
     case finish(fail: Bool)
     /// An upstream iteration that was stopped offers one more value.
     case produceStale
+    /// A hosted machine's `run()` (`AsyncSharedService`) does something (+Hosting).
+    case host(ModelHostStep)
 
     var description: String {
         switch self {
@@ -72,6 +74,7 @@ enum ModelStep: CustomStringConvertible, Sendable {
         case .clockMoves(let seconds): return "the clock moves \(seconds) s"
         case .finish(let fail): return fail ? "fail" : "finish"
         case .produceStale: return "produce(stale epoch)"
+        case .host(let step): return "run(): \(step)"
         }
     }
 }
@@ -88,6 +91,8 @@ struct ModelConfig: CustomStringConvertible, Sendable {
     var replayExpiry: ReplayExpiry = .never
     var keepAliveWindow: Duration = .zero
     var replayExpiryWindow: Duration = .zero
+    /// The upstream runs in a hosted `run()` (`AsyncSharedService`).
+    var hosted = false
 
     init(seed: UInt64) {
         var rng = LCG(seed: seed ^ 0x5EED)
@@ -106,6 +111,7 @@ struct ModelConfig: CustomStringConvertible, Sendable {
             self.replayExpiry = [ReplayExpiry.never, .immediately, .afterWindow, .afterWindow][Int(rng.next() % 4)]
             if self.replayExpiry == .afterWindow { self.replayExpiryWindow = lengths[Int(rng.next() % 3)] }
         }
+        self.hosted = self.mode != .push && rng.next() % 4 == 0
     }
 
     /// Whether the machine times a window: only then do the timer's steps come.
@@ -123,7 +129,7 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         let lingering = self.keepAlive == .off ? "" : ", keepAlive \(self.keepAlive) \(self.keepAliveWindow)"
         let expiry =
             self.replayExpiry == .never ? "" : ", replay expiry \(self.replayExpiry) \(self.replayExpiryWindow)"
-        return "\(face), buffering \(self.defaultPolicy)\(lingering)\(expiry)"
+        return "\(face)\(self.hosted ? ", hosted" : ""), buffering \(self.defaultPolicy)\(lingering)\(expiry)"
             + (self.mixedPolicies ? ", with views" : "")
     }
 
@@ -152,6 +158,9 @@ struct ModelConfig: CustomStringConvertible, Sendable {
                 let moves: [Int64] = [1, 1, 5, 10, 40_000, 100_000, -3, -100_000]
                 steps.append(.clockMoves(seconds: moves[Int(rng.next() % UInt64(moves.count))]))
             case 92..<93: steps.append(.finish(fail: rng.next() % 2 == 0))
+            case 93..<97 where self.hosted:
+                let host: [ModelHostStep] = [.starts, .asks, .asks, .asksCancelled, .waitCancelled, .cancelled, .ends]
+                steps.append(.host(host[Int(rng.next() % UInt64(host.count))]))
             default: steps.append(.read(pick: pick(), wait: false))
             }
         }
@@ -345,6 +354,9 @@ struct ModelRun {
     var replayFloor = 0
     /// The storage's clock.
     var time = Duration.zero
+    /// Where a hosted machine's `run()` is, and the iteration it picked up last.
+    var host: ModelHost = .notHosted
+    var hostIteration: UInt64?
     /// The upstream's producer (pull modes, at most one: the current epoch's), or a subject's
     /// waiting senders.
     var producers: [Producer] = []
@@ -357,7 +369,9 @@ struct ModelRun {
         self.config = config
         self.machine = Machine(
             policy: config.defaultPolicy, replay: config.replay, mode: config.mode, keepAlive: config.keepAlive,
-            replayExpiry: config.replayExpiry, windows: (config.keepAliveWindow, config.replayExpiryWindow))
+            replayExpiry: config.replayExpiry, windows: (config.keepAliveWindow, config.replayExpiryWindow),
+            hosted: config.hosted)
+        self.host = config.hosted ? .notStarted(pending: nil) : .notHosted
         self.upstream = config.mode == .push ? .running(epoch: 0) : .idle
         if config.mode == .push { self.nextEpoch = 1 }
     }
@@ -607,6 +621,7 @@ struct ModelRun {
             guard case .suspend(let started) = action, started == start else {
                 throw self.fail("read \(action), expected to suspend starting \(String(describing: start))")
             }
+            if let start { try await self.handToHost(start) }
             guard wait else { return }
             let waiting = await Suspended<Result>.make()
             let effects = self.machine.subscriberSuspended(
@@ -759,6 +774,7 @@ struct ModelRun {
                 self.producers = [.free]
                 self.nextEpoch += 1
                 try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true, starting: epoch)
+                try await self.handToHost(epoch!)
             case .running(let current), .lingering(let current):
                 try self.check(epoch == current, "connect() while connected gave \(String(describing: epoch))")
                 try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
@@ -806,6 +822,9 @@ struct ModelRun {
             self.producers.removeAll()
             try await self.expect(
                 effects, resuming: resumed, with: result, releasing: parked, with: false, timer: timer)
+
+        case .host(let step):
+            try await self.apply(host: step)
 
         case .produceStale:
             guard let old = self.staleEpochs.last ?? (self.terminal != nil ? self.nextEpoch &- 1 : nil) else { return }
@@ -926,6 +945,7 @@ struct ModelRun {
             self.machine.waiters.count == self.subscribers.filter { $0.waiting != nil }.count,
             "waiting subscribers differ")
         try self.compareTimer()
+        try self.compareHost()
     }
 
     /// Runs `steps` on a fresh machine; the first disagreement, if any.
@@ -951,6 +971,8 @@ struct ModelRun {
     /// Ends the run so that no task is left suspended: ending the machine resumes its
     /// waiting subscribers and parked producers.
     mutating func tearDown() {
+        if case .waiting(let run) = self.host { run.continuation.resume(returning: nil) }
+        self.host = .notHosted
         let effects: Machine.Effects
         if self.config.mode == .push {
             effects = self.machine.subjectCompleted(failure: nil)
