@@ -15,9 +15,20 @@ extension MulticastStorage.State: InvariantChecking {
     func checkInvariants() {
         self.machine.checkInvariants()
         // The machine decides whether a timer runs; the storage holds its task.
+        // A timer task runs iff the machine holds a deadline (a window it times).
         precondition(
             self.machine.timer.isRunning == (self.timerTask != nil),
             "MulticastStorage invariant broken: the machine and the storage disagree on the keep-alive timer")
+        // The storage holds the task of the current iteration only.
+        precondition(
+            self.upstreamTask.map { self.machine.isCurrent(epoch: $0.epoch) } ?? true,
+            "MulticastStorage invariant broken: the storage holds the task of an iteration that is not current")
+        // Every critical section ends by telling whom the machine says must hear: nothing is
+        // left for later.
+        precondition(
+            self.machine.evictionNotices.isEmpty
+                && (self.machine.terminal == nil || self.machine.completionObservers.isEmpty),
+            "MulticastStorage invariant broken: observers left untold at the end of a critical section")
     }
 }
 

@@ -1,7 +1,9 @@
 // The engine behind every face of the library. Its state and its transitions are split by
-// concern: +Subscribers (the subscriber table), +Lanes (per-policy histograms and all index
-// arithmetic), +Reading, +Producing, +Upstream (start, stop, keep-alive, connections, the
-// end) and +Invariants (the rules below, checked by code). Overflow.swift maps each buffering
+// concern: +Effects (what a transition leaves to do), +Subscribers (the subscriber table),
+// +Lanes (per-policy histograms and all index arithmetic), +Reading, +Producing, +Upstream
+// (start, stop, connections, the end), +Timer (the windows and the timer task), +Hosting (a
+// hosted run()), +Priority, +Observers (who hears a count change or the completion) and
+// +Invariants (the rules below, checked by code). Overflow.swift maps each buffering
 // policy to the one rule its lane follows; PrivateQueue.swift holds the private queues.
 //
 // POSITIONS. Every element produced gets an absolute position; `tail` is the next one. For
@@ -164,67 +166,6 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         case terminated(Terminal)
     }
 
-    /// What the caller of a transition must do, outside the lock.
-    @usableFromInline
-    struct Effects: Sendable {
-        /// The first subscriber to resume with `subscriberResult`, kept inline: most
-        /// transitions that resume subscribers resume one (a cancelled or caught-up waiter),
-        /// and an array of one cost an allocation before its resume (`compare --only cancel`).
-        @usableFromInline
-        var firstSubscriber: SubscriberContinuation?
-        /// The subscribers after `firstSubscriber` to resume with `subscriberResult`: empty
-        /// while `firstSubscriber` is `nil` (`resumeSubscriber(_:)` keeps it so; `isEmpty`
-        /// and the storage's `resume(_:)` look at `firstSubscriber` only).
-        @usableFromInline
-        var moreSubscribers: [SubscriberContinuation] = []
-        /// What every subscriber above is resumed with.
-        @usableFromInline
-        var subscriberResult: Result<Element?, Failure> = .success(nil)
-        /// Resume each of these with `producerResult`.
-        @usableFromInline
-        var producers: [ProducerContinuation] = []
-        @usableFromInline
-        var producerResult = true
-        /// Waiting subscribers handed an element that this transition appended for a sender
-        /// that was waiting for room (see `releaseProducersIfRoom(into:)`): resume each with
-        /// its element.
-        @usableFromInline
-        var handedOver: [(continuation: SubscriberContinuation, element: Element)] = []
-        /// How many elements of waiting senders this transition appended (the storage counts
-        /// them as offers, see `CatchUpSpin`).
-        @usableFromInline
-        var parkedElementsAppended = 0
-        /// Start a new upstream iteration for this epoch.
-        @usableFromInline
-        var startUpstream: UInt64?
-        /// Cancel the upstream iteration of this epoch.
-        @usableFromInline
-        var cancelUpstream: UInt64?
-        /// What the storage must do with the timer task (MulticastStateMachine+Timer.swift).
-        @usableFromInline
-        var timerTask: TimerTaskAction = .none
-
-        @inlinable
-        init() {}
-
-        @inlinable
-        var isEmpty: Bool {
-            self.firstSubscriber == nil && self.producers.isEmpty && self.startUpstream == nil
-                && self.cancelUpstream == nil && self.timerTask == .none && self.handedOver.isEmpty
-                && self.parkedElementsAppended == 0
-        }
-
-        /// Adds `continuation` to the subscribers to resume with `subscriberResult`.
-        @inlinable
-        mutating func resumeSubscriber(_ continuation: SubscriberContinuation) {
-            if self.firstSubscriber == nil {
-                self.firstSubscriber = continuation
-            } else {
-                self.moreSubscribers.append(continuation)
-            }
-        }
-    }
-
     /// Elements a new subscriber receives first: the latest `replayCount` already produced
     /// (from `replayFloor` on, if that is later).
     @usableFromInline
@@ -319,6 +260,17 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// Where a hosted machine's `run()` is (MulticastStateMachine+Hosting.swift).
     @usableFromInline
     var host: Host
+
+    /// Who hears a change of the subscriber count, and a push-fed machine's completion
+    /// (MulticastStateMachine+Observers.swift).
+    @usableFromInline
+    var countObservers = SubscriberCountObservers()
+    @usableFromInline
+    var completionObservers: [CompletionObserver] = []
+
+    /// Names the next completion observer, parked producer or eviction watcher (`takeToken()`).
+    @usableFromInline
+    var nextToken: UInt64 = 0
 
     /// The upstream task's priority as far as known; `UInt8.max`: no task (+Priority).
     @usableFromInline

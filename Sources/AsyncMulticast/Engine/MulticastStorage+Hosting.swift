@@ -14,9 +14,9 @@
 
 extension MulticastStorage {
     /// A hosted storage's waiting `run()`, to resume outside the lock with the iteration it
-    /// must run.
+    /// must run, or `nil`: it must stop.
     @usableFromInline
-    typealias HostWakeUp = (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)
+    typealias HostWakeUp = (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64?)
 
     /// `AsyncSharedService.run()`: runs the upstream iterations the machine starts, one at a
     /// time, in tasks created here, until this task is cancelled or the upstream ends; then
@@ -54,11 +54,18 @@ extension MulticastStorage {
                 // Read before the lock; under it, the machine stores nothing once cancelled, so
                 // a cancellation handler that already ran (and found nothing) is not outlived.
                 let cancelled = Task.isCancelled
-                let wait = self.state.withLock { $0.machine.hostWaiting(continuation, cancelled: cancelled) }
-                if case .resume(let answer) = wait { continuation.resume(returning: answer) }
+                let work = self.state.withLock { state -> OutsideLock? in
+                    guard case .resume(let answer) = state.machine.hostWaiting(continuation, cancelled: cancelled)
+                    else { return nil }
+                    return OutsideLock(hostWakeUp: (continuation, answer))
+                }
+                self.perform(work)
             }
         } onCancel: {
-            self.state.withLock { $0.machine.hostWaitCancelled() }?.resume(returning: nil)
+            let work = self.state.withLock { state in
+                state.machine.hostWaitCancelled().map { OutsideLock(hostWakeUp: ($0, nil)) }
+            }
+            self.perform(work)
         }
     }
 
@@ -97,8 +104,10 @@ extension MulticastStorage {
         let work = self.state.withLock { state in self.endCriticalSection(state.machine.hostEnded(), &state) }
         self.perform(work)
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-            let waits = self.state.withLock { $0.machine.hostWaitingForTimers(continuation) }
-            if !waits { continuation.resume() }
+            let work = self.state.withLock { state in
+                state.machine.hostWaitingForTimers(continuation) ? nil : OutsideLock(timersEnded: continuation)
+            }
+            self.perform(work)
         }
     }
 }

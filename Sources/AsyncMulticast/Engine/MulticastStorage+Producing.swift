@@ -89,10 +89,7 @@ extension MulticastStorage {
         _ parked: (inout Machine, UInt64, Machine.ProducerContinuation) -> Machine.Effects,
         cancelled: @escaping @Sendable (inout Machine, UInt64) -> Machine.Effects
     ) async -> Bool {
-        let token = self.state.withLock { state -> UInt64 in
-            defer { state.nextWaiterToken += 1 }
-            return state.nextWaiterToken
-        }
+        let token = self.state.withLock { $0.machine.takeToken() }
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: Machine.ProducerContinuation) in
                 self.transition { machine in
@@ -216,13 +213,14 @@ extension MulticastStorage {
     /// `stopObservingCompletion(_:)` takes.
     @inlinable
     func observeCompletion(_ onCompletion: @escaping @Sendable () -> Void) -> UInt64? {
-        let token = self.state.withLock { state -> UInt64? in
-            guard state.machine.terminal == nil else { return nil }
-            defer { state.nextCompletionObserverToken += 1 }
-            state.completionObservers.append((state.nextCompletionObserverToken, onCompletion))
-            return state.nextCompletionObserverToken
+        var token: UInt64? = nil
+        let work = self.state.withLock { state -> OutsideLock? in
+            token = state.machine.completionObserverAdded(onCompletion)
+            guard token == nil else { return nil }
+            // Completed already: it is told at once, as the end of a critical section would.
+            return OutsideLock(notices: Machine.Notices(completionObservers: [(0, onCompletion)]))
         }
-        if token == nil { onCompletion() }
+        self.perform(work)
         return token
     }
 
@@ -230,11 +228,7 @@ extension MulticastStorage {
     /// if it was already told.
     @inlinable
     func stopObservingCompletion(_ token: UInt64) {
-        self.state.withLock { state in
-            if let index = state.completionObservers.firstIndex(where: { $0.token == token }) {
-                state.completionObservers.remove(at: index)
-            }
-        }
+        self.state.withLock { $0.machine.completionObserverRemoved(token: token) }
     }
 
     /// Sends `transform(latest)` in the transition that read `latest` (a current-value

@@ -188,9 +188,7 @@ extension MulticastStorage {
                 return nil
             case .stored(nil, let raise?):
                 guard let running = state.upstreamTask else { return nil }
-                return OutsideLock(
-                    effects: Machine.Effects(), upstreamTask: nil, timerTask: nil, change: nil,
-                    completionObservers: nil, evictionNotices: nil, raise: Raise(task: running.task, priority: raise))
+                return OutsideLock(raise: Raise(task: running.task, priority: raise))
             case .stored(let epoch?, _):
                 // The new task is raised to every waiting subscriber's priority, this one's too.
                 var effects = Machine.Effects()

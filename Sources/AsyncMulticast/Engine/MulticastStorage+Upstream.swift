@@ -178,7 +178,10 @@ extension MulticastStorage {
     /// hosted `run()` returns only once none runs (`stopHosting()`).
     @inlinable
     func timerTaskEnded() {
-        self.state.withLock { $0.machine.timerTaskEnded() }?.resume()
+        let work = self.state.withLock { state in
+            state.machine.timerTaskEnded().map { OutsideLock(timersEnded: $0) }
+        }
+        self.perform(work)
     }
 
     /// The timer task: reads the clock (before the lock: a clock is user code), tells the

@@ -40,10 +40,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// Runs one upstream iteration, feeding the storage through the sink.
     @usableFromInline
     typealias UpstreamBody = @Sendable (UpstreamSink) async -> Void
-    /// Told once, outside the lock, when a push-fed storage completes (see
-    /// `observeCompletion(_:)`).
-    @usableFromInline
-    typealias CompletionObserver = (token: UInt64, onCompletion: @Sendable () -> Void)
 
     @usableFromInline
     struct State: Sendable {
@@ -58,30 +54,10 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// The timer task, while the machine says one is its (`KeepAliveTimer.isRunning`).
         @usableFromInline
         var timerTask: Task<Void, Never>?
-        /// Names a parked producer or an eviction watcher, for its task's cancellation.
-        @usableFromInline
-        var nextWaiterToken: UInt64 = 0
-        /// Each running `send(contentsOf:)` of a push-fed storage stops pulling its sequence
-        /// when it completes: the end of the critical section that completed it takes these.
-        @usableFromInline
-        var completionObservers: [CompletionObserver] = []
-        @usableFromInline
-        var nextCompletionObserverToken: UInt64 = 0
-        /// Observers of the subscriber count (`subscriberCounts`).
-        @usableFromInline
-        var countObservers = SubscriberCountObservers()
 
         @inlinable
         init(machine: Machine) {
             self.machine = machine
-        }
-
-        /// Nothing outside the machine waits on this critical section: no one observes the
-        /// subscriber count or the completion, no eviction watcher is to be told. A critical
-        /// section whose effects are empty then has nothing left to do.
-        @inlinable
-        var isQuiet: Bool {
-            self.countObservers.isEmpty && self.completionObservers.isEmpty && self.machine.evictionNotices.isEmpty
         }
     }
 
@@ -184,33 +160,31 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         @usableFromInline let upstreamTask: Task<Void, Never>?
         /// The timer task the effects retired or replaced, to cancel.
         @usableFromInline let timerTask: Task<Void, Never>?
-        /// The subscriber count's change, to offer to its observers.
-        @usableFromInline let change: SubscriberCountObservers.Change?
-        /// The storage completed: the completion observers to tell.
-        @usableFromInline let completionObservers: [CompletionObserver]?
-        /// The tasks waiting to learn of an eviction that the transition resolved.
-        @usableFromInline let evictionNotices: [Machine.SubscriberContinuation]?
-        /// A hosted storage's waiting `run()`, and the upstream iteration it must run.
-        @usableFromInline let hostWakeUp: HostWakeUp?
         /// The upstream task to raise, and the priority (`TaskPriority.rawValue`) the machine
         /// raised it to (MulticastStateMachine+Priority.swift).
         @usableFromInline let raise: Raise?
+        /// What the observers must hear: the count's change, the completion, evictions that
+        /// did not happen (MulticastStateMachine+Observers.swift).
+        @usableFromInline let notices: Machine.Notices
+        /// A hosted storage's `run()`, and what it must do next: run this iteration, or stop
+        /// (`nil`).
+        @usableFromInline let hostWakeUp: HostWakeUp?
+        /// A hosted storage's ended `run()`, waiting for the last timer task: it may return.
+        @usableFromInline let timersEnded: UnsafeContinuation<Void, Never>?
 
         @inlinable
         init(
-            effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
-            change: SubscriberCountObservers.Change?, completionObservers: [CompletionObserver]?,
-            evictionNotices: [Machine.SubscriberContinuation]?,
-            hostWakeUp: HostWakeUp? = nil, raise: Raise? = nil
+            effects: Machine.Effects = Machine.Effects(), upstreamTask: Task<Void, Never>? = nil,
+            timerTask: Task<Void, Never>? = nil, raise: Raise? = nil, notices: Machine.Notices = Machine.Notices(),
+            hostWakeUp: HostWakeUp? = nil, timersEnded: UnsafeContinuation<Void, Never>? = nil
         ) {
-            self.raise = raise
-            self.hostWakeUp = hostWakeUp
             self.effects = effects
             self.upstreamTask = upstreamTask
             self.timerTask = timerTask
-            self.change = change
-            self.completionObservers = completionObservers
-            self.evictionNotices = evictionNotices
+            self.raise = raise
+            self.notices = notices
+            self.hostWakeUp = hostWakeUp
+            self.timersEnded = timersEnded
         }
     }
 
@@ -224,19 +198,21 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// `endCriticalSection`, skipped (without a call) when there is visibly nothing to do:
-    /// no effects, nobody observing the count or the completion, no eviction watcher or
-    /// hosted `run()` to resume. Most joins and leaves (`compare --only churn`, `memory`).
+    /// no effects, and nobody observing the count or the completion, no eviction watcher to
+    /// tell (`MulticastStateMachine.isQuiet`). Most joins and leaves (`compare --only churn`,
+    /// `memory`).
     @inline(__always)
     @inlinable
     func endCriticalSectionIfNeeded(_ effects: Machine.Effects, _ state: inout State) -> OutsideLock? {
-        if effects.isEmpty, state.isQuiet { return nil }
+        if effects.isEmpty, state.machine.isQuiet { return nil }
         return self.endCriticalSection(effects, &state)
     }
 
-    /// Under the lock, after the machine's transition returned `effects`: starts and registers
-    /// the upstream task they ask for, takes the one they cancel, starts or takes the timer
-    /// task (`armTimer`), numbers the subscriber count's change and, once the machine has
-    /// ended, takes the completion observers. The rest is `perform(_:)`'s.
+    /// Under the lock, after the machine's transition returned `effects`: the handles'
+    /// part. Starts and registers the upstream task they ask for (a hosted storage's goes to
+    /// `run()`, `upstreamHandedToHost`), takes the one they cancel, starts or takes the timer
+    /// task (`armTimer`), and takes what the observers must hear (`takeNotices()`: the machine
+    /// decides). The rest is `perform(_:)`'s.
     ///
     /// Never inlined: a command has one call, on its slow path, and inlining the whole end
     /// into each made the readers' hot paths too large to inline in turn.
@@ -250,34 +226,32 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         if let epoch = effects.startUpstream {
             if self.hosted {
                 // `run()` creates the task, and raises it (`startHostedUpstream`).
-                hostWakeUp = state.machine.upstreamHandedToHost(epoch: epoch).map { ($0, epoch) }
+                hostWakeUp = state.machine.upstreamHandedToHost(epoch: epoch).map { ($0, .some(epoch)) }
             } else {
                 raise = self.startUpstream(epoch: epoch, in: &state)
             }
         }
         let upstreamTask = Self.takeUpstreamTask(&state, for: effects)
         let timerTask = self.armTimer(&state, for: effects.timerTask)
-        let change = state.countObservers.change(to: state.machine.subscriberCount)
-        let completionObservers = Self.takeCompletionObservers(&state)
-        let evictionNotices = state.machine.takeEvictionNotices()
+        let notices = state.machine.takeNotices()
         // Nothing left to do, as for most joins and leaves: no allocation (`compare --only
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
         // per leave).
-        if upstreamTask == nil, timerTask == nil, change == nil, completionObservers == nil,
-            evictionNotices == nil, hostWakeUp == nil, raise == nil, effects.firstSubscriber == nil,
-            effects.producers.isEmpty, effects.handedOver.isEmpty, effects.parkedElementsAppended == 0
+        if upstreamTask == nil, timerTask == nil, notices.isEmpty, hostWakeUp == nil, raise == nil,
+            effects.firstSubscriber == nil, effects.producers.isEmpty, effects.handedOver.isEmpty,
+            effects.parkedElementsAppended == 0
         {
             return nil
         }
         return OutsideLock(
-            effects: effects, upstreamTask: upstreamTask, timerTask: timerTask, change: change,
-            completionObservers: completionObservers, evictionNotices: evictionNotices, hostWakeUp: hostWakeUp,
-            raise: raise)
+            effects: effects, upstreamTask: upstreamTask, timerTask: timerTask, raise: raise, notices: notices,
+            hostWakeUp: hostWakeUp)
     }
 
-    /// Outside the lock: does what `endCriticalSection` took, in this order: resumes the
+    /// Outside the lock: does what a critical section left to do, in this order: resumes the
     /// subscribers and producers, cancels the retired tasks, raises the upstream task,
-    /// announces the subscriber count, tells the completion observers. `nil`: nothing.
+    /// announces the subscriber count, tells the completion observers and the eviction
+    /// watchers, resumes a hosted `run()`. `nil`: nothing.
     ///
     /// Always inlined, so that the usual `nil` costs its test at the call site.
     @inline(__always)
@@ -294,12 +268,13 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         work.timerTask?.cancel()
         if let raise = work.raise { Self.escalate(raise.task, to: TaskPriority(rawValue: raise.priority)) }
         // The usual `nil` costs a test, not a call.
-        if let change = work.change { change.offer() }
-        if let observers = work.completionObservers {
+        if let change = work.notices.change { change.offer() }
+        if let observers = work.notices.completionObservers {
             for observer in observers { observer.onCompletion() }
         }
-        if let notices = work.evictionNotices { Self.resume(notices) }
+        if let notices = work.notices.evictionNotices { Self.resume(notices) }
         if let wakeUp = work.hostWakeUp { wakeUp.continuation.resume(returning: wakeUp.epoch) }
+        work.timersEnded?.resume()
     }
 
     /// Resumes the continuations `effects` hands over, and counts the senders' elements it
@@ -321,15 +296,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         for continuation in effects.producers {
             continuation.resume(returning: effects.producerResult)
         }
-    }
-
-    /// Under the lock: the completion observers, once the machine has ended (none can
-    /// register after that, see `observeCompletion(_:)`).
-    @inlinable
-    static func takeCompletionObservers(_ state: inout State) -> [CompletionObserver]? {
-        guard !state.completionObservers.isEmpty, state.machine.terminal != nil else { return nil }
-        defer { state.completionObservers = [] }
-        return state.completionObservers
     }
 
     // MARK: Queries

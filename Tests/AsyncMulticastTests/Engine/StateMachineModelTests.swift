@@ -57,6 +57,9 @@ enum ModelStep: CustomStringConvertible, Sendable {
     case produceStale
     /// A hosted machine's `run()` (`AsyncSharedService`) does something (+Hosting).
     case host(ModelHostStep)
+    /// An observer of the subscriber count or of a subject's completion comes or goes
+    /// (+Observers).
+    case observe(ModelObserveStep)
 
     var description: String {
         switch self {
@@ -75,6 +78,7 @@ enum ModelStep: CustomStringConvertible, Sendable {
         case .finish(let fail): return fail ? "fail" : "finish"
         case .produceStale: return "produce(stale epoch)"
         case .host(let step): return "run(): \(step)"
+        case .observe(let step): return "observer: \(step)"
         }
     }
 }
@@ -158,6 +162,12 @@ struct ModelConfig: CustomStringConvertible, Sendable {
                 let moves: [Int64] = [1, 1, 5, 10, 40_000, 100_000, -3, -100_000]
                 steps.append(.clockMoves(seconds: moves[Int(rng.next() % UInt64(moves.count))]))
             case 92..<93: steps.append(.finish(fail: rng.next() % 2 == 0))
+            case 97..<99:
+                let observe: [ModelObserveStep] =
+                    self.mode == .push
+                    ? [.count, .stopCount(pick: pick()), .completion, .stopCompletion(pick: pick())]
+                    : [.count, .stopCount(pick: pick())]
+                steps.append(.observe(observe[Int(rng.next() % UInt64(observe.count))]))
             case 93..<97 where self.hosted:
                 let host: [ModelHostStep] = [.starts, .asks, .asks, .asksCancelled, .waitCancelled, .cancelled, .ends]
                 steps.append(.host(host[Int(rng.next() % UInt64(host.count))]))
@@ -354,6 +364,11 @@ struct ModelRun {
     var replayFloor = 0
     /// The storage's clock.
     var time = Duration.zero
+    /// The observers of the subscriber count, and the count they last heard; the completion
+    /// observers' tokens.
+    var countObservers: [SubscriberCountCell] = []
+    var countHeard = 0
+    var completionObservers: [UInt64] = []
     /// Where a hosted machine's `run()` is, and the iteration it picked up last.
     var host: ModelHost = .notHosted
     var hostIteration: UInt64?
@@ -826,6 +841,9 @@ struct ModelRun {
         case .host(let step):
             try await self.apply(host: step)
 
+        case .observe(let step):
+            self.apply(observe: step)
+
         case .produceStale:
             guard let old = self.staleEpochs.last ?? (self.terminal != nil ? self.nextEpoch &- 1 : nil) else { return }
             let action = self.machine.produce(-1, epoch: old)
@@ -959,6 +977,7 @@ struct ModelRun {
             do {
                 try await run.apply(step)
                 try run.compare()
+                try run.checkNotices()
             } catch {
                 run.tearDown()
                 return error
