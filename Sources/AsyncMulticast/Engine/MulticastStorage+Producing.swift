@@ -17,7 +17,7 @@ extension MulticastStorage {
         let outcome = self.state.withLock {
             $0.machine.elementProduced(element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
         }
-        if outcome != .stop { self.delivered(element, resuming: resuming) }
+        if outcome != .stop { self.perform(delivering: element, to: resuming) }
         return outcome
     }
 
@@ -29,22 +29,8 @@ extension MulticastStorage {
         let outcome = self.state.withLock {
             $0.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming)
         }
-        if outcome == .proceed { self.delivered(element, resuming: resuming) }
+        if outcome == .proceed { self.perform(delivering: element, to: resuming) }
         return outcome
-    }
-
-    /// After an element was produced, outside the lock: a subscriber catching up may take
-    /// it, and the subscribers that were waiting for it get it. The end of a producer's
-    /// critical section, on its fast path: producing an element changes no subscriber
-    /// count, starts or cancels nothing, and the machine hands over the waiting subscribers
-    /// as `resuming` rather than as `Effects`, so that the hot path builds none.
-    @inlinable
-    @inline(__always)
-    func delivered(_ element: Element, resuming: [Machine.SubscriberContinuation]) {
-        self.catchUp.recordOffer()
-        for continuation in resuming {
-            continuation.resume(returning: .success(element))
-        }
     }
 
     /// Outside the lock: tells the tasks waiting to learn of an eviction that their
@@ -239,6 +225,6 @@ extension MulticastStorage {
         let produced = self.state.withLock {
             $0.machine.latestElementUpdated(by: transform, resuming: &resuming)
         }
-        if let produced { self.delivered(produced, resuming: resuming) }
+        if let produced { self.perform(delivering: produced, to: resuming) }
     }
 }

@@ -79,9 +79,8 @@ extension MulticastStorage {
         batch = lending.take()!
         switch action {
         case .element(let element, let producers):
-            // The producers this read released (room was made), usually none: resumed here,
-            // the one part of `perform` this outcome needs (see `takeNext`).
-            for producer in producers { producer.resume(returning: true) }
+            // The cheap form of what this read leaves to do (see `takeNext`).
+            self.perform(releasing: producers)
             return .element(element)
         case .elementReleasingSenders(let element, _):
             return .element(element)  // `takeNext` performed what the read released

@@ -30,11 +30,7 @@ extension MulticastStorage {
             if effects.isEmpty, state.machine.isQuiet { return nil }
             return self.endLeave(effects, &state, quick: &quick)
         }
-        if let quick {
-            // In `perform`'s order: the subscriber first, then the retired task.
-            quick.waiter?.resume(returning: .success(nil))
-            quick.upstreamTask?.cancel()
-        }
+        if let quick { self.perform(quick) }
         self.perform(work)
     }
 
