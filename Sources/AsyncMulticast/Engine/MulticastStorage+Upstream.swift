@@ -151,12 +151,12 @@ extension MulticastStorage {
         switch action {
         case .none:
             return nil
-        case .start(let generation):
-            self.startTimer(generation: generation, in: &state)
+        case .start:
+            self.startTimer(generation: state.machine.timer.generation, in: &state)
             return nil
-        case .replace(let generation):
+        case .replace:
             let replaced = state.timerTask
-            self.startTimer(generation: generation, in: &state)
+            self.startTimer(generation: state.machine.timer.generation, in: &state)
             return replaced
         case .cancel:
             defer { state.timerTask = nil }

@@ -19,7 +19,7 @@ struct StateMachineKeepAliveTests {
 
         let leave = machine.subscriberLeft(a)
         #expect(leave.cancelUpstream == nil, "keep-alive: not cancelled yet")
-        #expect(leave.timerTask == .start(generation: 1))
+        #expect(leave.timerTask == .start)
         #expect(machine.upstream == .lingering(epoch: 0))
         #expect(machine.isCurrent(epoch: 0), "the lingering upstream may still produce")
         #expect(!machine.produce(1, epoch: 0).isStop, "a lingering upstream's element is taken")
@@ -46,11 +46,11 @@ struct StateMachineKeepAliveTests {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: .window)
         let a = machine.subscriberJoined()
         _ = machine.nextRequested(a)
-        #expect(machine.subscriberLeft(a).timerTask == .start(generation: 1))
+        #expect(machine.subscriberLeft(a).timerTask == .start)
         let b = machine.subscriberJoined()
         #expect(machine.keepAliveExpired().isEmpty, "the subscriber is back: nothing to stop")
         #expect(machine.upstream == .running(epoch: 0))
-        #expect(machine.subscriberLeft(b).timerTask == .start(generation: 2), "that timer ended: a new one starts")
+        #expect(machine.subscriberLeft(b).timerTask == .start, "that timer ended: a new one starts")
     }
 
     @Test("subscriberLeft while a timer runs re-arms it: many departures, one timer task")

@@ -41,11 +41,11 @@ extension ModelRun {
             guard let wakeUp = self.timerWakeUp, self.timerDeadline < wakeUp else { return .none }
             self.cancelCurrentTimerTask()
             self.newTimerTask()
-            return .replace(generation: self.timerGeneration)
+            return .replace
         }
         self.timerRunning = true
         self.newTimerTask()
-        return .start(generation: self.timerGeneration)
+        return .start
     }
 
     mutating func newTimerTask() {
