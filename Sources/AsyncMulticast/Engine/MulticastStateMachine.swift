@@ -56,6 +56,13 @@
 // - A greeting belongs to a live, not waiting, not evicted `.evict` subscriber, and is not
 //   used up.
 // - No waiting subscriber's priority is above the upstream task's (`upstreamPriority`).
+// - A timer task is the machine's only while a window may need timing; it is counted among
+//   the timer tasks running, and wakes no later than its deadline. (The storage: it holds a
+//   timer task iff the machine says one runs.)
+// - A hosted `run()` waits for an iteration only while none runs; once it returned, the
+//   machine has terminated; only a returned `run()` waits for the timer tasks.
+// - (The storage, after every critical section: no observer is left untold, and the
+//   upstream task it holds is the current iteration's.)
 
 /// Identifies one subscriber inside a ``MulticastStateMachine``.
 ///
