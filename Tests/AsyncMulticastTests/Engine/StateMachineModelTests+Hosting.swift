@@ -128,30 +128,14 @@ extension ModelRun {
         }
     }
 
-    /// `hostStopped()`'s effects: unless already terminated, the running iteration is
-    /// cancelled, the timer too, a pending replay expiry happens at once, and the machine
-    /// ends as finished: the waiting subscribers get the end, the parked producers `false`.
+    /// `hostStopped()`'s effects: unless already terminated, the machine ends as finished,
+    /// the running iteration cancelled (`expectEnd`).
     mutating func expectHostStopped(_ effects: Machine.Effects) async throws(ModelFailure) {
         guard self.terminal == nil else {
             try self.check(effects.isEmpty, "run() stopping after the end had effects")
             return
         }
-        let cancelled = self.currentEpoch
-        if let cancelled { self.staleEpochs.append(cancelled) }
-        let timer = self.cancelTimer()
-        if self.replayExpiryPending {
-            self.replayExpiryPending = false
-            self.replayFloor = self.produced.count
-        }
-        self.terminal = .success(nil)
-        self.upstream = .terminated(.finished)
-        let resumed = self.subscribers.compactMap(\.waiting)
-        self.subscribers.removeAll { $0.waiting != nil }
-        let parked = self.takeParked()
-        self.producers.removeAll()
-        try await self.expect(
-            effects, resuming: resumed, with: .success(nil), releasing: parked, with: false, cancelling: cancelled,
-            timer: timer)
+        try await self.expectEnd(effects, .finished, cancelling: self.currentEpoch)
     }
 
     /// `run()` awaits the task of the iteration it picked up last: it asks for the next one

@@ -55,6 +55,12 @@ enum ModelStep: CustomStringConvertible, Sendable {
     case finish(fail: Bool)
     /// An upstream iteration that was stopped offers one more value.
     case produceStale
+    /// The `run()` hosting the upstream ends (`AsyncSharedService`, `.automatic` mode): the
+    /// machine ends as finished, cancelling an iteration that runs.
+    case hostStops
+    /// The machine's timer task finds its window closed: its sleep failed (the exhaustive
+    /// explorer's timer step; the random runs wake timer tasks with `timerWakes`).
+    case keepAliveExpires
     /// A hosted machine's `run()` (`AsyncSharedService`) does something (+Hosting).
     case host(ModelHostStep)
     /// An observer of the subscriber count or of a subject's completion comes or goes
@@ -77,6 +83,8 @@ enum ModelStep: CustomStringConvertible, Sendable {
         case .clockMoves(let seconds): return "the clock moves \(seconds) s"
         case .finish(let fail): return fail ? "fail" : "finish"
         case .produceStale: return "produce(stale epoch)"
+        case .hostStops: return "host stops"
+        case .keepAliveExpires: return "keep-alive expires"
         case .host(let step): return "run(): \(step)"
         case .observe(let step): return "observer: \(step)"
         }
@@ -97,6 +105,18 @@ struct ModelConfig: CustomStringConvertible, Sendable {
     var replayExpiryWindow: Duration = .zero
     /// The upstream runs in a hosted `run()` (`AsyncSharedService`).
     var hosted = false
+
+    init(
+        mode: UpstreamMode, replay: Int, keepAlive: KeepAlive = .off, autoconnect: Bool = false,
+        defaultPolicy: SharedBufferingPolicy, mixedPolicies: Bool = false
+    ) {
+        self.mode = mode
+        self.replay = replay
+        self.keepAlive = keepAlive
+        self.autoconnect = autoconnect
+        self.defaultPolicy = defaultPolicy
+        self.mixedPolicies = mixedPolicies
+    }
 
     init(seed: UInt64) {
         var rng = LCG(seed: seed ^ 0x5EED)
@@ -175,37 +195,6 @@ struct ModelConfig: CustomStringConvertible, Sendable {
             }
         }
         return steps
-    }
-}
-
-// MARK: - Real continuations
-
-/// A real continuation, suspended in a task of its own, whose resumption is recorded: the
-/// machine stores and returns real continuations, and a test can only tell which one it
-/// resumed by what the waiting task received.
-struct Suspended<Value: Sendable>: Sendable {
-    let continuation: UnsafeContinuation<Value, Never>
-    let received: Lock<Value?>
-
-    static func make() async -> Suspended<Value> {
-        let received = Lock<Value?>(nil)
-        let (handoff, sender) = AsyncStream.makeStream(of: UnsafeContinuation<Value, Never>.self)
-        Task {
-            let value = await withUnsafeContinuation { sender.yield($0) }
-            received.withLock { $0 = value }
-        }
-        for await continuation in handoff { return Suspended(continuation: continuation, received: received) }
-        preconditionFailure("no continuation was handed over")
-    }
-
-    /// Waits until the waiting task received its value; `nil` (and a recorded issue) after
-    /// 30 s, a hang guard: a count of yields could run out while the resumed task waits for
-    /// a thread.
-    func value() async -> Value? {
-        try? await waitUntil("the resumed task to receive its value", seconds: 30) {
-            self.received.withLock { $0 } != nil
-        }
-        return self.received.withLock { $0 }
     }
 }
 
@@ -379,9 +368,15 @@ struct ModelRun {
     var nextToken: UInt64 = 0
     var staleEpochs: [UInt64] = []
     var step = 0
+    /// `nil`: every wait suspends a new task, and `expect` resumes what the machine says to
+    /// resume and checks who received it. Set (the explorer, which copies runs and drives
+    /// each copy on): waits take tokens from the pool, and `expect` checks by identity
+    /// what would be resumed, resuming nothing.
+    let pool: ContinuationPool?
 
-    init(config: ModelConfig) {
+    init(config: ModelConfig, pool: ContinuationPool? = nil) {
         self.config = config
+        self.pool = pool
         self.machine = Machine(
             policy: config.defaultPolicy, replay: config.replay, mode: config.mode, keepAlive: config.keepAlive,
             replayExpiry: config.replayExpiry, windows: (config.keepAliveWindow, config.replayExpiryWindow),
@@ -457,6 +452,10 @@ struct ModelRun {
         try self.check(
             effects.parkedElementsAppended == handover.sent,
             "appended \(effects.parkedElementsAppended) senders' values, expected \(handover.sent)")
+        if self.pool != nil {
+            try self.checkIdentities(effects, resuming: subscribers, releasing: producers, handingOver: handover)
+            return
+        }
         for continuation in effects.subscribers { continuation.resume(returning: effects.subscriberResult) }
         for (continuation, element) in effects.handedOver { continuation.resume(returning: .success(element)) }
         for continuation in effects.producers { continuation.resume(returning: effects.producerResult) }
@@ -474,6 +473,42 @@ struct ModelRun {
             try self.check(
                 received == .success(value), "a subscriber handed a sender's value received \(received as Any)")
         }
+    }
+
+    /// `expect` with tokens from the pool, which are never resumed: the continuations
+    /// `effects` would resume are exactly the expected ones (the counts are checked already).
+    func checkIdentities(
+        _ effects: Machine.Effects, resuming subscribers: [Suspended<Result>], releasing producers: [Suspended<Bool>],
+        handingOver handover: Handover
+    ) throws(ModelFailure) {
+        try self.check(
+            effects.subscribers.map { $0.identity }.sorted() == subscribers.map { $0.identity }.sorted(),
+            "resumed other subscriber continuations than the waiting ones expected")
+        try self.check(
+            effects.producers.map { $0.identity }.sorted() == producers.map { $0.identity }.sorted(),
+            "released other producer continuations than the parked ones expected")
+        let handedOver = effects.handedOver.map { "\($0.continuation.identity):\($0.element)" }
+        let expected = handover.subscribers.map { "\($0.waiting.identity):\($0.value)" }
+        try self.check(
+            handedOver.sorted() == expected.sorted(), "handed senders' values to other subscribers, or other values")
+    }
+
+    /// A continuation for a subscriber about to wait: a new suspended task, or the pool's
+    /// first token that no subscriber of this run holds.
+    func waitingSubscriber() async -> Suspended<Result> {
+        guard let pool = self.pool else { return await .make() }
+        return ContinuationPool.first(of: pool.subscribers, notIn: self.subscribers.compactMap { $0.waiting?.identity })
+    }
+
+    /// A continuation for a producer about to park: a new suspended task, or the pool's
+    /// first token that no producer of this run holds.
+    func parkingProducer() async -> Suspended<Bool> {
+        guard let pool = self.pool else { return await .make() }
+        let inUse = self.producers.compactMap { producer -> UInt? in
+            guard case .parked(let parked, _, _) = producer else { return nil }
+            return parked.identity
+        }
+        return ContinuationPool.first(of: pool.producers, notIn: inUse)
     }
 
     /// Takes every parked producer out of the model: they are stopped, and end.
@@ -638,7 +673,7 @@ struct ModelRun {
             }
             if let start { try await self.handToHost(start) }
             guard wait else { return }
-            let waiting = await Suspended<Result>.make()
+            let waiting = await self.waitingSubscriber()
             let effects = self.machine.subscriberSuspended(
                 self.subscribers[k].id, continuation: waiting.continuation, report: &report,
                 connectsOnDemand: self.config.autoconnect)
@@ -749,7 +784,7 @@ struct ModelRun {
                 }
                 return
             }
-            let parked = await Suspended<Bool>.make()
+            let parked = await self.parkingProducer()
             let token = self.nextToken
             self.nextToken += 1
             let effects =
@@ -827,16 +862,23 @@ struct ModelRun {
                 self.config.mode == .push
                 ? self.machine.subjectCompleted(failure: failure)
                 : self.machine.upstreamEnded(epoch: epoch, failure: failure)
-            let result: Result = failure.map { .failure($0) } ?? .success(nil)
-            self.terminal = result
-            self.upstream = .terminated(failure.map { .failed($0) } ?? .finished)
-            let resumed = self.subscribers.compactMap(\.waiting)
-            self.subscribers.removeAll { $0.waiting != nil }
-            let timer = self.cancelTimer()
-            let parked = self.takeParked()
-            self.producers.removeAll()
-            try await self.expect(
-                effects, resuming: resumed, with: result, releasing: parked, with: false, timer: timer)
+            try await self.expectEnd(effects, failure.map { .failed($0) } ?? .finished, cancelling: nil)
+
+        case .hostStops:
+            guard self.config.mode == .automatic else { return }
+            guard self.terminal == nil else {
+                try self.check(self.machine.hostStopped().isEmpty, "a host stopping after the end had effects")
+                return
+            }
+            let running = self.currentEpoch
+            try await self.expectEnd(self.machine.hostStopped(), .finished, cancelling: running)
+
+        case .keepAliveExpires:
+            guard self.timerRunning,
+                let index = self.timerTasks.firstIndex(where: { $0.generation == self.timerGeneration })
+            else { return }
+            self.timerTasks[index].started = true
+            try await self.timerWakes(pick: index, returned: false)
 
         case .host(let step):
             try await self.apply(host: step)
@@ -849,6 +891,29 @@ struct ModelRun {
             let action = self.machine.produce(-1, epoch: old)
             guard case .stop = action else { throw self.fail("a stopped epoch's element was taken: \(action)") }
         }
+    }
+
+    /// The machine ended with `terminal`, and returned `effects`: the waiting subscribers
+    /// receive it, the parked producers stop, the timer is cancelled, and so is the iteration
+    /// `cancelled`, if any.
+    mutating func expectEnd(
+        _ effects: Machine.Effects, _ terminal: Machine.Terminal, cancelling cancelled: UInt64?
+    ) async throws(ModelFailure) {
+        self.terminal = terminal.result
+        self.upstream = .terminated(terminal)
+        let resumed = self.subscribers.compactMap(\.waiting)
+        self.subscribers.removeAll { $0.waiting != nil }
+        let timer = self.cancelTimer()
+        // A replay cache whose expiry window was open expires at once (the host stopped).
+        if self.replayExpiryPending {
+            self.replayExpiryPending = false
+            self.replayFloor = self.produced.count
+        }
+        let parked = self.takeParked()
+        self.producers.removeAll()
+        try await self.expect(
+            effects, resuming: resumed, with: terminal.result, releasing: parked, with: false, cancelling: cancelled,
+            timer: timer)
     }
 
     mutating func nextValue() -> Int {
