@@ -83,14 +83,14 @@ private struct LoggedCounter: AsyncSequence, Sendable {
 
 private func hostIsWaiting<E, F>(_ service: AsyncSharedService<E, F>) -> Bool {
     service.storage.state.withLock { state in
-        if case .waiting = state.host { return true }
+        if case .waiting = state.machine.host { return true }
         return false
     }
 }
 
 private func hostIsRunning<E, F>(_ service: AsyncSharedService<E, F>) -> Bool {
     service.storage.state.withLock { state in
-        if case .running = state.host { return true }
+        if case .running = state.machine.host { return true }
         return false
     }
 }

@@ -95,7 +95,7 @@ struct PreconditionTests {
             let (stream, _) = AsyncStream.makeStream(of: Int.self)
             let service = stream.sharedService(started: .eagerly)
             let first = Task { await service.run() }
-            while service.storage.state.withLock({ if case .notRunning = $0.host { true } else { false } }) {
+            while service.storage.state.withLock({ if case .notStarted = $0.machine.host { true } else { false } }) {
                 await Task.yield()
             }
             await service.run()

@@ -1,7 +1,32 @@
 // Evicting: what the `.evicting` policy adds to the machine besides its hard limit (which
 // `append` applies): the soft limit, what a subscriber holds (its backlog and high-water
-// mark, for sizing the limits), and the tasks waiting to learn of an eviction
-// (`SharedSubscription.waitForEviction()`).
+// mark, for sizing the limits), the greeting of a replaying subscriber, and the tasks waiting
+// to learn of an eviction (`SharedSubscription.waitForEviction()`).
+
+extension MulticastStateMachine {
+    /// An `.evicting` subscriber's replayed elements, read before its cursor's (`greetings`).
+    @usableFromInline
+    struct Greeting: Sendable {
+        /// Shared with the subscribers that joined at the same position: never mutated.
+        @usableFromInline
+        let elements: [Element]
+        /// The position of the first of them.
+        @usableFromInline
+        let start: Int
+        /// The next one to read.
+        @usableFromInline
+        var next = 0
+
+        @inlinable
+        init(elements: [Element], start: Int) {
+            self.elements = elements
+            self.start = start
+        }
+
+        @inlinable
+        var remaining: Int { self.elements.count - self.next }
+    }
+}
 
 extension MulticastStateMachine.Lane {
     /// An `.evicting` policy's soft limit, read only on an `.evict` lane.

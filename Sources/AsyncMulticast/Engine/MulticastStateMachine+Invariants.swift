@@ -15,9 +15,20 @@ extension MulticastStorage.State: InvariantChecking {
     func checkInvariants() {
         self.machine.checkInvariants()
         // The machine decides whether a timer runs; the storage holds its task.
+        // A timer task runs iff the machine holds a deadline (a window it times).
         precondition(
-            self.machine.keepAliveTimerIsRunning == (self.timerTask != nil),
+            self.machine.timer.isRunning == (self.timerTask != nil),
             "MulticastStorage invariant broken: the machine and the storage disagree on the keep-alive timer")
+        // The storage holds the task of the current iteration only.
+        precondition(
+            self.upstreamTask.map { self.machine.isCurrent(epoch: $0.epoch) } ?? true,
+            "MulticastStorage invariant broken: the storage holds the task of an iteration that is not current")
+        // Every critical section ends by telling whom the machine says must hear: nothing is
+        // left for later.
+        precondition(
+            self.machine.evictionNotices.isEmpty
+                && (self.machine.terminal == nil || self.machine.completionObservers.isEmpty),
+            "MulticastStorage invariant broken: observers left untold at the end of a critical section")
     }
 }
 
@@ -142,17 +153,60 @@ extension MulticastStateMachine {
                     ? "a subject's sender waits without its element" : "an upstream's producer waits with an element"
             }
         }
-        if self.keepAliveTimerIsRunning {
-            guard self.keepAlive == .window || self.replayExpiry == .afterWindow else {
-                return "a timer without a window to time"
+        if let violation = self.timerViolation() { return violation }
+        if let violation = self.hostViolation() { return violation }
+        guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
+        return nil
+    }
+
+    /// The first broken rule of the timer (MulticastStateMachine+Timer.swift), or `nil`: a
+    /// timer task is the machine's only while a window may need timing, and it counts among
+    /// the tasks running; it wakes no later than its deadline; the replay cache's expiry is
+    /// pending only while the upstream is stopped and timed; a hosted `run()` waits for timer
+    /// tasks only while some run.
+    func timerViolation() -> String? {
+        let timer = self.timer
+        if timer.isRunning {
+            guard self.timesWindows else { return "a timer without a window to time" }
+            guard timer.tasksRunning >= 1 else { return "a timer task that is not counted as running" }
+        }
+        guard timer.tasksRunning >= 0 else { return "\(timer.tasksRunning) timer tasks running" }
+        if let wakeUp = timer.wakeUp {
+            guard timer.isRunning, wakeUp <= timer.deadline else {
+                return "a timer waking at \(wakeUp), past its deadline \(timer.deadline), or without a timer"
             }
         }
         if self.replayExpiryPending {
-            guard case .idle = self.upstream, self.keepAliveTimerIsRunning else {
+            guard case .idle = self.upstream, timer.isRunning else {
                 return "a replay expiry pending while the upstream is not stopped, or without its timer"
             }
         }
-        guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
+        guard self.timersEnded == nil || timer.tasksRunning > 0 else {
+            return "run() waits for timer tasks while none runs"
+        }
+        return nil
+    }
+
+    /// The first broken rule of a hosted machine's `run()` (MulticastStateMachine+Hosting.swift),
+    /// or `nil`: `run()` waits for an iteration only while none runs; an iteration waiting to
+    /// be picked up was started; once `run()` returned the machine has terminated; a `run()`
+    /// waits for timer tasks only once it returned.
+    func hostViolation() -> String? {
+        switch self.host {
+        case .notHosted:
+            return nil
+        case .waiting:
+            guard case .idle = self.upstream else { return "run() waits while the upstream is \(self.upstream)" }
+        case .notStarted(let pending?), .running(let pending?):
+            guard pending < self.nextEpoch else { return "run() is to pick up iteration \(pending), never started" }
+        case .notStarted(nil), .running(nil):
+            break
+        case .ended:
+            guard self.terminal != nil else { return "run() returned while the machine goes on" }
+        }
+        guard self.timersEnded == nil || { if case .ended = self.host { true } else { false } }() else {
+            return "a run() that has not ended waits for the timer tasks"
+        }
         return nil
     }
 

@@ -3,29 +3,6 @@
 // rules. All the index arithmetic of the shared buffer lives here.
 
 extension MulticastStateMachine {
-    /// An `.evicting` subscriber's replayed elements, read before its cursor's (`greetings`).
-    @usableFromInline
-    struct Greeting: Sendable {
-        /// Shared with the subscribers that joined at the same position: never mutated.
-        @usableFromInline
-        let elements: [Element]
-        /// The position of the first of them.
-        @usableFromInline
-        let start: Int
-        /// The next one to read.
-        @usableFromInline
-        var next = 0
-
-        @inlinable
-        init(elements: [Element], start: Int) {
-            self.elements = elements
-            self.start = start
-        }
-
-        @inlinable
-        var remaining: Int { self.elements.count - self.next }
-    }
-
     @usableFromInline
     struct Lane: Sendable {
         /// The lane's identity: one lane per policy in use.
@@ -157,26 +134,31 @@ extension MulticastStateMachine {
     }
 
     /// Whether every bounded subscriber has room for one more element, i.e. whether a
-    /// producer may append without waiting.
-    @inlinable
-    var hasRoom: Bool {
-        // Spelled out rather than through a key path: this runs at every park and unpark.
-        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor > lane.roomLevel {
-            return false
-        }
-        return true
-    }
+    /// producer may append without waiting. The loop takes the lanes, not the machine,
+    /// which a call copies whole (a `memcpy` at every park, `compare --instructions`).
+    @inlinable @inline(__always)
+    var hasRoom: Bool { Self.hasRoom(in: self.lanes, tail: self.tail) }
 
     /// Whether a *parked* producer may go on: every bounded subscriber is down to its
     /// lane's `resumeLevel` (half the bound). A producer parks at the bound and resumes at
     /// half of it, like a high/low watermark pair: one wake-up then buys `bound / 2`
     /// elements instead of one, and a wake-up costs far more than an element. Liveness is
     /// unaffected: a subscriber above the level has elements to read.
+    @inlinable @inline(__always)
+    var hasRoomToResume: Bool { Self.hasRoomToResume(in: self.lanes, tail: self.tail) }
+
+    /// `hasRoom`. Spelled out rather than through a key path: this runs at every park and
+    /// unpark.
     @inlinable
-    var hasRoomToResume: Bool {
-        for lane in self.lanes where lane.members > 0 && self.tail - lane.minCursor > lane.resumeLevel {
-            return false
-        }
+    static func hasRoom(in lanes: [Lane], tail: Int) -> Bool {
+        for lane in lanes where lane.members > 0 && tail - lane.minCursor > lane.roomLevel { return false }
+        return true
+    }
+
+    /// `hasRoomToResume`.
+    @inlinable
+    static func hasRoomToResume(in lanes: [Lane], tail: Int) -> Bool {
+        for lane in lanes where lane.members > 0 && tail - lane.minCursor > lane.resumeLevel { return false }
         return true
     }
 

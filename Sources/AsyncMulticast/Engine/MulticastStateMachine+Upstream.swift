@@ -3,42 +3,6 @@
 // `subjectCompleted`.
 
 extension MulticastStateMachine {
-    /// What the storage must do with the keep-alive timer. There is at most one timer task
-    /// per machine (`keepAliveTimerIsRunning`), usually re-armed rather than replaced:
-    /// leaving and coming back many times within the window never piles up sleeping tasks.
-    /// The machine knows no time: when the timer wakes, and whether it must be woken
-    /// earlier, is the storage's business.
-    @usableFromInline
-    enum KeepAliveTimerAction: Sendable, Equatable {
-        case none
-        /// A window opened now and a timer task is running: the storage moves the deadline,
-        /// which the task sees when it wakes. If the task sleeps toward a later instant (the
-        /// clock went back, or it timed a longer window), the storage replaces it with a new
-        /// one: still one task that counts.
-        case restart
-        /// A window opened now and no timer task is running: start one.
-        case start
-        /// The timer task is no longer needed (the upstream ended): cancel it.
-        case cancel
-    }
-
-    /// The windows the timer times. The machine decides which one is open (`timedWindow`);
-    /// the storage knows how long each lasts.
-    @usableFromInline
-    enum TimerWindow: Sendable, Equatable {
-        /// The last subscriber left (`KeepAlive.window`): the upstream lingers.
-        case keepAlive
-        /// The upstream stopped (`ReplayExpiry.afterWindow`): the replay cache expires.
-        case replayExpiry
-    }
-
-    /// The window the timer times now: the replay cache's expiry once the upstream stopped
-    /// with it pending, else the keep-alive.
-    @inlinable
-    var timedWindow: TimerWindow {
-        self.replayExpiryPending ? .replayExpiry : .keepAlive
-    }
-
     /// The subscriber in slot `slotIndex` must wait: its demand starts an idle upstream in
     /// `.automatic` mode, and in `.manual` mode if it joined an autoconnecting multicast
     /// (`Slot.connectsOnDemand`). Returns the epoch started.
@@ -59,11 +23,18 @@ extension MulticastStateMachine {
         }
     }
 
+    /// Stops the upstream iteration `epoch`: it is cancelled, its parked producer released.
     @inlinable
     mutating func stopUpstream(epoch: UInt64, into effects: inout Effects) {
         self.upstream = .idle
         effects.cancelUpstream = epoch
         self.releaseProducers(into: &effects, result: false)
+    }
+
+    /// An `.automatic` upstream stopped because no subscriber is left, at `now`: its replay
+    /// cache is kept, cleared at once, or expires when its window closes (opened now).
+    @inlinable
+    mutating func openReplayExpiryWindow(at now: Duration, into effects: inout Effects) {
         guard self.mode == .automatic, self.replayCount > 0 else { return }
         switch self.replayExpiry {
         case .never:
@@ -72,8 +43,7 @@ extension MulticastStateMachine {
             self.replayCacheReset()
         case .afterWindow:
             self.replayExpiryPending = true
-            effects.keepAliveTimer = self.keepAliveTimerIsRunning ? .restart : .start
-            self.keepAliveTimerIsRunning = true
+            self.openWindow(at: now, into: &effects)
         }
     }
 
@@ -105,10 +75,7 @@ extension MulticastStateMachine {
         var effects = Effects()
         guard self.isCurrent(epoch: epoch) else { return effects }
         let terminal: Terminal = failure.map { .failed($0) } ?? .finished
-        if self.keepAliveTimerIsRunning {
-            self.keepAliveTimerIsRunning = false
-            effects.keepAliveTimer = .cancel
-        }
+        self.cancelTimer(into: &effects)
         self.upstream = .terminated(terminal)
         self.endWaiters(into: &effects, with: terminal.result)
         self.releaseProducers(into: &effects, result: false)
@@ -179,25 +146,6 @@ extension MulticastStateMachine {
         return effects
     }
 
-    /// The keep-alive timer task found the deadline of the last window passed: cancel the
-    /// upstream if nobody came back. The timer task ends either way.
-    ///
-    /// The same timer also times the replay cache's expiry window, which opens when the
-    /// upstream stops (`ReplayExpiry.afterWindow`): then the cache is cleared if the upstream
-    /// did not restart meanwhile. Stopping the upstream here may open that window, and the
-    /// effects then ask for the timer again (`.start`).
-    @inlinable
-    mutating func keepAliveExpired() -> Effects {
-        var effects = Effects()
-        self.keepAliveTimerIsRunning = false
-        if case .lingering(let epoch) = self.upstream {
-            self.stopUpstream(epoch: epoch, into: &effects)
-        } else if self.replayExpiryPending {
-            self.replayCacheReset()
-        }
-        return effects
-    }
-
     /// The `run()` hosting the upstream ended (it was cancelled, or the upstream ended): the
     /// upstream, if running, is cancelled, and the machine ends as if it had finished. The
     /// subscribers receive what is buffered for them, then `nil`; later ones get `nil` at
@@ -213,10 +161,7 @@ extension MulticastStateMachine {
         case .idle:
             break
         }
-        if self.keepAliveTimerIsRunning {
-            self.keepAliveTimerIsRunning = false
-            effects.keepAliveTimer = .cancel
-        }
+        self.cancelTimer(into: &effects)
         // A replay cache whose expiry window was open would never expire now (no timer):
         // it expires at once. Otherwise it survives the end, as `share()`'s does.
         if self.replayExpiryPending { self.replayCacheReset() }

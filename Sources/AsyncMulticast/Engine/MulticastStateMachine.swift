@@ -1,7 +1,9 @@
 // The engine behind every face of the library. Its state and its transitions are split by
-// concern: +Subscribers (the subscriber table), +Lanes (per-policy histograms and all index
-// arithmetic), +Reading, +Producing, +Upstream (start, stop, keep-alive, connections, the
-// end) and +Invariants (the rules below, checked by code). Overflow.swift maps each buffering
+// concern: +Effects (what a transition leaves to do), +Subscribers (the subscriber table),
+// +Lanes (per-policy histograms and all index arithmetic), +Reading, +Producing, +Upstream
+// (start, stop, connections, the end), +Timer (the windows and the timer task), +Hosting (a
+// hosted run()), +Priority, +Observers (who hears a count change or the completion) and
+// +Invariants (the rules below, checked by code). Overflow.swift maps each buffering
 // policy to the one rule its lane follows; PrivateQueue.swift holds the private queues.
 //
 // POSITIONS. Every element produced gets an absolute position; `tail` is the next one. For
@@ -54,6 +56,13 @@
 // - A greeting belongs to a live, not waiting, not evicted `.evict` subscriber, and is not
 //   used up.
 // - No waiting subscriber's priority is above the upstream task's (`upstreamPriority`).
+// - A timer task is the machine's only while a window may need timing; it is counted among
+//   the timer tasks running, and wakes no later than its deadline. (The storage: it holds a
+//   timer task iff the machine says one runs.)
+// - A hosted `run()` waits for an iteration only while none runs; once it returned, the
+//   machine has terminated; only a returned `run()` waits for the timer tasks.
+// - (The storage, after every critical section: no observer is left untold, and the
+//   upstream task it holds is the current iteration's.)
 
 /// Identifies one subscriber inside a ``MulticastStateMachine``.
 ///
@@ -157,72 +166,11 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         /// An upstream iteration identified by `epoch` is running.
         case running(epoch: UInt64)
         /// No subscriber is left but the keep-alive window is open: iteration `epoch` goes
-        /// on until the window closes (`keepAliveExpired()`) or a subscriber comes back
+        /// on until the window closes (`timerWoke`) or a subscriber comes back
         /// (only the latter with `KeepAlive.forever`).
         case lingering(epoch: UInt64)
         /// The upstream finished or failed with this event: nothing starts again.
         case terminated(Terminal)
-    }
-
-    /// What the caller of a transition must do, outside the lock.
-    @usableFromInline
-    struct Effects: Sendable {
-        /// The first subscriber to resume with `subscriberResult`, kept inline: most
-        /// transitions that resume subscribers resume one (a cancelled or caught-up waiter),
-        /// and an array of one cost an allocation before its resume (`compare --only cancel`).
-        @usableFromInline
-        var firstSubscriber: SubscriberContinuation?
-        /// The subscribers after `firstSubscriber` to resume with `subscriberResult`: empty
-        /// while `firstSubscriber` is `nil` (`resumeSubscriber(_:)` keeps it so; `isEmpty`
-        /// and the storage's `resume(_:)` look at `firstSubscriber` only).
-        @usableFromInline
-        var moreSubscribers: [SubscriberContinuation] = []
-        /// What every subscriber above is resumed with.
-        @usableFromInline
-        var subscriberResult: Result<Element?, Failure> = .success(nil)
-        /// Resume each of these with `producerResult`.
-        @usableFromInline
-        var producers: [ProducerContinuation] = []
-        @usableFromInline
-        var producerResult = true
-        /// Waiting subscribers handed an element that this transition appended for a sender
-        /// that was waiting for room (see `releaseProducersIfRoom(into:)`): resume each with
-        /// its element.
-        @usableFromInline
-        var handedOver: [(continuation: SubscriberContinuation, element: Element)] = []
-        /// How many elements of waiting senders this transition appended (the storage counts
-        /// them as offers, see `CatchUpSpin`).
-        @usableFromInline
-        var parkedElementsAppended = 0
-        /// Start a new upstream iteration for this epoch.
-        @usableFromInline
-        var startUpstream: UInt64?
-        /// Cancel the upstream iteration of this epoch.
-        @usableFromInline
-        var cancelUpstream: UInt64?
-        /// What the keep-alive timer must do.
-        @usableFromInline
-        var keepAliveTimer: KeepAliveTimerAction = .none
-
-        @inlinable
-        init() {}
-
-        @inlinable
-        var isEmpty: Bool {
-            self.firstSubscriber == nil && self.producers.isEmpty && self.startUpstream == nil
-                && self.cancelUpstream == nil && self.keepAliveTimer == .none && self.handedOver.isEmpty
-                && self.parkedElementsAppended == 0
-        }
-
-        /// Adds `continuation` to the subscribers to resume with `subscriberResult`.
-        @inlinable
-        mutating func resumeSubscriber(_ continuation: SubscriberContinuation) {
-            if self.firstSubscriber == nil {
-                self.firstSubscriber = continuation
-            } else {
-                self.moreSubscribers.append(continuation)
-            }
-        }
     }
 
     /// Elements a new subscriber receives first: the latest `replayCount` already produced
@@ -304,9 +252,32 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var nextEpoch: UInt64 = 0
 
-    /// A keep-alive timer task exists (see `KeepAliveTimerAction`).
+    /// The timer's windows and its task (MulticastStateMachine+Timer.swift).
     @usableFromInline
-    var keepAliveTimerIsRunning = false
+    var timer = KeepAliveTimer()
+
+    /// How long the keep-alive and replay-expiry windows last (`length(of:)`).
+    @usableFromInline
+    let keepAliveWindow: Duration, replayExpiryWindow: Duration
+
+    /// A hosted `run()` that is over, waiting until no timer task runs (`timerTaskEnded()`).
+    @usableFromInline
+    var timersEnded: UnsafeContinuation<Void, Never>?
+
+    /// Where a hosted machine's `run()` is (MulticastStateMachine+Hosting.swift).
+    @usableFromInline
+    var host: Host
+
+    /// Who hears a change of the subscriber count, and a push-fed machine's completion
+    /// (MulticastStateMachine+Observers.swift).
+    @usableFromInline
+    var countObservers = SubscriberCountObservers()
+    @usableFromInline
+    var completionObservers: [CompletionObserver] = []
+
+    /// Names the next completion observer, parked producer or eviction watcher (`takeToken()`).
+    @usableFromInline
+    var nextToken: UInt64 = 0
 
     /// The upstream task's priority as far as known; `UInt8.max`: no task (+Priority).
     @usableFromInline
@@ -336,7 +307,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @inlinable
     init(
         policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: KeepAlive = .off,
-        replayExpiry: ReplayExpiry = .never, now: @escaping @Sendable () -> Duration = { .zero }
+        replayExpiry: ReplayExpiry = .never, windows: (keepAlive: Duration, replayExpiry: Duration) = (.zero, .zero),
+        hosted: Bool = false, now: @escaping @Sendable () -> Duration = { .zero }
     ) {
         // The public faces check their arguments, once, with messages that name them.
         assert(replay >= 0, "the public faces check replay")
@@ -345,6 +317,8 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.replayExpiry = replayExpiry
         self.mode = mode
         self.keepAlive = keepAlive
+        (self.keepAliveWindow, self.replayExpiryWindow) = windows
+        self.host = hosted ? .notStarted(pending: nil) : .notHosted
         self.now = now
         if mode == .push { self.upstream = .running(epoch: Self.pushEpoch) }
     }
@@ -370,30 +344,6 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         let start = Swift.max(self.replayStart, self.elements.startIndex)
         return (start..<self.tail).map { self.elements[$0] }
     }
-}
-
-/// What the last subscriber leaving does to a running upstream (`.automatic` mode only).
-@usableFromInline
-enum KeepAlive: Sendable, Hashable {
-    /// It is stopped at once.
-    case off
-    /// It lingers for a keep-alive window, timed by the storage: stopped when the window
-    /// closes unless a subscriber came back.
-    case window
-    /// It lingers until a subscriber comes back, however long that takes: no window to time.
-    case forever
-}
-
-/// What happens to a replay cache when its upstream is stopped because no subscriber is left.
-@usableFromInline
-enum ReplayExpiry: Sendable, Hashable {
-    /// It is kept: a restarted upstream's new subscribers get it first.
-    case never
-    /// It is cleared at once.
-    case immediately
-    /// It is cleared when the timer fires (the storage knows the duration), unless the
-    /// upstream restarted meanwhile.
-    case afterWindow
 }
 
 extension MulticastStateMachine.Terminal: Equatable where Failure: Equatable {}

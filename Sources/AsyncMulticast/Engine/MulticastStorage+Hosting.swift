@@ -1,40 +1,22 @@
 // Hosting, for `AsyncSharedService`: the upstream runs inside the caller's `run()` instead of
 // a detached task of its own. The machine decides when an upstream iteration starts and stops
-// exactly as for `share()`; what differs is who creates its task. `startUpstream` hands the
-// epoch to `run()` (`handToHost`), which creates the task in its own context (so the
-// upstream sees `run()`'s task-local values and priority), registers it under the lock as
-// `startUpstream` would, and awaits it. One iteration at a time, so two never overlap.
+// exactly as for `share()`, and keeps where `run()` is (MulticastStateMachine+Hosting.swift);
+// what differs is who creates the task. The end of the critical section that started an
+// iteration hands its epoch to `run()` (`upstreamHandedToHost`), which creates the task in its
+// own context (so the upstream sees `run()`'s task-local values and priority), registers it
+// under the lock as `startUpstream` would, and awaits it. One iteration at a time, so two
+// never overlap.
 //
 //     run()  ──claims──▶ waits (Host.waiting) ──epoch──▶ creates, registers, awaits the task
 //        ▲                                                                  │
 //        └─────────────────── the iteration ended or was cancelled ◀───────┘
-//     cancelled, or the machine terminated ──▶ hostStopped(): subscribers drain, then end
+//     cancelled, or the machine terminated ──▶ hostEnded(): subscribers drain, then end
 
 extension MulticastStorage {
-    /// Where a hosted storage's `run()` is.
+    /// A hosted storage's waiting `run()`, to resume outside the lock with the iteration it
+    /// must run, or `nil`: it must stop.
     @usableFromInline
-    enum Host: Sendable {
-        /// No `run()` yet: upstream iterations the machine starts wait in `pendingEpoch`.
-        case notRunning
-        /// `run()` is running an upstream iteration, or deciding what to do next.
-        case running
-        /// `run()` waits for the machine to start an upstream iteration.
-        case waiting(UnsafeContinuation<UInt64?, Never>)
-        /// `run()` returned: the machine has terminated.
-        case ended
-    }
-
-    /// Under the lock, from `startUpstream`: the machine started iteration `epoch`; `run()`
-    /// runs it, woken (outside the lock, `OutsideLock.hostWakeUp`) if it waits.
-    @inlinable
-    func handToHost(epoch: UInt64, in state: inout State) {
-        if case .waiting(let continuation) = state.host {
-            state.host = .running
-            state.hostWakeUp = (continuation, epoch)
-        } else {
-            state.pendingEpoch = epoch
-        }
-    }
+    typealias HostWakeUp = (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64?)
 
     /// `AsyncSharedService.run()`: runs the upstream iterations the machine starts, one at a
     /// time, in tasks created here, until this task is cancelled or the upstream ends; then
@@ -42,21 +24,11 @@ extension MulticastStorage {
     /// Throws the upstream's error if it failed.
     @inlinable
     func host(connectingAtOnce: Bool) async throws(Failure) {
-        let claimed: Bool? = self.state.withLock { state in
-            switch state.host {
-            case .notRunning:
-                state.host = .running
-                return true
-            case .ended:
-                return false
-            case .running, .waiting:
-                return nil
-            }
-        }
-        guard let claimed else {
+        let start = self.state.withLock { $0.machine.hostStarted() }
+        guard start != .alreadyRunning else {
             preconditionFailure("run(): this shared service is already running in another task")
         }
-        if claimed {
+        if start == .claimed {
             if connectingAtOnce { _ = self.connect() }
             while let epoch = await self.nextHostedEpoch(), !Task.isCancelled {
                 guard let task = self.startHostedUpstream(epoch: epoch) else { continue }
@@ -78,24 +50,21 @@ extension MulticastStorage {
     func nextHostedEpoch() async -> UInt64? {
         await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: UnsafeContinuation<UInt64?, Never>) in
-                let answer: UInt64?? = self.state.withLock { state in
-                    if Task.isCancelled || state.machine.terminal != nil { return .some(nil) }
-                    if let epoch = state.pendingEpoch {
-                        state.pendingEpoch = nil
-                        return .some(epoch)
-                    }
-                    state.host = .waiting(continuation)
-                    return nil
+                // Read before the lock; under it, the machine stores nothing once cancelled, so
+                // a cancellation handler that already ran (and found nothing) is not outlived.
+                let cancelled = Task.isCancelled
+                let work = self.state.withLock { state -> OutsideLock? in
+                    guard case .resume(let answer) = state.machine.hostWaiting(continuation, cancelled: cancelled)
+                    else { return nil }
+                    return OutsideLock(hostWakeUp: (continuation, answer))
                 }
-                if let answer { continuation.resume(returning: answer) }
+                self.perform(work)
             }
         } onCancel: {
-            let waiting = self.state.withLock { state -> UnsafeContinuation<UInt64?, Never>? in
-                guard case .waiting(let continuation) = state.host else { return nil }
-                state.host = .running
-                return continuation
+            let work = self.state.withLock { state in
+                state.machine.hostWaitCancelled().map { OutsideLock(hostWakeUp: ($0, nil)) }
             }
-            waiting?.resume(returning: nil)
+            self.perform(work)
         }
     }
 
@@ -128,26 +97,19 @@ extension MulticastStorage {
         self.transition { $0.hostStopped() }
     }
 
-    /// `run()` is over: the machine ends (`hostStopped`, if it has not), and this returns
+    /// `run()` is over: the machine ends (`hostEnded`, if it has not), and this returns
     /// once every timer task has returned (the upstream task already has), the ones the
-    /// storage replaced or cancelled before included (`timerTasksRunning`). Their sleeps
-    /// were cancelled: a clock's sleep must then throw, as the `clock:` parameter says.
+    /// machine replaced or cancelled before included (`KeepAliveTimer.tasksRunning`). Their
+    /// sleeps were cancelled: a clock's sleep must then throw, as the `clock:` parameter says.
     @inlinable
     func stopHosting() async {
-        let work = self.state.withLock { state in
-            let work = self.endCriticalSection(state.machine.hostStopped(), &state)
-            state.host = .ended
-            state.pendingEpoch = nil
-            return work
-        }
+        let work = self.state.withLock { state in self.endCriticalSection(state.machine.hostEnded(), &state) }
         self.perform(work)
         await withUnsafeContinuation { (continuation: UnsafeContinuation<Void, Never>) in
-            let ended = self.state.withLock { state -> Bool in
-                guard state.timerTasksRunning > 0 else { return true }
-                state.timersEnded = continuation
-                return false
+            let work = self.state.withLock { state in
+                state.machine.hostWaitingForTimers(continuation) ? nil : OutsideLock(timersEnded: continuation)
             }
-            if ended { continuation.resume() }
+            self.perform(work)
         }
     }
 }

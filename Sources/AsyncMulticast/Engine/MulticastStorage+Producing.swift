@@ -17,7 +17,7 @@ extension MulticastStorage {
         let outcome = self.state.withLock {
             $0.machine.elementProduced(element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
         }
-        if outcome != .stop { self.delivered(element, resuming: resuming) }
+        if outcome != .stop { self.perform(delivering: element, to: resuming) }
         return outcome
     }
 
@@ -29,22 +29,8 @@ extension MulticastStorage {
         let outcome = self.state.withLock {
             $0.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming)
         }
-        if outcome == .proceed { self.delivered(element, resuming: resuming) }
+        if outcome == .proceed { self.perform(delivering: element, to: resuming) }
         return outcome
-    }
-
-    /// After an element was produced, outside the lock: a subscriber catching up may take
-    /// it, and the subscribers that were waiting for it get it. The end of a producer's
-    /// critical section, on its fast path: producing an element changes no subscriber
-    /// count, starts or cancels nothing, and the machine hands over the waiting subscribers
-    /// as `resuming` rather than as `Effects`, so that the hot path builds none.
-    @inlinable
-    @inline(__always)
-    func delivered(_ element: Element, resuming: [Machine.SubscriberContinuation]) {
-        self.catchUp.recordOffer()
-        for continuation in resuming {
-            continuation.resume(returning: .success(element))
-        }
     }
 
     /// Outside the lock: tells the tasks waiting to learn of an eviction that their
@@ -89,10 +75,7 @@ extension MulticastStorage {
         _ parked: (inout Machine, UInt64, Machine.ProducerContinuation) -> Machine.Effects,
         cancelled: @escaping @Sendable (inout Machine, UInt64) -> Machine.Effects
     ) async -> Bool {
-        let token = self.state.withLock { state -> UInt64 in
-            defer { state.nextWaiterToken += 1 }
-            return state.nextWaiterToken
-        }
+        let token = self.state.withLock { $0.machine.takeToken() }
         return await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: Machine.ProducerContinuation) in
                 self.transition { machine in
@@ -216,13 +199,14 @@ extension MulticastStorage {
     /// `stopObservingCompletion(_:)` takes.
     @inlinable
     func observeCompletion(_ onCompletion: @escaping @Sendable () -> Void) -> UInt64? {
-        let token = self.state.withLock { state -> UInt64? in
-            guard state.machine.terminal == nil else { return nil }
-            defer { state.nextCompletionObserverToken += 1 }
-            state.completionObservers.append((state.nextCompletionObserverToken, onCompletion))
-            return state.nextCompletionObserverToken
+        var token: UInt64? = nil
+        let work = self.state.withLock { state -> OutsideLock? in
+            token = state.machine.completionObserverAdded(onCompletion)
+            guard token == nil else { return nil }
+            // Completed already: it is told at once, as the end of a critical section would.
+            return OutsideLock(notices: Machine.Notices(completionObservers: [(0, onCompletion)]))
         }
-        if token == nil { onCompletion() }
+        self.perform(work)
         return token
     }
 
@@ -230,11 +214,7 @@ extension MulticastStorage {
     /// if it was already told.
     @inlinable
     func stopObservingCompletion(_ token: UInt64) {
-        self.state.withLock { state in
-            if let index = state.completionObservers.firstIndex(where: { $0.token == token }) {
-                state.completionObservers.remove(at: index)
-            }
-        }
+        self.state.withLock { $0.machine.completionObserverRemoved(token: token) }
     }
 
     /// Sends `transform(latest)` in the transition that read `latest` (a current-value
@@ -245,6 +225,6 @@ extension MulticastStorage {
         let produced = self.state.withLock {
             $0.machine.latestElementUpdated(by: transform, resuming: &resuming)
         }
-        if let produced { self.delivered(produced, resuming: resuming) }
+        if let produced { self.perform(delivering: produced, to: resuming) }
     }
 }

@@ -79,9 +79,8 @@ extension MulticastStorage {
         batch = lending.take()!
         switch action {
         case .element(let element, let producers):
-            // The producers this read released (room was made), usually none: resumed here,
-            // the one part of `perform` this outcome needs (see `takeNext`).
-            for producer in producers { producer.resume(returning: true) }
+            // The cheap form of what this read leaves to do (see `takeNext`).
+            self.perform(releasing: producers)
             return .element(element)
         case .elementReleasingSenders(let element, _):
             return .element(element)  // `takeNext` performed what the read released
@@ -189,9 +188,7 @@ extension MulticastStorage {
             case .stored(nil, let raise?):
                 // The running task, or the stopping one the next iteration waits behind.
                 guard let task = state.upstreamTask?.task ?? state.retiringTask else { return nil }
-                return OutsideLock(
-                    effects: Machine.Effects(), upstreamTask: nil, timerTask: nil, change: nil,
-                    completionObservers: nil, evictionNotices: nil, raise: Raise(task: task, priority: raise))
+                return OutsideLock(raise: Raise(task: task, priority: raise))
             case .stored(let epoch?, _):
                 // The new task is raised to every waiting subscriber's priority, this one's too.
                 var effects = Machine.Effects()

@@ -22,17 +22,15 @@ extension MulticastStorage {
     @inlinable
     func unsubscribe(_ id: SubscriberID) {
         var quick: QuickLeave? = nil
+        // Read before the lock, and only where a leave may open a window: a clock is user code.
+        let now = self.timesWindows ? self.clock.now() : .zero
         let work = self.state.withLock { state -> OutsideLock? in
-            let effects = state.machine.subscriberLeft(id)
+            let effects = state.machine.subscriberLeft(id, at: now)
             // The usual leave, of a subscriber that was not waiting, and not the last one.
-            if effects.isEmpty, state.isQuiet { return nil }
+            if effects.isEmpty, state.machine.isQuiet { return nil }
             return self.endLeave(effects, &state, quick: &quick)
         }
-        if let quick {
-            // In `perform`'s order: the subscriber first, then the retired task.
-            quick.waiter?.resume(returning: .success(nil))
-            quick.upstreamTask?.cancel()
-        }
+        if let quick { self.perform(quick) }
         self.perform(work)
     }
 
@@ -60,7 +58,7 @@ extension MulticastStorage {
     func endLeave(_ effects: Machine.Effects, _ state: inout State, quick: inout QuickLeave?) -> OutsideLock? {
         guard case .success(nil) = effects.subscriberResult, effects.moreSubscribers.isEmpty,
             effects.producers.isEmpty, effects.handedOver.isEmpty, effects.parkedElementsAppended == 0,
-            effects.startUpstream == nil, effects.keepAliveTimer == .none, state.isQuiet
+            effects.startUpstream == nil, effects.timerTask == .none, state.machine.isQuiet
         else { return self.endCriticalSection(effects, &state) }
         quick = (effects.firstSubscriber, Self.takeUpstreamTask(&state, for: effects))
         return nil
@@ -72,16 +70,16 @@ extension MulticastStorage {
     @inlinable
     func observeSubscriberCount() -> SubscriberCountCell {
         let cell = SubscriberCountCell()
-        let first = self.state.withLock { state in
-            state.countObservers.add(cell, count: state.machine.subscriberCount)
+        let work = self.state.withLock { state in
+            OutsideLock(notices: Machine.Notices(change: state.machine.countObserverAdded(cell)))
         }
-        first.offer()
+        self.perform(work)
         return cell
     }
 
     @inlinable
     func stopObservingSubscriberCount(_ cell: SubscriberCountCell) {
-        self.state.withLock { $0.countObservers.remove(cell) }
+        self.state.withLock { $0.machine.countObserverRemoved(cell) }
         cell.end()
     }
 
@@ -103,25 +101,29 @@ extension MulticastStorage {
     /// had left already), or at once, `false`, if the waiting task is cancelled.
     @inlinable
     func waitForEviction(_ id: SubscriberID) async -> Bool {
-        let token = self.state.withLock { state -> UInt64 in
-            defer { state.nextWaiterToken += 1 }
-            return state.nextWaiterToken
-        }
+        let token = self.state.withLock { $0.machine.takeToken() }
         // Decided before the task waits (already evicted, already left, already cancelled).
         var decided: Bool? = nil
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
-                // Checked under the lock: if the cancellation handler already ran, it found
+                // Read before the lock: if the cancellation handler already ran, it found
                 // nothing to resume, so storing the watcher now would never be undone.
-                decided = self.state.withLock { state -> Bool? in
-                    Task.isCancelled
+                let cancelled = Task.isCancelled
+                let work = self.state.withLock { state -> OutsideLock? in
+                    decided =
+                        cancelled
                         ? false : state.machine.evictionWatchRequested(id, token: token, continuation: continuation)
+                    return decided == nil ? nil : OutsideLock(effects: Machine.Effects(resuming: continuation))
                 }
-                if decided != nil { continuation.resume(returning: .success(nil)) }
+                self.perform(work)
             }
         } onCancel: {
-            self.state.withLock { $0.machine.evictionWatchCancelled(id, token: token) }?.resume(
-                returning: .success(nil))
+            let work = self.state.withLock { state in
+                state.machine.evictionWatchCancelled(id, token: token).map {
+                    OutsideLock(effects: Machine.Effects(resuming: $0))
+                }
+            }
+            self.perform(work)
         }
         if let decided { return decided }
         // Resumed by the producer with the element that evicted the subscriber, or with

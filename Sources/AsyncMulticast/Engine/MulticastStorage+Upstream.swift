@@ -58,22 +58,14 @@ extension MulticastStorage {
     /// a task only enqueues it; nothing runs or is resumed here. The task is created at the
     /// highest priority among the subscribers already waiting, if that is above a detached
     /// task's (`MulticastStateMachine.upstreamTaskStarted(priority:)`): its first step runs
-    /// at it. Returns a task to raise outside the lock: a hosted storage's iteration still
-    /// stopping, which `run()` finishes before it starts this one (`waitedBehind`).
+    /// at it. Returns no task to raise (its creation raised it); a hosted storage's `run()`
+    /// creates its own (`startHostedUpstream`).
     @inlinable
     func startUpstream(epoch: UInt64, in state: inout State) -> Raise? {
         guard let body = self.upstreamBody else {
             preconditionFailure("a push-fed storage was asked to start an upstream")
         }
-        if self.hosted {
-            self.handToHost(epoch: epoch, in: &state)
-            // `run()` creates the task at the waiting subscribers' priority
-            // (`startHostedUpstream`); until then they wait behind the stopping one.
-            guard let stopping = state.retiringTask, let raise = state.machine.upstreamTaskWaitedBehind() else {
-                return nil
-            }
-            return Raise(task: stopping, priority: raise)
-        }
+        assert(!self.hosted, "a hosted storage's run() creates the upstream task")
         let sink = UpstreamSink(storage: self, epoch: epoch)
         let previous = state.retiringTask
         // Detached: the upstream must not inherit the priority or task-locals of whichever
@@ -153,144 +145,69 @@ extension MulticastStorage {
         return running.task
     }
 
-    // MARK: The timer's windows
-
-    /// A keep-alive or replay-expiry window this long or longer (about 35,000 years) is
-    /// forever, for a process: it is never timed (`KeepAlive.forever`, `ReplayExpiry.never`).
-    /// Shorter ones are, and their deadlines never overflow.
-    @inlinable
-    static var longestKeepAlive: Duration { .seconds(1 << 40) }
-
-    /// The timer task never sleeps toward an instant more than this past the latest instant
-    /// it knows the clock reached (its reading, or a sleep that returned, which is trusted):
-    /// it wakes, finds the deadline still ahead, and sleeps again, so that no duration is too
-    /// long for the clock. A clock set back as a sleep returns gets one longer sleep, by as
-    /// much as it went back: the timer keeps the time its sleep vouched for.
-    @inlinable
-    static var longestTimerSleep: Duration { .seconds(86_400) }
-
-    /// How long `window` lasts: the storage's configuration (the machine decides which window
-    /// is open, `MulticastStateMachine.timedWindow`).
-    @inlinable
-    func length(of window: Machine.TimerWindow) -> Duration {
-        switch window {
-        case .keepAlive: return self.keepAlive
-        case .replayExpiry: return self.replayExpiration
-        }
-    }
-
-    /// When the window the machine's timer times now (`MulticastStateMachine.timedWindow`)
-    /// closes, if it opens at `now`.
-    @inlinable
-    func windowDeadline(_ machine: Machine, from now: Duration) -> Duration {
-        now.saturatingAdding(self.length(of: machine.timedWindow))
-    }
-
-    /// When the timer wakes next: at `deadline`, or after its longest sleep from `now`.
-    @inlinable
-    static func wakeUp(for deadline: Duration, from now: Duration) -> Duration {
-        Swift.min(deadline, now.saturatingAdding(Self.longestTimerSleep))
-    }
-
     // MARK: The timer task
 
     /// Under the lock, at the end of a critical section: does what `action` asks of the timer
-    /// task, and returns the task to cancel outside the lock, if any.
-    ///
-    /// - `.start`: a window opened: its deadline, and a new timer task.
-    /// - `.restart`: a window opened while the task runs: its deadline only, as the task
-    ///   finds it when it wakes. A window that ends before the instant the task sleeps until
-    ///   replaces the task instead (the old one is returned), so that each window ends at its
-    ///   own deadline: the clock went back (a user's clock need not be monotonic), or the
-    ///   task was timing a longer window (a replay cache's expiry).
-    /// - `.cancel`: the task is returned.
-    ///
-    /// `timerStep`: the section is the timer task's own step (`runKeepAliveTimer`), and the
-    /// clock read `timerStep`. The window it timed closed, so it times the next one, if the
-    /// machine opened one (`.start`), from that reading (a window opens when the clock reads
-    /// it, as one a subscriber's leaving opens), without a new task; else (`.none`) it ends.
+    /// task's handle (the machine decided when, see MulticastStateMachine+Timer.swift), and
+    /// returns the task to cancel outside the lock, if any.
     @inlinable
-    func armTimer(
-        _ state: inout State, for action: Machine.KeepAliveTimerAction, timerStep: Duration?
-    ) -> Task<Void, Never>? {
-        if let now = timerStep {
-            switch action {
-            case .start, .restart:
-                state.timerDeadline = self.windowDeadline(state.machine, from: now)
-                state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
-            case .none, .cancel:
-                state.timerTask = nil
-                state.timerWakeUp = nil
-            }
-            return nil
-        }
+    func armTimer(_ state: inout State, for action: Machine.TimerTaskAction) -> Task<Void, Never>? {
         switch action {
         case .none:
             return nil
-        case .restart:
-            state.timerDeadline = self.windowDeadline(state.machine, from: self.clock.now())
-            guard let wakeUp = state.timerWakeUp, state.timerDeadline < wakeUp else { return nil }
-            let replaced = state.timerTask
-            self.startTimer(&state)
-            return replaced
         case .start:
-            state.timerDeadline = self.windowDeadline(state.machine, from: self.clock.now())
-            self.startTimer(&state)
+            self.startTimer(generation: state.machine.timer.generation, in: &state)
             return nil
+        case .replace:
+            let replaced = state.timerTask
+            self.startTimer(generation: state.machine.timer.generation, in: &state)
+            return replaced
         case .cancel:
-            defer {
-                state.timerTask = nil
-                state.timerWakeUp = nil
-            }
+            defer { state.timerTask = nil }
             return state.timerTask
         }
     }
 
-    /// Under the lock: creates the timer task of the open window, of a new generation.
+    /// Under the lock: creates the timer task of `generation`. Creating a task only enqueues
+    /// it; it takes the lock when it runs.
     @inlinable
-    func startTimer(_ state: inout State) {
-        state.timerGeneration &+= 1
-        let generation = state.timerGeneration
-        state.timerWakeUp = nil
-        state.timerTasksRunning += 1
-        // Creating a task only enqueues it; it takes the lock when it runs.
+    func startTimer(generation: UInt64, in state: inout State) {
         state.timerTask = Task.detached {
             await self.runKeepAliveTimer(generation: generation)
             self.timerTaskEnded()
         }
     }
 
-    /// A timer task returned, replaced, cancelled or not: counted, so that a hosted `run()`
-    /// returns only once none runs (`stopHosting()`), whichever the storage forgot.
+    /// A timer task returned, replaced, cancelled or not: the machine counts it, so that a
+    /// hosted `run()` returns only once none runs (`stopHosting()`).
     @inlinable
     func timerTaskEnded() {
-        let waiting = self.state.withLock { state -> UnsafeContinuation<Void, Never>? in
-            state.timerTasksRunning -= 1
-            guard state.timerTasksRunning == 0 else { return nil }
-            defer { state.timersEnded = nil }
-            return state.timersEnded
+        let work = self.state.withLock { state in
+            state.machine.timerTaskEnded().map { OutsideLock(timersEnded: $0) }
         }
-        waiting?.resume()
+        self.perform(work)
     }
 
-    /// The timer task: sleeps on `clock` until the deadline of the latest window (it moves
-    /// each time the last subscriber leaves), then tells the machine (`keepAliveExpired()`).
-    /// When that opens the next window (the keep-alive closed, the upstream stopped, and now
-    /// the replay cache's expiry window opens) it times that one too.
+    /// The timer task: reads the clock (before the lock: a clock is user code), tells the
+    /// machine (`timerWoke`), which decides whether the window closed, and sleeps on `clock`
+    /// until the instant the machine says, until the machine says it is over. When closing a
+    /// window opens the next one (the keep-alive closed, the upstream stopped, and now the
+    /// replay cache's expiry window opens) it times that one too.
     ///
     /// Only a cancellation ends it early, and only the storage cancels it: when the upstream
-    /// ended, or when it replaced the task (`armTimer`), in both cases after updating the
-    /// state, so the task leaves it alone. A sleep that throws while the task is not
-    /// cancelled is the clock failing (user code): the clock cannot time the window, so the
-    /// window open then closes at once, as if its deadline had passed. Never "the timer is
-    /// gone but the machine believes it runs", which left every later window open for good.
+    /// ended, or when the machine replaced the task, in both cases after updating the state,
+    /// so the task finds itself stale and leaves it alone. A sleep that throws while the task
+    /// is not cancelled is the clock failing (user code): the clock cannot time the window,
+    /// so the window open then closes at once, as if its deadline had passed. Never "the
+    /// timer is gone but the machine believes it runs", which left every later window open
+    /// for good.
     ///
     /// A sleep that returns is trusted: the instant it slept toward has come, whatever the
-    /// clock reads afterwards (`now` never counts as earlier than that instant). A clock set
-    /// back between its sleep returning and the timer reading it cannot reopen a window, and
-    /// a sleep that returns early, even at once while `now` creeps, ends the window instead
-    /// of making the timer poll the clock until the deadline: each sleep moves the timer's
-    /// time at least to its wake-up instant, so the loop sleeps at most once per
+    /// clock reads afterwards (the machine never counts `now` as earlier than that instant).
+    /// A clock set back between its sleep returning and the timer reading it cannot reopen a
+    /// window, and a sleep that returns early, even at once while `now` creeps, ends the
+    /// window instead of making the timer poll the clock until the deadline: each sleep moves
+    /// the timer's time at least to its wake-up instant, so the loop sleeps at most once per
     /// `longestTimerSleep` of the window.
     @inlinable
     func runKeepAliveTimer(generation: UInt64) async {
@@ -298,24 +215,23 @@ extension MulticastStorage {
         // The instant the last sleep returned at (trusted), or `nil` before the first sleep.
         var sleptUntil: Duration? = nil
         while true {
-            let closesNow = sleepFailed
-            let trusted = sleptUntil
-            // Set under the lock: when this task sleeps until next; `nil`: it ends.
+            let reading = self.clock.now()
             var sleepUntil: Duration? = nil
             let work = self.state.withLock { state -> OutsideLock? in
-                // Cancelled or replaced, after a sleep that returned or failed anyway.
-                guard state.timerGeneration == generation, state.timerTask != nil else { return nil }
-                let reading = self.clock.now()
-                let now = trusted.map { Swift.max(reading, $0) } ?? reading
-                if state.timerDeadline > now, !closesNow {
-                    // Not yet (the window moved, or the sleep was capped): no event.
-                    state.timerWakeUp = Self.wakeUp(for: state.timerDeadline, from: now)
-                    sleepUntil = state.timerWakeUp
+                switch state.machine.timerWoke(
+                    generation: generation, at: reading, sleptUntil: sleptUntil, sleepFailed: sleepFailed)
+                {
+                case .stale:
                     return nil
+                case .sleep(let until):
+                    sleepUntil = until
+                    return nil
+                case .fired(let effects, let next):
+                    // Its window closed with none after it: the task is no longer the machine's.
+                    if next == nil { state.timerTask = nil }
+                    sleepUntil = next
+                    return self.endCriticalSection(effects, &state)
                 }
-                let work = self.endCriticalSection(state.machine.keepAliveExpired(), &state, timerStep: reading)
-                sleepUntil = state.timerWakeUp
-                return work
             }
             self.perform(work)
             guard let wakeUp = sleepUntil else { return }

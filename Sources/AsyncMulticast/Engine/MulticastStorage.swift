@@ -1,31 +1,45 @@
-// The storage: a `MulticastStateMachine` behind a lock, and the effects of its transitions
+// The storage: a `MulticastStateMachine` behind a lock, the handles its decisions are about
+// (the upstream task, the retiring one, the timer task), and the effects of its transitions
 // carried out once the lock is released.
 //
 // COMMANDS ABOVE THE LOCK, EVENTS BELOW IT (the rule of swift-nio's state machines). The
 // storage's methods are the commands the faces call (`subscribe`, `refill`, `offer`,
 // `connect`, ...); the machine's transitions are named after the events the storage observed
-// (`subscriberJoined`, `nextRequested`, `elementProduced`, `connectRequested`, ...). The
-// machine decides; the storage only observes, locks and performs. Each command reads:
+// (`subscriberJoined`, `nextRequested`, `elementProduced`, `connectRequested`, `timerWoke`,
+// `hostWaiting`, ...). The machine decides, on everything: the storage holds no decision
+// state, only handles, and reads the clock (user code) before it locks, passing the reading
+// in. Each command reads:
 //
 //   1. lock;
 //   2. one machine event;
 //   3. end the critical section: `endCriticalSection(_:_:)`, still under the lock, turns the
-//      event's `Effects` into the one shape of what is left to do, `OutsideLock` (it starts
-//      the upstream task they ask for and registers it, takes the tasks to cancel, moves the
-//      timer's window, numbers the subscriber count's change);
-//   4. unlock, and `perform(_:)` it: resume, cancel, announce. Nothing is resumed, cancelled
-//      or called back while the lock is held.
+//      event's `Effects` into the one shape of what is left to do, `OutsideLock`: it starts
+//      the upstream task they ask for and registers it (or hands it to a hosted `run()`),
+//      takes the tasks to cancel, starts the timer task, and takes what the machine says the
+//      observers must hear (`takeNotices()`);
+//   4. unlock, and `perform(_:)` it: resume, cancel, raise, announce. Nothing is resumed,
+//      cancelled or called back while the lock is held.
 //
-// Fast paths skip the parts of step 3 their outcome cannot need, and say so: an element
-// produced (`offer`, `updateLatest`), a read that took elements or must wait (`takeNext`), a
-// continuation stored (`suspend`), a leave that at most resumes its waiter and retires the
-// upstream (`endLeave`, a cancelled subscriber's path). They are the paths of every delivery,
-// join and leave, guarded by the instruction gate (Benchmarks/Thresholds/instructions.txt).
+// THE ONE SHAPE, AND ITS CHEAP FORMS. What a critical section leaves to do is an
+// `OutsideLock?`, performed by `perform(_:)`, at every lock site, except on the paths of
+// every delivery, read, join and leave, where the instruction gate (Benchmarks/Thresholds/
+// instructions.txt) measured that building or allocating it costs: there a cheap form of the
+// same shape carries the part of it that the outcome can need, and is performed by its own
+// `perform`, in `performWork`'s order:
+//
+//   - `nil`: nothing (most joins, leaves and reads: `endCriticalSectionIfNeeded`);
+//   - `QuickLeave`, `perform(_:)`: a leave's waiter resumed with `nil` and the retired
+//     upstream task, two words, no allocation (a cancelled `next()` returns about 7% sooner,
+//     `compare --only cancel`);
+//   - a delivery, `perform(delivering:to:)`: the element and the waiting subscribers it
+//     reaches, gathered by the machine into an array that is empty and never allocated
+//     without waiters (`offer`, the producer's hot path: no `Effects` is built);
+//   - a read's released producers, `perform(releasing:)`: carried in `NextAction.element`
+//     (taking them out of the action under the lock cost a retain and a release per read).
 //
 // The storage is split along the machine's seams, each file beside the machine's of the
-// same concern: +Subscribers (joining, leaving; the subscriber count's observers are
-// `SubscriberCountObservers`), +Reading, +Producing, +Upstream (the upstream task and the
-// keep-alive timer's lifecycle).
+// same concern: +Subscribers (joining, leaving, the observers' commands), +Reading,
+// +Producing, +Upstream (the upstream task and the timer task), +Hosting (a hosted `run()`).
 
 /// Owns a ``MulticastStateMachine`` behind a lock and carries out the effects of its
 /// transitions — resuming continuations, starting and cancelling the upstream task, the
@@ -40,10 +54,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// Runs one upstream iteration, feeding the storage through the sink.
     @usableFromInline
     typealias UpstreamBody = @Sendable (UpstreamSink) async -> Void
-    /// Told once, outside the lock, when a push-fed storage completes (see
-    /// `observeCompletion(_:)`).
-    @usableFromInline
-    typealias CompletionObserver = (token: UInt64, onCompletion: @Sendable () -> Void)
 
     @usableFromInline
     struct State: Sendable {
@@ -51,67 +61,17 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         var machine: Machine
         @usableFromInline
         var upstreamTask: (epoch: UInt64, task: Task<Void, Never>)?
-        /// A hosted storage's `run()` (see MulticastStorage+Hosting.swift).
-        @usableFromInline
-        var host = Host.notRunning
-        /// A hosted storage: the upstream iteration the machine started that `run()` has not
-        /// picked up yet.
-        @usableFromInline
-        var pendingEpoch: UInt64?
-        /// A hosted storage: the waiting `run()` to resume, outside the lock, with the epoch
-        /// it must run.
-        @usableFromInline
-        var hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
-        /// Timer tasks that have not returned yet, replaced or cancelled ones included.
-        @usableFromInline
-        var timerTasksRunning = 0
-        /// A hosted storage's ending `run()`, waiting until `timerTasksRunning` is 0.
-        @usableFromInline
-        var timersEnded: UnsafeContinuation<Void, Never>?
         /// The last cancelled upstream task. The next one waits for it to end, so that two
         /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
         @usableFromInline
         var retiringTask: Task<Void, Never>?
-        /// The keep-alive timer task, while the machine says one runs.
+        /// The timer task, while the machine says one is its (`KeepAliveTimer.isRunning`).
         @usableFromInline
         var timerTask: Task<Void, Never>?
-        /// Names `timerTask`: a timer task that finds another generation here (or no task)
-        /// was replaced or cancelled, and ends without acting.
-        @usableFromInline
-        var timerGeneration: UInt64 = 0
-        /// When the open window (keep-alive, or replay expiry) closes, on `clock`.
-        @usableFromInline
-        var timerDeadline = Duration.zero
-        /// When the timer task wakes up next, on `clock`: the deadline, or a day from when it
-        /// fell asleep if that is earlier. `nil` until its first step decides.
-        @usableFromInline
-        var timerWakeUp: Duration?
-        /// Names a parked producer or an eviction watcher, for its task's cancellation.
-        @usableFromInline
-        var nextWaiterToken: UInt64 = 0
-        /// Each running `send(contentsOf:)` of a push-fed storage stops pulling its sequence
-        /// when it completes: the end of the critical section that completed it takes these.
-        @usableFromInline
-        var completionObservers: [CompletionObserver] = []
-        @usableFromInline
-        var nextCompletionObserverToken: UInt64 = 0
-        /// Observers of the subscriber count (`subscriberCounts`).
-        @usableFromInline
-        var countObservers = SubscriberCountObservers()
 
         @inlinable
         init(machine: Machine) {
             self.machine = machine
-        }
-
-        /// Nothing outside the machine waits on this critical section: no one observes the
-        /// subscriber count or the completion, no eviction watcher is to be told, no hosted
-        /// `run()` is to be woken. A critical section whose effects are empty then has
-        /// nothing left to do.
-        @inlinable
-        var isQuiet: Bool {
-            self.countObservers.isEmpty && self.completionObservers.isEmpty && self.machine.evictionNotices.isEmpty
-                && self.hostWakeUp == nil
         }
     }
 
@@ -123,15 +83,14 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// detached task of its own.
     @usableFromInline
     let hosted: Bool
-    @usableFromInline
-    let keepAlive: Duration
-    /// How long a replay cache outlives its stopped upstream (`ReplayExpiry.afterWindow`).
-    @usableFromInline
-    let replayExpiration: Duration
     /// The clock of the keep-alive and replay-expiry windows, and of soft limits (the machine
-    /// reads it through its `now`).
+    /// reads it through its `now`). Read before the lock, and passed to the machine.
     @usableFromInline
     let clock: TimerClock
+    /// The machine times windows (`MulticastStateMachine.timesWindows`): a leave reads the
+    /// clock before it locks, since it may open one. Fixed when the storage is made.
+    @usableFromInline
+    let timesWindows: Bool
     /// Lets a subscriber that caught up wait briefly for a busy producer instead of
     /// suspending; every producer path records its offers here.
     @usableFromInline
@@ -167,7 +126,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         switch replayExpiration {
         case nil: expiry = .never
         case .zero?: expiry = .immediately
-        case let window? where window >= Self.longestKeepAlive: expiry = .never
+        case let window? where window >= Machine.longestWindow: expiry = .never
         case _?: expiry = .afterWindow
         }
         // The same threshold: a window as long as forever is no window, and has no timer,
@@ -175,18 +134,19 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         let lingering: KeepAlive
         switch keepAlive {
         case .zero: lingering = .off
-        case Self.longestKeepAlive...: lingering = .forever
+        case Machine.longestWindow...: lingering = .forever
         default: lingering = .window
         }
-        self.state = Lock(
-            State(
-                machine: Machine(
-                    policy: policy, replay: replay, mode: mode, keepAlive: lingering, replayExpiry: expiry,
-                    now: clock.now)))
+        let machine = Machine(
+            policy: policy, replay: replay, mode: mode, keepAlive: lingering, replayExpiry: expiry,
+            windows: (
+                Swift.min(keepAlive, Machine.longestWindow), Swift.min(replayExpiration ?? .zero, Machine.longestWindow)
+            ),
+            hosted: hosted, now: clock.now)
+        self.timesWindows = machine.timesWindows
+        self.state = Lock(State(machine: machine))
         self.upstreamBody = upstream
         self.hosted = hosted
-        self.keepAlive = Swift.min(keepAlive, Self.longestKeepAlive)
-        self.replayExpiration = Swift.min(replayExpiration ?? .zero, Self.longestKeepAlive)
         self.clock = clock
         self.leave = { storage, id in storage.unsubscribe(id) }
     }
@@ -214,33 +174,31 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         @usableFromInline let upstreamTask: Task<Void, Never>?
         /// The timer task the effects retired or replaced, to cancel.
         @usableFromInline let timerTask: Task<Void, Never>?
-        /// The subscriber count's change, to offer to its observers.
-        @usableFromInline let change: SubscriberCountObservers.Change?
-        /// The storage completed: the completion observers to tell.
-        @usableFromInline let completionObservers: [CompletionObserver]?
-        /// The tasks waiting to learn of an eviction that the transition resolved.
-        @usableFromInline let evictionNotices: [Machine.SubscriberContinuation]?
-        /// A hosted storage's waiting `run()`, and the upstream iteration it must run.
-        @usableFromInline let hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)?
         /// The upstream task to raise, and the priority (`TaskPriority.rawValue`) the machine
         /// raised it to (MulticastStateMachine+Priority.swift).
         @usableFromInline let raise: Raise?
+        /// What the observers must hear: the count's change, the completion, evictions that
+        /// did not happen (MulticastStateMachine+Observers.swift).
+        @usableFromInline let notices: Machine.Notices
+        /// A hosted storage's `run()`, and what it must do next: run this iteration, or stop
+        /// (`nil`).
+        @usableFromInline let hostWakeUp: HostWakeUp?
+        /// A hosted storage's ended `run()`, waiting for the last timer task: it may return.
+        @usableFromInline let timersEnded: UnsafeContinuation<Void, Never>?
 
         @inlinable
         init(
-            effects: Machine.Effects, upstreamTask: Task<Void, Never>?, timerTask: Task<Void, Never>?,
-            change: SubscriberCountObservers.Change?, completionObservers: [CompletionObserver]?,
-            evictionNotices: [Machine.SubscriberContinuation]?,
-            hostWakeUp: (continuation: UnsafeContinuation<UInt64?, Never>, epoch: UInt64)? = nil, raise: Raise? = nil
+            effects: Machine.Effects = Machine.Effects(), upstreamTask: Task<Void, Never>? = nil,
+            timerTask: Task<Void, Never>? = nil, raise: Raise? = nil, notices: Machine.Notices = Machine.Notices(),
+            hostWakeUp: HostWakeUp? = nil, timersEnded: UnsafeContinuation<Void, Never>? = nil
         ) {
-            self.raise = raise
-            self.hostWakeUp = hostWakeUp
             self.effects = effects
             self.upstreamTask = upstreamTask
             self.timerTask = timerTask
-            self.change = change
-            self.completionObservers = completionObservers
-            self.evictionNotices = evictionNotices
+            self.raise = raise
+            self.notices = notices
+            self.hostWakeUp = hostWakeUp
+            self.timersEnded = timersEnded
         }
     }
 
@@ -254,60 +212,98 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// `endCriticalSection`, skipped (without a call) when there is visibly nothing to do:
-    /// no effects, nobody observing the count or the completion, no eviction watcher or
-    /// hosted `run()` to resume. Most joins and leaves (`compare --only churn`, `memory`).
+    /// no effects, and nobody observing the count or the completion, no eviction watcher to
+    /// tell (`MulticastStateMachine.isQuiet`). Most joins and leaves (`compare --only churn`,
+    /// `memory`).
     @inline(__always)
     @inlinable
     func endCriticalSectionIfNeeded(_ effects: Machine.Effects, _ state: inout State) -> OutsideLock? {
-        if effects.isEmpty, state.isQuiet { return nil }
+        if effects.isEmpty, state.machine.isQuiet { return nil }
         return self.endCriticalSection(effects, &state)
     }
 
-    /// Under the lock, after the machine's transition returned `effects`: starts and registers
-    /// the upstream task they ask for, takes the one they cancel, moves the timer's window
-    /// (`timerStep`: see `armTimer`), numbers the subscriber count's change and, once the
-    /// machine has ended, takes the completion observers. The rest is `perform(_:)`'s.
+    /// Under the lock, after the machine's transition returned `effects`: the handles'
+    /// part. Starts and registers the upstream task they ask for (a hosted storage's goes to
+    /// `run()`, `upstreamHandedToHost`), takes the one they cancel, starts or takes the timer
+    /// task (`armTimer`), and takes what the observers must hear (`takeNotices()`: the machine
+    /// decides). The rest is `perform(_:)`'s.
     ///
     /// Never inlined: a command has one call, on its slow path, and inlining the whole end
     /// into each made the readers' hot paths too large to inline in turn.
     @inlinable
     @inline(never)
     func endCriticalSection(
-        _ effects: Machine.Effects, _ state: inout State, timerStep: Duration? = nil
+        _ effects: Machine.Effects, _ state: inout State
     ) -> OutsideLock? {
         var raise: Raise? = nil
-        if let epoch = effects.startUpstream { raise = self.startUpstream(epoch: epoch, in: &state) }
+        var hostWakeUp: HostWakeUp? = nil
+        if let epoch = effects.startUpstream {
+            if self.hosted {
+                // `run()` creates the task at the waiting subscribers' priority
+                // (`startHostedUpstream`); until then they wait behind the one still stopping.
+                hostWakeUp = state.machine.upstreamHandedToHost(epoch: epoch).map { ($0, .some(epoch)) }
+                if let stopping = state.retiringTask, let priority = state.machine.upstreamTaskWaitedBehind() {
+                    raise = Raise(task: stopping, priority: priority)
+                }
+            } else {
+                raise = self.startUpstream(epoch: epoch, in: &state)
+            }
+        }
         let upstreamTask = Self.takeUpstreamTask(&state, for: effects)
-        let timerTask = self.armTimer(&state, for: effects.keepAliveTimer, timerStep: timerStep)
-        let change = state.countObservers.change(to: state.machine.subscriberCount)
-        let completionObservers = Self.takeCompletionObservers(&state)
-        let evictionNotices = state.machine.takeEvictionNotices()
-        let hostWakeUp = state.hostWakeUp
-        if hostWakeUp != nil { state.hostWakeUp = nil }
+        let timerTask = self.armTimer(&state, for: effects.timerTask)
+        let notices = state.machine.takeNotices()
         // Nothing left to do, as for most joins and leaves: no allocation (`compare --only
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
         // per leave).
-        if upstreamTask == nil, timerTask == nil, change == nil, completionObservers == nil,
-            evictionNotices == nil, hostWakeUp == nil, raise == nil, effects.firstSubscriber == nil,
-            effects.producers.isEmpty, effects.handedOver.isEmpty, effects.parkedElementsAppended == 0
+        if upstreamTask == nil, timerTask == nil, notices.isEmpty, hostWakeUp == nil, raise == nil,
+            effects.firstSubscriber == nil, effects.producers.isEmpty, effects.handedOver.isEmpty,
+            effects.parkedElementsAppended == 0
         {
             return nil
         }
         return OutsideLock(
-            effects: effects, upstreamTask: upstreamTask, timerTask: timerTask, change: change,
-            completionObservers: completionObservers, evictionNotices: evictionNotices, hostWakeUp: hostWakeUp,
-            raise: raise)
+            effects: effects, upstreamTask: upstreamTask, timerTask: timerTask, raise: raise, notices: notices,
+            hostWakeUp: hostWakeUp)
     }
 
-    /// Outside the lock: does what `endCriticalSection` took, in this order: resumes the
+    /// Outside the lock: does what a critical section left to do, in this order: resumes the
     /// subscribers and producers, cancels the retired tasks, raises the upstream task,
-    /// announces the subscriber count, tells the completion observers. `nil`: nothing.
+    /// announces the subscriber count, tells the completion observers and the eviction
+    /// watchers, resumes a hosted `run()`. `nil`: nothing.
     ///
     /// Always inlined, so that the usual `nil` costs its test at the call site.
     @inline(__always)
     @inlinable
     func perform(_ work: OutsideLock?) {
         if let work { self.performWork(work) }
+    }
+
+    /// The cheap form of a leave (`unsubscribe`): its waiter resumed with `nil`, then the
+    /// retired upstream task cancelled, in `performWork`'s order.
+    @inline(__always)
+    @inlinable
+    func perform(_ quick: QuickLeave) {
+        quick.waiter?.resume(returning: .success(nil))
+        quick.upstreamTask?.cancel()
+    }
+
+    /// The cheap form of a delivery (`offer`): a subscriber catching up may take `element`,
+    /// and the subscribers that were waiting for it get it.
+    @inlinable
+    @inline(__always)
+    func perform(delivering element: Element, to resuming: [Machine.SubscriberContinuation]) {
+        self.catchUp.recordOffer()
+        for continuation in resuming {
+            continuation.resume(returning: .success(element))
+        }
+    }
+
+    /// The cheap form of a read that took an element (`refill`): the producers it released
+    /// (room was made), usually none, resumed with `true`.
+    @inlinable
+    @inline(__always)
+    func perform(releasing producers: [Machine.ProducerContinuation]) {
+        for producer in producers { producer.resume(returning: true) }
     }
 
     /// `perform(_:)` with something to do.
@@ -318,12 +314,13 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         work.timerTask?.cancel()
         if let raise = work.raise { Self.escalate(raise.task, to: TaskPriority(rawValue: raise.priority)) }
         // The usual `nil` costs a test, not a call.
-        if let change = work.change { change.offer() }
-        if let observers = work.completionObservers {
+        if let change = work.notices.change { change.offer() }
+        if let observers = work.notices.completionObservers {
             for observer in observers { observer.onCompletion() }
         }
-        if let notices = work.evictionNotices { Self.resume(notices) }
+        if let notices = work.notices.evictionNotices { Self.resume(notices) }
         if let wakeUp = work.hostWakeUp { wakeUp.continuation.resume(returning: wakeUp.epoch) }
+        work.timersEnded?.resume()
     }
 
     /// Resumes the continuations `effects` hands over, and counts the senders' elements it
@@ -345,15 +342,6 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         for continuation in effects.producers {
             continuation.resume(returning: effects.producerResult)
         }
-    }
-
-    /// Under the lock: the completion observers, once the machine has ended (none can
-    /// register after that, see `observeCompletion(_:)`).
-    @inlinable
-    static func takeCompletionObservers(_ state: inout State) -> [CompletionObserver]? {
-        guard !state.completionObservers.isEmpty, state.machine.terminal != nil else { return nil }
-        defer { state.completionObservers = [] }
-        return state.completionObservers
     }
 
     // MARK: Queries

@@ -102,7 +102,7 @@ struct StateMachineConnectionTests {
         #expect(machine.take(a) == .suspend(startUpstream: 0))
         let leave = machine.subscriberLeft(a)
         #expect(leave.cancelUpstream == nil)
-        #expect(leave.keepAliveTimer == .none)
+        #expect(leave.timerTask == .none)
         #expect(machine.upstream == .running(epoch: 0))
     }
 

@@ -43,9 +43,69 @@ struct StateMachineHostingTests {
         #expect(lingering.upstream == .lingering(epoch: 0))
         let effects = lingering.hostStopped()
         #expect(effects.cancelUpstream == 0)
-        #expect(effects.keepAliveTimer == .cancel)
+        #expect(effects.timerTask == .cancel)
         let late = lingering.subscriberJoined()
         #expect(lingering.take(late) == .element(7), "the replay survives the end, as for share()")
         #expect(lingering.take(late) == .finished)
+    }
+}
+
+@Suite("State machine: a hosted run()'s lifecycle")
+struct StateMachineHostLifecycleTests {
+    /// A suspended `run()` asking for its next iteration.
+    static func asking(
+        _ machine: inout Machine, cancelled: Bool = false
+    ) async -> (
+        Suspended<UInt64?>, Machine.HostWait
+    ) {
+        let waiting = await Suspended<UInt64?>.make()
+        return (waiting, machine.hostWaiting(waiting.continuation, cancelled: cancelled))
+    }
+
+    @Test("an iteration started before run(): picked up when run() first asks; run() claims once")
+    func pendingBeforeRun() async {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, hosted: true)
+        let reader = machine.subscriberJoined()
+        #expect(machine.take(reader) == .suspend(startUpstream: 0))
+        #expect(machine.upstreamHandedToHost(epoch: 0) == nil, "no run() waits: it is kept")
+        #expect(machine.hostStarted() == .claimed)
+        #expect(machine.hostStarted() == .alreadyRunning)
+        let (waiting, wait) = await Self.asking(&machine)
+        #expect(wait == .resume(0))
+        waiting.continuation.resume(returning: nil)
+        #expect(machine.invariantViolation() == nil)
+    }
+
+    @Test("run() waiting: the next iteration the machine starts wakes it; a cancelled wait hands it back")
+    func waitingThenWokenOrCancelled() async {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .manual, hosted: true)
+        #expect(machine.hostStarted() == .claimed)
+        let (first, wait) = await Self.asking(&machine)
+        #expect(wait == .stored)
+        #expect(machine.invariantViolation() == nil)
+        let (epoch, effects) = machine.connectRequested()
+        #expect(effects.startUpstream == epoch)
+        machine.upstreamHandedToHost(epoch: epoch!)?.resume(returning: epoch)
+        #expect(await first.value() == .some(epoch))
+        #expect(machine.connectionCancelled(epoch: epoch!).cancelUpstream == epoch)
+        let (second, again) = await Self.asking(&machine)
+        #expect(again == .stored)
+        machine.hostWaitCancelled()?.resume(returning: nil)
+        #expect(await second.value() == .some(nil))
+        #expect(machine.hostWaitCancelled() == nil, "nothing waits any more")
+        let (third, cancelled) = await Self.asking(&machine, cancelled: true)
+        #expect(cancelled == .resume(nil), "a cancelled run() is not kept")
+        third.continuation.resume(returning: nil)
+    }
+
+    @Test("run() ended: the machine terminates, a later run() finds it ended, and an iteration is never handed to it")
+    func ended() {
+        var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, hosted: true)
+        #expect(machine.hostStarted() == .claimed)
+        let effects = machine.hostEnded()
+        #expect(effects.isEmpty)
+        #expect(machine.upstream == .terminated(.finished))
+        #expect(machine.hostStarted() == .alreadyEnded)
+        #expect(machine.invariantViolation() == nil)
     }
 }

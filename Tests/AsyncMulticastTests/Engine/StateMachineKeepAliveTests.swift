@@ -19,7 +19,7 @@ struct StateMachineKeepAliveTests {
 
         let leave = machine.subscriberLeft(a)
         #expect(leave.cancelUpstream == nil, "keep-alive: not cancelled yet")
-        #expect(leave.keepAliveTimer == .start)
+        #expect(leave.timerTask == .start)
         #expect(machine.upstream == .lingering(epoch: 0))
         #expect(machine.isCurrent(epoch: 0), "the lingering upstream may still produce")
         #expect(!machine.produce(1, epoch: 0).isStop, "a lingering upstream's element is taken")
@@ -28,7 +28,7 @@ struct StateMachineKeepAliveTests {
         #expect(machine.upstream == .running(epoch: 0), "the same iteration continues")
 
         let leaveAgain = machine.subscriberLeft(b)
-        #expect(leaveAgain.keepAliveTimer == .restart, "the running timer is re-armed, not replaced")
+        #expect(leaveAgain.timerTask == .none, "the running timer is re-armed (its deadline moved), not replaced")
         #expect(machine.upstream == .lingering(epoch: 0))
 
         let expired = machine.keepAliveExpired()
@@ -46,11 +46,11 @@ struct StateMachineKeepAliveTests {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, keepAlive: .window)
         let a = machine.subscriberJoined()
         _ = machine.nextRequested(a)
-        #expect(machine.subscriberLeft(a).keepAliveTimer == .start)
+        #expect(machine.subscriberLeft(a).timerTask == .start)
         let b = machine.subscriberJoined()
         #expect(machine.keepAliveExpired().isEmpty, "the subscriber is back: nothing to stop")
         #expect(machine.upstream == .running(epoch: 0))
-        #expect(machine.subscriberLeft(b).keepAliveTimer == .start, "that timer ended: a new one starts")
+        #expect(machine.subscriberLeft(b).timerTask == .start, "that timer ended: a new one starts")
     }
 
     @Test("subscriberLeft while a timer runs re-arms it: many departures, one timer task")
@@ -64,10 +64,10 @@ struct StateMachineKeepAliveTests {
         starts += 1
         for _ in 0..<20_000 {
             let id = machine.subscriberJoined()
-            switch machine.subscriberLeft(id).keepAliveTimer {
+            switch machine.subscriberLeft(id).timerTask {
             case .start: starts += 1
-            case .restart: restarts += 1
-            case .none, .cancel: Issue.record("unexpected timer action")
+            case .none: restarts += 1
+            case .replace, .cancel: Issue.record("unexpected timer action")
             }
         }
         #expect(starts == 1)
@@ -81,7 +81,7 @@ struct StateMachineKeepAliveTests {
         let a = machine.subscriberJoined()
         _ = machine.nextRequested(a)
         _ = machine.subscriberLeft(a)
-        #expect(machine.upstreamEnded(epoch: 0, failure: nil).keepAliveTimer == .cancel)
+        #expect(machine.upstreamEnded(epoch: 0, failure: nil).timerTask == .cancel)
         #expect(machine.upstream == .terminated(.finished))
     }
 
@@ -103,7 +103,7 @@ struct StateMachineKeepAliveTests {
         }
         _ = machine.subscriberJoined()
         #expect(machine.upstream == .running(epoch: 0), "the same iteration continues")
-        #expect(machine.upstreamEnded(epoch: 0, failure: nil).keepAliveTimer == .none)
+        #expect(machine.upstreamEnded(epoch: 0, failure: nil).timerTask == .none)
         #expect(machine.invariantViolation() == nil)
     }
 
@@ -114,7 +114,7 @@ struct StateMachineKeepAliveTests {
         _ = machine.nextRequested(a)
         let leave = machine.subscriberLeft(a)
         #expect(leave.cancelUpstream == 0)
-        #expect(leave.keepAliveTimer == .none)
+        #expect(leave.timerTask == .none)
         #expect(machine.upstream == .idle)
     }
 }

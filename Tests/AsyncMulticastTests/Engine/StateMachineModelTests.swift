@@ -45,14 +45,27 @@ enum ModelStep: CustomStringConvertible, Sendable {
     case connect
     /// The current connection is cancelled (`stale`: an old connection's cancel).
     case disconnect(stale: Bool)
-    /// The keep-alive timer finds its deadline passed.
-    case keepAliveExpires
+    /// A timer task (`pick` among those not yet returned, stale ones too) wakes: its sleep
+    /// returned, or failed (`returned: false`), or, the first time, it starts; it steps
+    /// (`timerWoke`) at the model's clock, and returns when the machine says so.
+    case timerWakes(pick: Int, returned: Bool)
+    /// The storage's clock moves by `seconds` (back, if negative: a user's clock need not be
+    /// monotonic).
+    case clockMoves(seconds: Int64)
     case finish(fail: Bool)
     /// An upstream iteration that was stopped offers one more value.
     case produceStale
     /// The `run()` hosting the upstream ends (`AsyncSharedService`, `.automatic` mode): the
     /// machine ends as finished, cancelling an iteration that runs.
     case hostStops
+    /// The machine's timer task finds its window closed: its sleep failed (the exhaustive
+    /// explorer's timer step; the random runs wake timer tasks with `timerWakes`).
+    case keepAliveExpires
+    /// A hosted machine's `run()` (`AsyncSharedService`) does something (+Hosting).
+    case host(ModelHostStep)
+    /// An observer of the subscriber count or of a subject's completion comes or goes
+    /// (+Observers).
+    case observe(ModelObserveStep)
 
     var description: String {
         switch self {
@@ -66,10 +79,14 @@ enum ModelStep: CustomStringConvertible, Sendable {
         case .cancelSender(let pick): return "cancel-sender(#\(pick))"
         case .connect: return "connect"
         case .disconnect(let stale): return stale ? "cancel(stale connection)" : "cancel(connection)"
-        case .keepAliveExpires: return "keep-alive expires"
+        case .timerWakes(let pick, let returned): return "timer #\(pick) wakes\(returned ? "" : " (its sleep failed)")"
+        case .clockMoves(let seconds): return "the clock moves \(seconds) s"
         case .finish(let fail): return fail ? "fail" : "finish"
         case .produceStale: return "produce(stale epoch)"
         case .hostStops: return "host stops"
+        case .keepAliveExpires: return "keep-alive expires"
+        case .host(let step): return "run(): \(step)"
+        case .observe(let step): return "observer: \(step)"
         }
     }
 }
@@ -82,6 +99,12 @@ struct ModelConfig: CustomStringConvertible, Sendable {
     var autoconnect: Bool
     var defaultPolicy: SharedBufferingPolicy
     var mixedPolicies: Bool
+    /// What a stopped `.automatic` upstream's replay cache does, and how long the windows last.
+    var replayExpiry: ReplayExpiry = .never
+    var keepAliveWindow: Duration = .zero
+    var replayExpiryWindow: Duration = .zero
+    /// The upstream runs in a hosted `run()` (`AsyncSharedService`).
+    var hosted = false
 
     init(
         mode: UpstreamMode, replay: Int, keepAlive: KeepAlive = .off, autoconnect: Bool = false,
@@ -105,6 +128,19 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         self.autoconnect = self.mode == .manual && rng.next() % 2 == 0
         self.defaultPolicy = ModelRun.policies[Int(rng.next() % UInt64(ModelRun.policies.count))]
         self.mixedPolicies = rng.next() % 3 != 0
+        // Windows shorter and longer than the timer's longest sleep (a day).
+        let lengths: [Duration] = [.seconds(1), .seconds(10), .seconds(200_000)]
+        self.keepAliveWindow = self.keepAlive == .window ? lengths[Int(rng.next() % 3)] : .zero
+        if self.mode == .automatic, self.replay > 0 {
+            self.replayExpiry = [ReplayExpiry.never, .immediately, .afterWindow, .afterWindow][Int(rng.next() % 4)]
+            if self.replayExpiry == .afterWindow { self.replayExpiryWindow = lengths[Int(rng.next() % 3)] }
+        }
+        self.hosted = self.mode != .push && rng.next() % 4 == 0
+    }
+
+    /// Whether the machine times a window: only then do the timer's steps come.
+    var timesWindows: Bool {
+        self.mode == .automatic && (self.keepAlive == .window || self.replayExpiry == .afterWindow)
     }
 
     var description: String {
@@ -114,8 +150,10 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         case .manual: face = "multicast(replay: \(self.replay))" + (self.autoconnect ? ".autoconnect()" : "")
         case .push: face = "subject(replay: \(self.replay))"
         }
-        let lingering = self.keepAlive == .off ? "" : ", keepAlive \(self.keepAlive)"
-        return "\(face), buffering \(self.defaultPolicy)\(lingering)"
+        let lingering = self.keepAlive == .off ? "" : ", keepAlive \(self.keepAlive) \(self.keepAliveWindow)"
+        let expiry =
+            self.replayExpiry == .never ? "" : ", replay expiry \(self.replayExpiry) \(self.replayExpiryWindow)"
+        return "\(face)\(self.hosted ? ", hosted" : ""), buffering \(self.defaultPolicy)\(lingering)\(expiry)"
             + (self.mixedPolicies ? ", with views" : "")
     }
 
@@ -139,8 +177,20 @@ struct ModelConfig: CustomStringConvertible, Sendable {
             case 80..<84: steps.append(self.mode == .push ? .cancelSender(pick: pick()) : .produceStale)
             case 84..<89 where self.mode == .manual: steps.append(.connect)
             case 89..<92 where self.mode == .manual: steps.append(.disconnect(stale: rng.next() % 4 == 0))
-            case 84..<92 where self.keepAlive == .window: steps.append(.keepAliveExpires)
+            case 84..<89 where self.timesWindows: steps.append(.timerWakes(pick: pick(), returned: rng.next() % 4 != 0))
+            case 89..<92 where self.timesWindows:
+                let moves: [Int64] = [1, 1, 5, 10, 40_000, 100_000, -3, -100_000]
+                steps.append(.clockMoves(seconds: moves[Int(rng.next() % UInt64(moves.count))]))
             case 92..<93: steps.append(.finish(fail: rng.next() % 2 == 0))
+            case 97..<99:
+                let observe: [ModelObserveStep] =
+                    self.mode == .push
+                    ? [.count, .stopCount(pick: pick()), .completion, .stopCompletion(pick: pick())]
+                    : [.count, .stopCount(pick: pick())]
+                steps.append(.observe(observe[Int(rng.next() % UInt64(observe.count))]))
+            case 93..<97 where self.hosted:
+                let host: [ModelHostStep] = [.starts, .asks, .asks, .asksCancelled, .waitCancelled, .cancelled, .ends]
+                steps.append(.host(host[Int(rng.next() % UInt64(host.count))]))
             default: steps.append(.read(pick: pick(), wait: false))
             }
         }
@@ -292,6 +342,25 @@ struct ModelRun {
     var nextEpoch: UInt64 = 0
     var terminal: Result?
     var timerRunning = false
+    /// The generation of the last timer task the machine started.
+    var timerGeneration: UInt64 = 0
+    /// The timer tasks that have not returned yet (replaced and cancelled ones too).
+    var timerTasks: [ModelTimerTask] = []
+    var timerDeadline = Duration.zero
+    var timerWakeUp: Duration?
+    var replayExpiryPending = false
+    /// The replay window starts no earlier than this index of `produced`.
+    var replayFloor = 0
+    /// The storage's clock.
+    var time = Duration.zero
+    /// The observers of the subscriber count, and the count they last heard; the completion
+    /// observers' tokens.
+    var countObservers: [SubscriberCountCell] = []
+    var countHeard = 0
+    var completionObservers: [UInt64] = []
+    /// Where a hosted machine's `run()` is, and the iteration it picked up last.
+    var host: ModelHost = .notHosted
+    var hostIteration: UInt64?
     /// The upstream's producer (pull modes, at most one: the current epoch's), or a subject's
     /// waiting senders.
     var producers: [Producer] = []
@@ -309,7 +378,10 @@ struct ModelRun {
         self.config = config
         self.pool = pool
         self.machine = Machine(
-            policy: config.defaultPolicy, replay: config.replay, mode: config.mode, keepAlive: config.keepAlive)
+            policy: config.defaultPolicy, replay: config.replay, mode: config.mode, keepAlive: config.keepAlive,
+            replayExpiry: config.replayExpiry, windows: (config.keepAliveWindow, config.replayExpiryWindow),
+            hosted: config.hosted)
+        self.host = config.hosted ? .notStarted(pending: nil) : .notHosted
         self.upstream = config.mode == .push ? .running(epoch: 0) : .idle
         if config.mode == .push { self.nextEpoch = 1 }
     }
@@ -349,7 +421,7 @@ struct ModelRun {
         _ effects: Machine.Effects, resuming subscribers: [Suspended<Result>], with result: Result?,
         releasing producers: [Suspended<Bool>], with producerResult: Bool, handingOver handover: Handover = Handover(),
         cancelling cancelled: UInt64? = nil, starting started: UInt64? = nil,
-        timer: Machine.KeepAliveTimerAction = .none
+        timer: Machine.TimerTaskAction = .none
     ) async throws(ModelFailure) {
         try self.check(
             effects.subscribers.count == subscribers.count,
@@ -373,7 +445,7 @@ struct ModelRun {
         try self.check(
             effects.startUpstream == started,
             "startUpstream \(String(describing: effects.startUpstream)), expected \(String(describing: started))")
-        try self.check(effects.keepAliveTimer == timer, "timer action \(effects.keepAliveTimer), expected \(timer)")
+        try self.check(effects.timerTask == timer, "timer action \(effects.timerTask), expected \(timer)")
         try self.check(
             effects.handedOver.count == handover.subscribers.count,
             "handed senders' values to \(effects.handedOver.count) subscribers, expected \(handover.subscribers.count)")
@@ -500,7 +572,7 @@ struct ModelRun {
             let policy = index < 0 ? nil : ModelRun.policies[index]
             let effective = policy ?? self.config.defaultPolicy
             let id = self.machine.subscriberJoined(policy: policy)
-            let replayed = effective.replayed(self.produced, replay: self.config.replay)
+            let replayed = effective.replayed(Array(self.produced[self.replayFloor...]), replay: self.config.replay)
             self.subscribers.append(Subscriber(id: id, policy: effective, pending: replayed))
             self.subscribers[self.subscribers.count - 1].reportsGaps = reportsGaps
             if case .evicting = effective { self.subscribers[self.subscribers.count - 1].greeting = replayed.count }
@@ -594,10 +666,12 @@ struct ModelRun {
                 self.upstream = .running(epoch: self.nextEpoch)
                 self.nextEpoch += 1
                 self.producers = [.free]
+                self.replayExpiryPending = false  // restarted within the expiry window: kept
             }
             guard case .suspend(let started) = action, started == start else {
                 throw self.fail("read \(action), expected to suspend starting \(String(describing: start))")
             }
+            if let start { try await self.handToHost(start) }
             guard wait else { return }
             let waiting = await self.waitingSubscriber()
             let effects = self.machine.subscriberSuspended(
@@ -611,14 +685,13 @@ struct ModelRun {
             guard !self.subscribers.isEmpty else { return }
             let k = pick % self.subscribers.count
             let leaving = self.subscribers.remove(at: k)
-            let effects = self.machine.subscriberLeft(leaving.id)
+            let effects = self.machine.subscriberLeft(leaving.id, at: self.time)
             let resumed = leaving.waiting.map { [$0] } ?? []
             if self.config.mode == .automatic, self.subscribers.isEmpty, case .running(let epoch) = self.upstream {
                 switch self.config.keepAlive {
                 case .window:
                     self.upstream = .lingering(epoch: epoch)
-                    let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .restart : .start
-                    self.timerRunning = true
+                    let timer = self.openWindow(at: self.time)
                     let release = self.releasedIfRoom()
                     try await self.expect(
                         effects, resuming: resumed, with: .success(nil),
@@ -630,9 +703,11 @@ struct ModelRun {
                         effects, resuming: resumed, with: .success(nil),
                         releasing: release.producers, with: true, handingOver: release.handover)
                 case .off:
+                    let parked = self.stopUpstream(epoch)
+                    let timer = self.replayCacheStopped(at: self.time)
                     try await self.expect(
                         effects, resuming: resumed, with: .success(nil),
-                        releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
+                        releasing: parked, with: false, cancelling: epoch, timer: timer)
                 }
             } else {
                 let release = self.releasedIfRoom()
@@ -749,6 +824,7 @@ struct ModelRun {
                 self.producers = [.free]
                 self.nextEpoch += 1
                 try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true, starting: epoch)
+                try await self.handToHost(epoch!)
             case .running(let current), .lingering(let current):
                 try self.check(epoch == current, "connect() while connected gave \(String(describing: epoch))")
                 try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
@@ -773,17 +849,11 @@ struct ModelRun {
                 effects, resuming: resumed, with: .success(nil),
                 releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
 
-        case .keepAliveExpires:
-            guard self.timerRunning else { return }
-            self.timerRunning = false
-            let effects = self.machine.keepAliveExpired()
-            if case .lingering(let epoch) = self.upstream {
-                try await self.expect(
-                    effects, resuming: [], with: nil,
-                    releasing: self.stopUpstream(epoch), with: false, cancelling: epoch)
-            } else {
-                try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
-            }
+        case .timerWakes(let pick, let returned):
+            try await self.timerWakes(pick: pick, returned: returned)
+
+        case .clockMoves(let seconds):
+            self.time = scriptedSaturating(self.time, .seconds(seconds))
 
         case .finish(let fail):
             guard let epoch = self.currentEpoch, self.terminal == nil else { return }
@@ -803,6 +873,19 @@ struct ModelRun {
             let running = self.currentEpoch
             try await self.expectEnd(self.machine.hostStopped(), .finished, cancelling: running)
 
+        case .keepAliveExpires:
+            guard self.timerRunning,
+                let index = self.timerTasks.firstIndex(where: { $0.generation == self.timerGeneration })
+            else { return }
+            self.timerTasks[index].started = true
+            try await self.timerWakes(pick: index, returned: false)
+
+        case .host(let step):
+            try await self.apply(host: step)
+
+        case .observe(let step):
+            self.apply(observe: step)
+
         case .produceStale:
             guard let old = self.staleEpochs.last ?? (self.terminal != nil ? self.nextEpoch &- 1 : nil) else { return }
             let action = self.machine.produce(-1, epoch: old)
@@ -820,8 +903,12 @@ struct ModelRun {
         self.upstream = .terminated(terminal)
         let resumed = self.subscribers.compactMap(\.waiting)
         self.subscribers.removeAll { $0.waiting != nil }
-        let timer: Machine.KeepAliveTimerAction = self.timerRunning ? .cancel : .none
-        self.timerRunning = false
+        let timer = self.cancelTimer()
+        // A replay cache whose expiry window was open expires at once (the host stopped).
+        if self.replayExpiryPending {
+            self.replayExpiryPending = false
+            self.replayFloor = self.produced.count
+        }
         let parked = self.takeParked()
         self.producers.removeAll()
         try await self.expect(
@@ -940,9 +1027,8 @@ struct ModelRun {
         try self.check(
             self.machine.waiters.count == self.subscribers.filter { $0.waiting != nil }.count,
             "waiting subscribers differ")
-        try self.check(
-            self.machine.keepAliveTimerIsRunning == self.timerRunning,
-            "timer running \(self.machine.keepAliveTimerIsRunning)")
+        try self.compareTimer()
+        try self.compareHost()
     }
 
     /// Runs `steps` on a fresh machine; the first disagreement, if any.
@@ -956,6 +1042,7 @@ struct ModelRun {
             do {
                 try await run.apply(step)
                 try run.compare()
+                try run.checkNotices()
             } catch {
                 run.tearDown()
                 return error
@@ -968,6 +1055,8 @@ struct ModelRun {
     /// Ends the run so that no task is left suspended: ending the machine resumes its
     /// waiting subscribers and parked producers.
     mutating func tearDown() {
+        if case .waiting(let run) = self.host { run.continuation.resume(returning: nil) }
+        self.host = .notHosted
         let effects: Machine.Effects
         if self.config.mode == .push {
             effects = self.machine.subjectCompleted(failure: nil)

@@ -245,7 +245,7 @@ extension MulticastStorage {
     /// The keep-alive timer as the machine and the storage see it: they must agree.
     fileprivate var timer: TimerState {
         self.state.withLock { state in
-            switch (state.machine.keepAliveTimerIsRunning, state.timerTask != nil) {
+            switch (state.machine.timer.isRunning, state.timerTask != nil) {
             case (false, false): return .idle
             case (true, true): return .running
             case (true, false), (false, true): return .disagreement

@@ -41,7 +41,7 @@ struct ShareReliabilityTests {
     func longestTimedKeepAlive() async throws {
         try await withTimeout(seconds: 150) {
             try await Self.checkKeepAliveContinues(
-                MulticastStorage<Int, Never>.longestKeepAlive - .nanoseconds(1), timed: true)
+                MulticastStateMachine<Int, Never>.longestWindow - .nanoseconds(1), timed: true)
         }
     }
 

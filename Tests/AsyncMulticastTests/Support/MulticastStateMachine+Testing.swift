@@ -39,6 +39,25 @@ extension MulticastStateMachine {
         if let slotIndex = self.liveSlot(id) { self.slots[slotIndex].connectsOnDemand = connectsOnDemand }
     }
 
+    /// `subscriberLeft(_:at:)` at the instant 0: for the suites that time nothing.
+    mutating func subscriberLeft(_ id: SubscriberID) -> Effects {
+        self.subscriberLeft(id, at: .zero)
+    }
+
+    /// The window the timer times closes: the step of the machine's timer task, as the
+    /// storage runs it once its sleep failed (the window closes at once). Its effects; the
+    /// timer task goes on timing the next window if that opened one.
+    mutating func keepAliveExpired() -> Effects {
+        precondition(self.timer.isRunning, "no timer task to fire")
+        let step = self.timerWoke(
+            generation: self.timer.generation, at: self.timer.deadline, sleptUntil: nil, sleepFailed: true)
+        guard case .fired(let effects, _) = step else { preconditionFailure("the timer did not fire: \(step)") }
+        return effects
+    }
+
+    /// Whether a timer task is the machine's.
+    var keepAliveTimerIsRunning: Bool { self.timer.isRunning }
+
     /// Number of elements currently stored in the shared buffer.
     var bufferedCount: Int { self.elements.count }
 

@@ -222,7 +222,7 @@ extension MulticastStorage {
     /// Producers (an upstream task, or subject senders) parked until a bounded subscriber makes room.
     var producersWaitingForRoom: Int { self.state.withLock { $0.machine.parkedProducers.count } }
     /// Observers registered by `subscriberCounts` iterators and `waitForSubscribers(atLeast:)`.
-    var countObserverCount: Int { self.state.withLock { $0.countObservers.cells.count } }
+    var countObserverCount: Int { self.state.withLock { $0.machine.countObservers.cells.count } }
 
     /// `offer` as a producer preempted between releasing the lock and counting its offer:
     /// the element is produced (and the waiting subscribers are resumed with it), but the

@@ -1,0 +1,105 @@
+// Observers: who must hear a change of the subscriber count (`subscriberCounts`,
+// `waitForSubscribers(atLeast:)`), and who must hear that a push-fed machine completed (each
+// running `send(contentsOf:)`). The machine keeps them and decides, at the end of each
+// critical section, what each hears (`takeNotices()`); the storage tells them outside the
+// lock. The eviction watchers' notices (+Evicting) travel the same way.
+
+extension MulticastStateMachine {
+    /// Told once, outside the lock, when a push-fed machine completes
+    /// (`completionObserverAdded(_:)`); `token` finds it to remove it.
+    @usableFromInline
+    typealias CompletionObserver = (token: UInt64, onCompletion: @Sendable () -> Void)
+
+    /// What observers outside the machine must be told after a critical section, all `nil`
+    /// when nobody is (see `takeNotices()`).
+    @usableFromInline
+    struct Notices: Sendable {
+        /// The subscriber count's change, to offer to its observers.
+        @usableFromInline
+        var change: SubscriberCountObservers.Change?
+        /// The machine completed: the completion observers to tell.
+        @usableFromInline
+        var completionObservers: [CompletionObserver]?
+        /// Eviction watchers whose subscriber left without being evicted: resumed with `nil`.
+        @usableFromInline
+        var evictionNotices: [SubscriberContinuation]?
+
+        @inlinable
+        init(
+            change: SubscriberCountObservers.Change? = nil, completionObservers: [CompletionObserver]? = nil,
+            evictionNotices: [SubscriberContinuation]? = nil
+        ) {
+            self.change = change
+            self.completionObservers = completionObservers
+            self.evictionNotices = evictionNotices
+        }
+
+        @inlinable
+        var isEmpty: Bool { self.change == nil && self.completionObservers == nil && self.evictionNotices == nil }
+    }
+
+    /// Nobody outside the machine waits on a critical section: no one observes the subscriber
+    /// count or the completion, no eviction watcher is to be told. A critical section whose
+    /// effects are empty then has nothing left to do (the storage skips its end).
+    @inlinable
+    var isQuiet: Bool {
+        self.countObservers.isEmpty && self.completionObservers.isEmpty && self.evictionNotices.isEmpty
+    }
+
+    /// At the end of every critical section that did not skip it: the observers to tell, and
+    /// what. The count's observers hear the count if it changed since they last heard it
+    /// (numbered, so that a late, older offer is harmless); the completion observers hear the
+    /// completion once the machine has ended (none can register after that); the eviction
+    /// watchers whose subscriber left otherwise hear `nil`.
+    @inlinable
+    mutating func takeNotices() -> Notices {
+        var notices = Notices()
+        notices.change = self.countObservers.change(to: self.subscriberCount)
+        if !self.completionObservers.isEmpty, self.terminal != nil {
+            notices.completionObservers = self.completionObservers
+            self.completionObservers = []
+        }
+        notices.evictionNotices = self.takeEvictionNotices()
+        return notices
+    }
+
+    /// A name for a completion observer, a parked producer or an eviction watcher, for its
+    /// task's cancellation to find it.
+    @inlinable
+    mutating func takeToken() -> UInt64 {
+        defer { self.nextToken &+= 1 }
+        return self.nextToken
+    }
+
+    /// An observer of the subscriber count registered: it hears the current count first (the
+    /// returned change, offered to it alone outside the lock).
+    @inlinable
+    mutating func countObserverAdded(_ cell: SubscriberCountCell) -> SubscriberCountObservers.Change {
+        self.countObservers.add(cell, count: self.subscriberCount)
+    }
+
+    /// An observer of the subscriber count went away.
+    @inlinable
+    mutating func countObserverRemoved(_ cell: SubscriberCountCell) {
+        self.countObservers.remove(cell)
+    }
+
+    /// A `send(contentsOf:)` observes the completion: its token, or `nil` if the machine has
+    /// completed already (tell it at once, outside the lock).
+    @inlinable
+    mutating func completionObserverAdded(_ onCompletion: @escaping @Sendable () -> Void) -> UInt64? {
+        guard self.terminal == nil else { return nil }
+        let token = self.takeToken()
+        self.completionObservers.append((token, onCompletion))
+        return token
+    }
+
+    /// The completion observer `token` went away (its `send(contentsOf:)` returned). Harmless
+    /// if it was already told.
+    @inlinable
+    mutating func completionObserverRemoved(token: UInt64) {
+        if let index = self.completionObservers.firstIndex(where: { $0.token == token }) {
+            self.completionObservers.remove(at: index)
+        }
+    }
+}

@@ -1,0 +1,86 @@
+// The model test's observers: of the subscriber count (`subscriberCounts`), and of a subject's
+// completion (`send(contentsOf:)`). After every step the model ends the critical section as the
+// storage does when it does not skip it (`takeNotices()`), and checks what the machine decided
+// each observer must hear: the count's observers hear the count only when it is not the one
+// they last heard (the first time, on registering); the completion observers hear the
+// completion once, when the subject completed, and never after they left.
+
+@testable import AsyncMulticast
+
+/// An observer step of the model.
+enum ModelObserveStep: CustomStringConvertible, Sendable {
+    /// An observer of the subscriber count registers.
+    case count
+    /// The observer `pick` of the subscriber count leaves.
+    case stopCount(pick: Int)
+    /// A `send(contentsOf:)` observes the subject's completion.
+    case completion
+    /// The completion observer `pick` leaves.
+    case stopCompletion(pick: Int)
+
+    var description: String {
+        switch self {
+        case .count: return "count observed"
+        case .stopCount(let pick): return "count observer #\(pick) leaves"
+        case .completion: return "completion observed"
+        case .stopCompletion(let pick): return "completion observer #\(pick) leaves"
+        }
+    }
+}
+
+extension ModelRun {
+    mutating func apply(observe step: ModelObserveStep) {
+        switch step {
+        case .count:
+            let cell = SubscriberCountCell()
+            let first = self.machine.countObserverAdded(cell)
+            // It hears the current count first, alone (checked as a notice would be).
+            precondition(
+                first.observers.count == 1 && first.observers[0] === cell && first.count == self.subscribers.count)
+            self.countObservers.append(cell)
+            self.countHeard = self.subscribers.count
+        case .stopCount(let pick):
+            guard !self.countObservers.isEmpty else { return }
+            self.machine.countObserverRemoved(self.countObservers.remove(at: pick % self.countObservers.count))
+        case .completion:
+            let token = self.machine.completionObserverAdded {}
+            if self.terminal == nil {
+                precondition(token != nil, "a completion observer refused before the end")
+                self.completionObservers.append(token!)
+            } else {
+                precondition(token == nil, "a completion observer registered after the end")
+            }
+        case .stopCompletion(let pick):
+            guard !self.completionObservers.isEmpty else { return }
+            let token = self.completionObservers.remove(at: pick % self.completionObservers.count)
+            self.machine.completionObserverRemoved(token: token)
+        }
+    }
+
+    /// The end of the critical section: what the machine says the observers must hear.
+    mutating func checkNotices() throws(ModelFailure) {
+        let notices = self.machine.takeNotices()
+        let count = self.subscribers.count
+        if !self.countObservers.isEmpty, count != self.countHeard {
+            guard let change = notices.change else { throw self.fail("the count's observers did not hear \(count)") }
+            try self.check(change.count == count, "the count's observers heard \(change.count), expected \(count)")
+            try self.check(
+                change.observers.count == self.countObservers.count
+                    && zip(change.observers, self.countObservers).allSatisfy { $0 === $1 },
+                "the change went to \(change.observers.count) observers, expected \(self.countObservers.count)")
+            self.countHeard = count
+        } else {
+            try self.check(notices.change == nil, "a count change announced while nobody needs it")
+        }
+        if self.terminal != nil, !self.completionObservers.isEmpty {
+            try self.check(
+                notices.completionObservers?.map(\.token) == self.completionObservers,
+                "completion told to \(notices.completionObservers?.map(\.token) ?? []), expected \(self.completionObservers)"
+            )
+            self.completionObservers = []
+        } else {
+            try self.check(notices.completionObservers == nil, "a completion told before the end, or twice")
+        }
+        try self.check(notices.evictionNotices == nil, "eviction watchers told, and none watches")
+    }
+}
