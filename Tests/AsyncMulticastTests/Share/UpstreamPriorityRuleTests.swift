@@ -12,81 +12,6 @@ import Testing
 
 @testable import AsyncMulticast
 
-/// A base each of whose iterations (`makeAsyncIterator()`) has its own go-ahead and records
-/// the priority its task runs at when it produces. A go-ahead may name a priority the task is
-/// expected to reach: the iteration waits for it under a short hang guard (a raise happens
-/// just after a subscriber is registered, outside the lock), then records what it has.
-///
-/// An iteration that sees its cancellation is slow to stop: it records that it is stopping,
-/// waits for `letStop`, then (if `stopFloor` is set) waits for its task to reach that
-/// priority under the same short guard, and records the priority it stops at.
-private final class PriorityProbe: AsyncSequence, Sendable {
-    typealias Element = Int
-    typealias Failure = Never
-    typealias Gate = Signal<(element: Int, raisedTo: TaskPriority?)?>
-    let gates = LockedLog<Gate>()
-    let seen = LockedLog<(iteration: Int, priority: TaskPriority)>()
-    let stopping = LockedLog<Int>()
-    let stoppedAt = LockedLog<(iteration: Int, priority: TaskPriority)>()
-    let letStop = Latch()
-    let stopFloor: TaskPriority?
-
-    /// How long a raise may take to show, once the test has seen what should cause it. A
-    /// raise is a synchronous call made just after a critical section: seconds are a hang
-    /// guard, not an ordering.
-    static let raiseGuard: Double = 10
-
-    init(stopFloor: TaskPriority? = nil) {
-        self.stopFloor = stopFloor
-    }
-
-    /// Lets iteration `iteration` produce `element` (once it has started), once its task runs
-    /// at `raisedTo` or higher if given.
-    func send(_ element: Int, to iteration: Int, raisedTo: TaskPriority? = nil) async throws {
-        try await waitUntil("iteration \(iteration) started") { self.gates.count > iteration }
-        self.gates.values[iteration].send((element, raisedTo))
-    }
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        let probe: PriorityProbe
-        let iteration: Int
-        var elements: AsyncStream<(element: Int, raisedTo: TaskPriority?)?>.Iterator
-
-        mutating func next() async -> Int? {
-            guard let next = await self.elements.next() ?? nil else {
-                if Task.isCancelled {
-                    self.probe.stopping.append(self.iteration)
-                    await self.probe.letStop.wait()
-                    if let floor = self.probe.stopFloor {
-                        try? await waitUntil(
-                            "iteration \(self.iteration), stopping, raised to \(floor)",
-                            seconds: PriorityProbe.raiseGuard
-                        ) { Task.currentPriority >= floor }
-                    }
-                    self.probe.stoppedAt.append((self.iteration, Task.currentPriority))
-                }
-                return nil
-            }
-            if let floor = next.raisedTo {
-                try? await waitUntil("the upstream raised to \(floor)", seconds: PriorityProbe.raiseGuard) {
-                    Task.currentPriority >= floor
-                }
-            }
-            self.probe.seen.append((self.iteration, Task.currentPriority))
-            return next.element
-        }
-    }
-
-    /// Iterations never overlap (the library's promise), so counting, then appending, names
-    /// each one.
-    func makeAsyncIterator() -> AsyncIterator {
-        let gate = Gate()
-        let iteration = self.gates.count
-        self.gates.append(gate)
-        return AsyncIterator(probe: self, iteration: iteration, elements: gate.stream.makeAsyncIterator())
-    }
-}
-
 /// A base of one element whose first `next()` records, before anything else, the priority
 /// its task runs at: the upstream's first step, where a base (or an `AsyncSharedSource`'s
 /// `start`) does its set-up work.
@@ -136,7 +61,7 @@ struct UpstreamPriorityRuleTests {
         "multicast().autoconnect(): a background subscriber's demand raises the upstream it connects to the highest waiting priority",
         .enabled(if: canEscalate))
     func autoconnectDemandRaisesToEveryWaitingPriority() async throws {
-        let probe = PriorityProbe()
+        let probe = IterationsProbe()
         let multicast = probe.multicast()
         let got = Signal<Int?>()
         // Subscribers of the plain multicast wait for a connection, at several priorities.
@@ -155,7 +80,7 @@ struct UpstreamPriorityRuleTests {
         "multicast().autoconnect(minimumSubscribers:): a background join that connects raises the upstream to a subscriber already waiting",
         .enabled(if: canEscalate))
     func autoconnectJoinRaisesToAWaitingSubscriber() async throws {
-        let probe = PriorityProbe()
+        let probe = IterationsProbe()
         let feed = probe.multicast().autoconnect(minimumSubscribers: 2)
         let got = Signal<Int?>()
         _ = readOne(feed, at: .high, into: got)
@@ -177,7 +102,7 @@ struct UpstreamPriorityRuleTests {
         "multicast(): a high-priority subscriber that left before connect() does not raise the upstream",
         .enabled(if: canEscalate))
     func cancelledWaiterDoesNotRaiseTheUpstream() async throws {
-        let probe = PriorityProbe()
+        let probe = IterationsProbe()
         let multicast = probe.multicast()
         let got = Signal<Int?>()
         let high = readOne(multicast, at: .high, into: got)
@@ -208,7 +133,7 @@ struct UpstreamPriorityRuleTests {
         "share(): the previous iteration ending after the restart does not stop a waiting subscriber raising the new one",
         .enabled(if: canEscalate))
     func staleIterationEndingKeepsTheNewTaskRaisable() async throws {
-        let probe = PriorityProbe()
+        let probe = IterationsProbe()
         let shared = probe.share()
         let got = Signal<Int?>()
         _ = readOne(shared, at: .background, into: got)
@@ -250,7 +175,7 @@ struct UpstreamPriorityRuleTests {
     func subscriberEscalatedWhileWaitingRaisesTheUpstream(_ face: Face) async throws {
         #if compiler(>=6.2)
             guard #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) else { return }
-            let probe = PriorityProbe()
+            let probe = IterationsProbe()
             let sequence: any AsyncSequence<Int, Never> & Sendable
             let waiting: () -> Int
             var hosting: Task<Void, Never>? = nil
@@ -285,7 +210,7 @@ struct UpstreamPriorityRuleTests {
         "a subscriber waiting for a restart raises the previous iteration that is still stopping",
         .enabled(if: canEscalate), arguments: Face.allCases)
     func waitingSubscriberRaisesTheStoppingIteration(_ face: Face) async throws {
-        let probe = PriorityProbe(stopFloor: .high)
+        let probe = IterationsProbe(stopFloor: .high)
         let sequence: any AsyncSequence<Int, Never> & Sendable
         let waiting: () -> Int
         var hosting: Task<Void, Never>? = nil
