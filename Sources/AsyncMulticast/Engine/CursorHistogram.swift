@@ -188,33 +188,31 @@ struct CursorHistogram: Sendable {
         return cell
     }
 
-    /// Moves the oldest position's subscribers one position forward (before `endIndex`):
-    /// a `.bufferingNewest` cell dropping its oldest element. In place: nothing is
-    /// scanned or rebuilt, however far the next subscribers are.
+    /// Removes every subscriber counted before `position` (at most `endIndex`) and returns
+    /// how many there were: a `.bufferingNewest` lane gathering the members whose oldest
+    /// elements were dropped (`Lane.settle()`), to count them again at its window start.
+    /// Costs one step per stored position before `position`, each stored once.
     @inlinable
-    mutating func moveFirstForward() {
-        let position = self.startIndex
-        precondition(!self.isEmpty && position &+ 1 < self.endIndex, "CursorHistogram: move first from \(position)")
-        if !self.behind.isEmpty {
-            let count = self.behind[0].count
-            if self.behind.count > 1 && self.behind[1].position == position &+ 1 {
-                self.behind[1].count &+= count
-                self.behind.removeFirst()
-            } else if position &+ 1 == self.counts.startIndex {
-                self.counts.add(count, at: position &+ 1)
-                self.behind.removeFirst()
-            } else {
-                self.behind[0].position &+= 1
-            }
-            return
+    mutating func removeAll(before position: Int) -> Int {
+        precondition(position <= self.endIndex, "CursorHistogram: remove before \(position), past \(self.endIndex)")
+        guard self.members > 0, self.startIndex < position else { return 0 }
+        var removed = 0
+        while let cell = self.behind.first, cell.position < position {
+            removed &+= cell.count
+            self.behind.removeFirst()
         }
-        let count = self.counts[position]
-        if position &+ 1 < self.counts.endIndex {
-            self.counts.add(count, at: position &+ 1)
+        let storedEnd = Swift.min(position, self.counts.endIndex)
+        if self.counts.startIndex < storedEnd {
+            for p in self.counts.startIndex..<storedEnd { removed &+= self.counts[p] }
+            self.counts.removeFirst(storedEnd &- self.counts.startIndex)
+        }
+        self.members &-= removed
+        if self.members == 0 {
+            self.removeAll()
         } else {
-            self.counts.append(count)
+            self.dropLeadingZeros()
         }
-        self.counts.removeFirst(1)
+        return removed
     }
 
     /// Stores `count` at `position`, at or after the stored counts' end (or anywhere when

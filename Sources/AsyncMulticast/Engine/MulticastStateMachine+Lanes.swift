@@ -60,7 +60,29 @@ extension MulticastStateMachine {
             case .dropOldest, .freeze:
                 (self.bound, self.isLossless, self.batchLimit) = (.max, false, 0)
             }
+            if case .dropOldest(let keep) = overflow {
+                (self.kept, self.settleDistance) = (keep, keep &+ Swift.max(keep, Self.settleSlack))
+            } else {
+                (self.kept, self.settleDistance) = (.max, .max)
+            }
         }
+
+        /// Derived from `overflow`: `.dropOldest(keep)`'s `keep`, `Int.max` for the other
+        /// rules. A `.dropOldest` member holds at most `keep`: it reads from `tail - keep` at
+        /// the earliest, wherever its histogram cell still is (`minCursor`).
+        @usableFromInline
+        let kept: Int
+        /// Derived from `overflow`: `.dropOldest` only (`Int.max` otherwise). Once the oldest
+        /// histogram cell is this far behind the tail, `append` gathers the cells before the
+        /// window start there (`settle()`), so that the stored counts stay within
+        /// `2 * keep + settleSlack` positions.
+        @usableFromInline
+        let settleDistance: Int
+        /// How far past its window start a `.dropOldest` lane's oldest cell may fall behind
+        /// at least, before `append` gathers it: so that a small `keep` is not settled for
+        /// every element.
+        @inlinable
+        static var settleSlack: Int { 64 }
 
         /// Derived from `overflow`: `.park(bound)`'s bound, a producer parks once a member
         /// holds this many; `Int.max` for the other rules, which never make it park, so that
@@ -91,9 +113,40 @@ extension MulticastStateMachine {
         @inlinable
         static var maxBatch: Int { 64 }
 
-        /// The oldest position a member of this lane still reads (`tail` if none).
+        /// The oldest position a member of this lane still reads (`tail` if none): its
+        /// histogram's oldest cell, or for `.dropOldest(keep)` no earlier than `tail - keep`.
+        ///
+        /// `.dropOldest` lanes drop lazily, as tokio's broadcast receivers learn their lag:
+        /// an element appended moves no cell. A cell before `tail - keep` has dropped what
+        /// lies before that position, whatever the histogram still says; it is moved there
+        /// (`settle()`) when one of its members reads or leaves, or when it has fallen
+        /// `settleDistance` behind. So a send does no per-subscriber work, and the counts a
+        /// reader sees are the ones moving every cell at every element would give.
         @inlinable
-        var minCursor: Int { self.counts.startIndex }
+        var minCursor: Int { Swift.max(self.counts.startIndex, self.counts.endIndex &- self.kept) }
+
+        /// A `.dropOldest` lane whose oldest cell lies before its window start
+        /// (`minCursor`): `settle()` moves it there.
+        @inlinable
+        var isUnsettled: Bool {
+            // The rule first: the other lanes (a leave's usual case) skip the histogram.
+            self.kept != .max && self.counts.startIndex < self.counts.endIndex &- self.kept
+        }
+
+        /// Counts the members of a `.dropOldest` lane whose cells lie before the window
+        /// start at the window start (at the tail, with `keep == 0`), where reading and
+        /// leaving expect them (see `minCursor`).
+        @inlinable
+        mutating func settle() {
+            let start = self.counts.endIndex &- self.kept
+            let gathered = self.counts.removeAll(before: start)
+            guard gathered > 0 else { return }
+            if start == self.counts.endIndex {
+                self.atTail &+= gathered
+            } else {
+                self.counts.add(gathered, at: start)
+            }
+        }
 
         /// The element at `position` (the old tail) was appended: the members caught up but
         /// not waiting now have it pending, the waiting ones take it at once (they stay at
@@ -110,7 +163,7 @@ extension MulticastStateMachine {
         /// Evicts every cell before `position`: `.evict` members that would hold too much.
         @inlinable
         mutating func evictCells(before position: Int) {
-            while !self.counts.isEmpty && self.minCursor < position {
+            while !self.counts.isEmpty && self.counts.startIndex < position {
                 self.evictOldestCell()
             }
         }
@@ -120,16 +173,6 @@ extension MulticastStateMachine {
         @inlinable
         mutating func evictOldestCell() {
             self.evicted += self.counts.removeFirst().count
-        }
-
-        /// Moves the oldest histogram cell one position forward (its members drop one element).
-        @inlinable
-        mutating func advanceOldestCell(tail: Int) {
-            if self.counts.startIndex + 1 == tail {
-                self.atTail += self.counts.removeFirst().count
-            } else {
-                self.counts.moveFirstForward()
-            }
         }
     }
 
@@ -151,14 +194,14 @@ extension MulticastStateMachine {
     /// unpark.
     @inlinable
     static func hasRoom(in lanes: [Lane], tail: Int) -> Bool {
-        for lane in lanes where lane.members > 0 && tail - lane.minCursor > lane.roomLevel { return false }
+        for lane in lanes where lane.members > 0 && tail - lane.counts.startIndex > lane.roomLevel { return false }
         return true
     }
 
     /// `hasRoomToResume`.
     @inlinable
     static func hasRoomToResume(in lanes: [Lane], tail: Int) -> Bool {
-        for lane in lanes where lane.members > 0 && tail - lane.minCursor > lane.resumeLevel { return false }
+        for lane in lanes where lane.members > 0 && tail - lane.counts.startIndex > lane.resumeLevel { return false }
         return true
     }
 
@@ -250,6 +293,7 @@ extension MulticastStateMachine {
         let slot = self.slots[slotIndex]
         let laneIndex = Int(slot.lane)
         assert(slot.waiterIndex < 0, "a waiting subscriber leaves its lane")
+        if self.lanes[laneIndex].isUnsettled { self.lanes[laneIndex].settle() }
         if slot.readsPrivateQueue {
             self.removeFromRoomList(UInt32(slotIndex), lane: laneIndex)
             self.privateQueues[UInt32(slotIndex)] = nil

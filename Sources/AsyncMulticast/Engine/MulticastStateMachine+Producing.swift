@@ -78,11 +78,11 @@ extension MulticastStateMachine {
                 // Waiting members take the element right away (below): they stay caught up.
                 lanes[laneIndex].elementAppended(at: position)
                 switch lanes[laneIndex].overflow {
-                case .dropOldest(let keep):
-                    // Members now holding `keep + 1` drop their oldest: the whole cell moves on.
-                    let floor = newTail - keep
-                    while !lanes[laneIndex].counts.isEmpty && lanes[laneIndex].minCursor < floor {
-                        lanes[laneIndex].advanceOldestCell(tail: newTail)
+                case .dropOldest:
+                    // Members now holding `keep + 1` drop their oldest, lazily: `minCursor`
+                    // says where they read from, and a cell moves only once it is far behind.
+                    if newTail &- lanes[laneIndex].counts.startIndex > lanes[laneIndex].settleDistance {
+                        lanes[laneIndex].settle()
                     }
                 case .evict(let limit):
                     // Members that would now hold `limit + 1` are evicted: the cell goes.
@@ -156,7 +156,7 @@ extension MulticastStateMachine {
     mutating func appendedToSoleLane(
         _ element: Element, newTail: Int, resuming: inout [SubscriberContinuation]
     ) -> Bool {
-        let laneStart = self.lanes[0].minCursor
+        let laneStart = self.lanes[0].counts.startIndex  // a lossless lane: its `minCursor`
         if laneStart < newTail || self.replayCount > 0 || !self.elements.isEmpty {
             self.elements.append(element)
         } else {

@@ -67,6 +67,7 @@ extension MulticastStateMachine {
         let laneIndex = Int(self.slots[slotIndex].lane)
         let cursor = self.slots[slotIndex].cursor
         if cursor < self.lanes[laneIndex].minCursor {
+            if self.lanes[laneIndex].isUnsettled { self.lanes[laneIndex].settle() }
             // The subscriber's cell was moved while it was not looking (see the type's docs).
             switch self.lanes[laneIndex].overflow {
             case .dropOldest:

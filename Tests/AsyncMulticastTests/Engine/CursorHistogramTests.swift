@@ -129,27 +129,26 @@ struct CursorHistogramTests {
         #expect(histogram.invariantViolation() == nil)
     }
 
-    @Test func theOldestCellMovesForwardInPlace() {
+    @Test func theCellsBeforeAPositionAreGatheredOnce() {
         var histogram = CursorHistogram(startIndex: 0)
         histogram.append(2)  // 0: two subscribers that stopped reading
         for _ in 0..<4_000 { histogram.append(0) }
         histogram.add(1, at: 2_000)
-        // A `.bufferingNewest` cell dropping its oldest element, again and again: the
-        // stored counts never span more than the subscribers do.
-        for step in 1...10 {
-            histogram.moveFirstForward()
-            #expect(histogram.startIndex == step && histogram.first == 2)
-            #expect(histogram.counts.count == 2_001 - step)
-        }
-        // From `behind`: it moves there, merges with the next cell, or joins the counts.
+        histogram.add(3, at: 1_000)
+        // A `.bufferingNewest` lane gathering the members whose oldest elements were
+        // dropped: what lies before the position leaves, and nothing after it.
+        #expect(histogram.removeAll(before: 10) == 2)
+        #expect(histogram.startIndex == 1_000 && histogram.first == 3 && histogram.members == 4)
+        #expect(histogram.removeAll(before: 10) == 0)
+        #expect(histogram.removeAll(before: 1_001) == 3)
+        #expect(histogram.startIndex == 2_000 && histogram.counts.count == 1)
+        // From `behind` too, and up to the end: then nothing is stored.
         histogram.add(1, at: 3)
-        histogram.add(1, at: 5)
-        histogram.moveFirstForward()
-        #expect(histogram.behind == [.init(position: 4, count: 1), .init(position: 5, count: 1)])
-        histogram.moveFirstForward()
+        histogram.add(2, at: 5)
+        #expect(histogram.removeAll(before: 5) == 1)
         #expect(histogram.behind == [.init(position: 5, count: 2)])
-        for _ in 0..<5 { histogram.moveFirstForward() }
-        #expect(histogram.behind.isEmpty && histogram[10] == 4)
+        #expect(histogram.removeAll(before: histogram.endIndex) == 3)
+        #expect(histogram.isEmpty && histogram.counts.isEmpty && histogram.behind.isEmpty)
         #expect(histogram.invariantViolation() == nil)
     }
 
@@ -189,11 +188,12 @@ struct CursorHistogramTests {
                 let cell = histogram.removeFirst()
                 #expect(cell.position == occupied[0] && cell.count == dense[occupied[0]])
                 dense[occupied[0]] = 0
-            case 4 where !occupied.isEmpty && occupied[0] + 1 < dense.count:
-                // The oldest cell drops an element (`.bufferingNewest`).
-                histogram.moveFirstForward()
-                dense[occupied[0] + 1] += dense[occupied[0]]
-                dense[occupied[0]] = 0
+            case 4 where !occupied.isEmpty:
+                // The cells before a position are gathered (`.bufferingNewest`).
+                let position = Int(random.next() % UInt64(dense.count + 1))
+                let expected = dense[..<position].reduce(0, +)
+                #expect(histogram.removeAll(before: position) == expected)
+                for p in 0..<position { dense[p] = 0 }
             default:
                 break
             }
@@ -241,19 +241,22 @@ struct LaneHistogramTests {
             next += 1
         }
         for _ in 0..<(limit / 2) { _ = machine.take(reader) }
-        // Every element now drops the stalled subscriber's oldest: its cell moves forward
-        // in place (the counts are neither rebuilt nor scanned), and the counts stored span
-        // only the two subscribers.
+        // Every element now drops the stalled subscriber's oldest. Its cell stays where it
+        // was until it is `settleDistance` behind the tail, then moves to the window start
+        // at once (`Lane.settle()`): the counts stored never span more than that, and are
+        // neither rebuilt nor scanned more than once per position.
         func step() {
             _ = machine.produce(next, epoch: 0)
             next += 1
             _ = machine.take(reader)
         }
-        for _ in 0..<100 { step() }
+        let span = machine.lanes[0].settleDistance
+        #expect(span == 2 * limit)
+        for _ in 0..<span { step() }
         let storage = machine.lanes[0].counts.counts.storage.map(ObjectIdentifier.init)
         for _ in 0..<5_000 {
             step()
-            #expect(machine.lanes[0].counts.counts.count <= limit / 2 + 1)
+            #expect(machine.lanes[0].counts.counts.count <= span + 1)
         }
         #expect(machine.lanes[0].counts.counts.storage.map(ObjectIdentifier.init) == storage, "not rebuilt")
         #expect(machine.drain(stalled).count == limit)
