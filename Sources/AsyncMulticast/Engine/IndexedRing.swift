@@ -153,6 +153,22 @@ struct IndexedRing<Element> {
         header.pointee.count &+= 1
     }
 
+    /// Stores `element` at `endIndex` and removes the first element: the window slides by
+    /// one, as `append` then `removeFirst(1)` would, with one uniqueness check.
+    @inlinable
+    mutating func appendRemovingFirst(_ element: Element) {
+        precondition(!self.isEmpty, "IndexedRing: appendRemovingFirst on an empty ring")
+        self.makeUnique(withRoomFor: 0)
+        let storage = self.storage.unsafelyUnwrapped
+        let header = storage.header
+        let mask = header.pointee.capacity &- 1
+        let head = header.pointee.head
+        (storage.slots + head).deinitialize(count: 1)
+        (storage.slots + ((head &+ header.pointee.count) & mask)).initialize(to: element)
+        header.pointee.head = (head &+ 1) & mask
+        self.startIndex &+= 1
+    }
+
     /// Removes the first `k` elements.
     @inlinable
     mutating func removeFirst(_ k: Int) {

@@ -131,7 +131,8 @@ extension MulticastStateMachine {
     mutating func appendedToSoleLaneAfterEvictions(
         _ element: Element, newTail: Int, resuming: inout [SubscriberContinuation]
     ) -> Bool {
-        let hasRoom = self.appendedToSoleLane(element, newTail: newTail, resuming: &resuming)
+        let hasRoom = self.appendedToSoleLane(
+            element, newTail: newTail, laneStart: self.lanes[0].counts.startIndex, resuming: &resuming)
         self.evictionsHappened(resuming: &resuming)
         return hasRoom
     }

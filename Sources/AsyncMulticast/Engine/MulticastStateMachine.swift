@@ -1,6 +1,7 @@
 // The engine behind every face of the library. Its state and its transitions are split by
 // concern: +Effects (what a transition leaves to do), +Subscribers (the subscriber table),
-// +Lanes (per-policy histograms and all index arithmetic), +Reading, +Producing, +Upstream
+// +Lanes (per-policy histograms and all index arithmetic; +Pending: what a subscriber has
+// left to read), +Reading, +Producing (+Parking: producers waiting for room), +Upstream
 // (start, stop, connections, the end), +Timer (the windows and the timer task), +Hosting (a
 // hosted run()), +Priority, +Observers (who hears a count change or the completion) and
 // +Invariants (the rules below, checked by code). Overflow.swift maps each buffering
@@ -16,8 +17,10 @@
 //                               (stored up to the newest occupied position: CursorHistogram)
 //                                                              + atTail: members at tail
 //                                                              + waiting: those suspended
-//   - `.dropOldest(keep)` (`.bufferingNewest(keep)`, `.bufferingOldest(0)`): a cell that
-//     would hold keep + 1 moves forward (drops its oldest).
+//   - `.dropOldest(keep)` (`.bufferingNewest(keep)`, `.bufferingOldest(0)`): its members
+//     read from max(their cell, tail - keep) (`Lane.minCursor`): a cell before that has
+//     dropped its oldest, and is moved there lazily (`Lane.settle()`), when a member reads
+//     or leaves or once it is far behind; a send moves no cell.
 //   - `.freeze(keep)` (`.bufferingOldest(keep)`, keep > 0): a full cell freezes: its keep
 //     elements are copied into a FrozenGroup keyed by its old cursor (< minCursor); each
 //     member then reads a private queue (`privateQueues`) with room for keep, and rejoins
@@ -122,10 +125,12 @@ enum UpstreamMode: Sendable, Hashable {
 ///
 /// Each lane follows one rule, its policy's `Overflow`. The dropping ones act on whole
 /// histogram cells too:
-/// - `.dropOldest(n)` (`.bufferingNewest(n)`): when an append gives the cell at
-///   `tail - n - 1` an `n + 1`-th pending element, the whole cell moves one step forward
-///   (those subscribers drop their oldest). Their stored cursors are fixed lazily: a cursor
-///   below the lane's window start reads from the window start.
+/// - `.dropOldest(n)` (`.bufferingNewest(n)`): a subscriber never holds more than the last
+///   `n` elements: the lane's window starts at `tail - n` at the earliest. Cells before it
+///   are not moved by the producer, as tokio's broadcast receivers learn their lag when they
+///   read: a member reads from the window start and learns there what it missed, and its
+///   cell is moved there then (or when a member leaves, or once it is far behind). Stored
+///   cursors are fixed lazily too: a cursor below the window start reads from it.
 /// - `.freeze(n)` (`.bufferingOldest(n)`): that cell instead *freezes*: its `n` pending
 ///   elements are copied once into a `FrozenGroup` and its subscribers stop holding the
 ///   shared buffer (so a sleeping subscriber cannot pin memory). Each member, on its next

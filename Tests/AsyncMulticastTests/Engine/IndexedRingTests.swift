@@ -236,6 +236,14 @@ struct IndexedRingTests {
             copy.rebase(to: 50)
             copy.append(Tracked(50, census: census))
             #expect(census.live == 1)
+            // Sliding the window by one releases the element it leaves, wrapping or not.
+            for value in 51..<70 { copy.appendRemovingFirst(Tracked(value, census: census)) }
+            #expect(census.live == 1 && copy.values == [69] && copy.startIndex == 69)
+            for value in 70..<73 { copy.append(Tracked(value, census: census)) }
+            var shared = copy
+            shared.appendRemovingFirst(Tracked(73, census: census))  // copies first
+            #expect(copy.values == [69, 70, 71, 72] && shared.values == [70, 71, 72, 73])
+            #expect(census.live == 5)
         }
         #expect(census.live == 0, "\(census.live) of \(census.created) elements leaked")
     }
@@ -292,13 +300,22 @@ struct IndexedRingTests {
                         hold([nextValue], 1)
                         nextValue += 1
                     }
-                case 6...8 where count > 0:
+                case 6...7 where count > 0:
                     // Bulk trim, more of it when above the target.
                     let k = Swift.min(count, Int(random.next() % UInt64(count > target ? count + 1 : 3)))
                     subject.ring.removeFirst(k)
                     hold(subject.model.prefix(k), -1)
                     subject.model.removeFirst(k)
                     subject.start += k
+                case 8 where count > 0:
+                    // The window slides by one (a `.bufferingNewest` lane's usual step).
+                    subject.ring.appendRemovingFirst(Tracked(nextValue, census: census))
+                    hold(subject.model.prefix(1), -1)
+                    subject.model.removeFirst()
+                    subject.model.append(nextValue)
+                    hold([nextValue], 1)
+                    nextValue += 1
+                    subject.start += 1
                 case 9 where count == 0:
                     let position = Int(random.next() % 1_000_000)
                     subject.ring.rebase(to: position)
