@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -73,6 +74,10 @@ extension BroadcastHub {
     ) -> some ApplicationProtocol {
         Application(
             router: self.router(),
+            // `GET /ws` upgrades to the chat room's WebSocket (ChatSocket.swift).
+            server: .http1WebSocketUpgrade { request, channel, _ in
+                try await self.webSocketUpgrade(request, channel: channel)
+            },
             configuration: .init(
                 address: .hostname("127.0.0.1", port: self.configuration.port),
                 serverName: "BroadcastServer"
@@ -114,13 +119,14 @@ extension BroadcastHub {
         gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ServiceGroup {
-        ServiceGroup(
+        let deadline = self.configuration.shutdownDeadline
+        return ServiceGroup(
             configuration: .init(
                 services: [
                     .init(service: self.application(logger: logger, onServerRunning: onServerRunning)),
-                    .init(service: FinishingService(subject: self.messages)),
+                    .init(service: DrainingService(subject: self.messages, drainDeadline: deadline)),
                     .init(
-                        service: SharingService(shared: self.ticks),
+                        service: SharingService(shared: self.ticks, drainDeadline: deadline),
                         successTerminationBehavior: .gracefullyShutdownGroup),
                 ],
                 gracefulShutdownSignals: gracefulShutdownSignals,
