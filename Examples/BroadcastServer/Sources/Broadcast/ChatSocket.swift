@@ -31,21 +31,26 @@ extension BroadcastHub {
     /// How it ends:
     /// - **graceful shutdown**: the messages' ``DrainingService`` finishes the room before the
     ///   HTTP server stops, and waits (up to the shutdown deadline) until every subscriber has
-    ///   read it to the end. This loop reads the end only after its last write returned, so
-    ///   by then the client was written everything it was owed; the handler returns, and
-    ///   hummingbird-websocket closes the connection with 1000 (normal closure). Had the
-    ///   server stopped first, its graceful shutdown would close every WebSocket at once,
-    ///   cutting off what was still on its way;
+    ///   read it to the end. This loop reads the end only after its last write returned; it
+    ///   then sends a close frame (1000, normal closure), which leaves behind everything
+    ///   written, and waits for the client's answer, which comes once the client has read it
+    ///   all (at most the shutdown deadline). Had the HTTP server stopped first, its graceful
+    ///   shutdown would have closed every WebSocket at once, cutting off what was on its way.
+    ///   And a handler that returned without waiting for the answer would let the channel
+    ///   close with writes still queued in it;
     /// - **evicted** (it fell too far behind): closed with 1008 (policy violation) and a reason;
     /// - **the client closed**: the inbound messages end, and so does the handler.
     func chat(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
         let subscription = self.messages.subscribe()  // first: `connected` promises every message
         try await outbound.write(.text("connected"))
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        let closeWait = self.configuration.shutdownDeadline
+        try await withThrowingTaskGroup(of: ChatSide.self) { group in
             group.addTask {
+                // Ends when the client closes the connection, or answers our close frame.
                 for try await message in inbound.messages(maxSize: 1 << 16) {
                     if case .text(let text) = message { self.post(text) }
                 }
+                return .client
             }
             group.addTask {
                 let encoder = JSONEncoder()
@@ -60,14 +65,30 @@ extension BroadcastHub {
                     case .evicted:
                         self.clientEvicted()
                         try await outbound.close(.policyViolation, reason: "fell too far behind; reconnect")
-                        return
+                        return .server
                     }
                 }
+                // The room ended: the server shuts down. The close frame goes behind the writes.
+                try await outbound.close(.normalClosure, reason: "the server is shutting down")
+                return .server
             }
-            // The first to end ends the connection: the room's end (or an eviction), or the
-            // client closing it.
-            try await group.next()
+            if try await group.next() == .server {
+                // The client answers the close frame once it has read everything before it.
+                group.addTask {
+                    try await Task.sleep(for: closeWait)
+                    return .client
+                }
+                _ = try await group.next()
+            }
             group.cancelAll()
         }
     }
+}
+
+/// Which side of a WebSocket chat ended it first.
+enum ChatSide: Sendable {
+    /// The client closed the connection, or answered the server's close frame.
+    case client
+    /// The server sent a close frame: the room ended, or the client was evicted.
+    case server
 }
