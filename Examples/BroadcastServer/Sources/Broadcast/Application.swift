@@ -101,14 +101,19 @@ extension BroadcastHub {
     ///
     /// 1. the ticks' sharing (``SharingService``): its `run()` is cancelled, the upstream
     ///    stops, and every client receives the ticks buffered for it, then the feed's end;
-    /// 2. the messages (``FinishingService``): the subject is finished, and every client
-    ///    receives the messages buffered for it, then the feed's end. Each client, once both
-    ///    feeds ended, gets `event: shutdown` and the end of its response;
+    ///    the service returns once every client has read it (or at the shutdown deadline);
+    /// 2. the messages (``DrainingService``): the subject is finished, and every client
+    ///    receives the messages buffered for it, then the feed's end; the service returns
+    ///    once every client has read it (or at the deadline). Each event stream, once both
+    ///    feeds ended, gets `event: shutdown` and the end of its response; each WebSocket a
+    ///    close frame (1000) behind its last message;
     /// 3. the HTTP server: it stops listening, waits for the responses still being written
     ///    (closing the connections of clients that are not reading them), and closes the
-    ///    connections. Then `run()` returns.
+    ///    connections (hummingbird-websocket closes the WebSockets still open at once). Then
+    ///    `run()` returns.
     ///
-    /// The other way round, the server would stop first and would have to cut the streams
+    /// Not through `Application(services:)`: the application runs those before its server,
+    /// and stops them after it. The other way round, the server would stop first and would have to cut the streams
     /// itself, before the feeds had ended: the last ticks and messages buffered for a client
     /// would be lost, and the sharing would end with nobody left to tell.
     ///
