@@ -12,6 +12,8 @@ let package = Package(
         // known by its folder's name, which is whatever the clone was called.
         .package(name: "AsyncMulticast", path: "../.."),
         .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        // GET /ws, the chat room over WebSocket (its tests speak the protocol over plain sockets).
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket.git", from: "2.8.1"),
         // Already in Hummingbird's dependency graph: naming them costs no extra build.
         .package(url: "https://github.com/apple/swift-log.git", from: "1.14.0"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -23,6 +25,7 @@ let package = Package(
             dependencies: [
                 .product(name: "AsyncMulticast", package: "AsyncMulticast"),
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -6,8 +6,8 @@
 #
 # Fails (non-zero) on a build error, on a compiler warning in the example's own Sources/ or
 # Tests/, on a failing test, or when the run does not report passing tests. A first build
-# takes 4 to 6 minutes on 2 cores (Hummingbird and SwiftNIO in debug); the tests take about
-# 15 seconds. Headers, timing and the failure report come from the repository's .ci/lib.sh.
+# takes 4 to 7 minutes on 2 cores (Hummingbird, hummingbird-websocket and SwiftNIO in debug);
+# the tests take about 15 seconds. Headers, timing and the failure report come from the repository's .ci/lib.sh.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"

@@ -76,6 +76,13 @@ struct PreconditionTests {
         self.expectMessage(result, contains: "buffering: .bufferingOldest(-1) needs a limit of at least 0")
     }
 
+    @Test func negativeDrainTimeout() async {
+        let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
+            _ = await AsyncPassthroughSubject<Int, Never>().finish(drainingWithin: .seconds(-1))
+        }
+        self.expectMessage(result, contains: "finish(drainingWithin:): timeout must not be negative, got -1.0 seconds")
+    }
+
     @Test func negativeStopTimeout() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.sharedService(started: .whileSubscribed(stopTimeout: .seconds(-1)))

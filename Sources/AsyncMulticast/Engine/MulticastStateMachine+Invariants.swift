@@ -27,7 +27,8 @@ extension MulticastStorage.State: InvariantChecking {
         // left for later.
         precondition(
             self.machine.evictionNotices.isEmpty
-                && (self.machine.terminal == nil || self.machine.completionObservers.isEmpty),
+                && (self.machine.terminal == nil || self.machine.completionObservers.isEmpty)
+                && (!self.machine.isDrained || self.machine.drainObservers.isEmpty),
             "MulticastStorage invariant broken: observers left untold at the end of a critical section")
     }
 }

@@ -2,7 +2,8 @@
 // `waitForSubscribers(atLeast:)`), and who must hear that a push-fed machine completed (each
 // running `send(contentsOf:)`). The machine keeps them and decides, at the end of each
 // critical section, what each hears (`takeNotices()`); the storage tells them outside the
-// lock. The eviction watchers' notices (+Evicting) travel the same way.
+// lock. The eviction watchers' notices (+Evicting) and the drain observers' (+Draining) travel
+// the same way.
 
 extension MulticastStateMachine {
     /// Told once, outside the lock, when a push-fed machine completes
@@ -23,19 +24,26 @@ extension MulticastStateMachine {
         /// Eviction watchers whose subscriber left without being evicted: resumed with `nil`.
         @usableFromInline
         var evictionNotices: [SubscriberContinuation]?
+        /// The machine has ended and no subscriber is left: the drain observers to tell
+        /// (MulticastStateMachine+Draining.swift).
+        @usableFromInline
+        var drained: [DrainCell]?
 
         @inlinable
         init(
             change: SubscriberCountObservers.Change? = nil, completionObservers: [CompletionObserver]? = nil,
-            evictionNotices: [SubscriberContinuation]? = nil
+            evictionNotices: [SubscriberContinuation]? = nil, drained: [DrainCell]? = nil
         ) {
             self.change = change
             self.completionObservers = completionObservers
             self.evictionNotices = evictionNotices
+            self.drained = drained
         }
 
         @inlinable
-        var isEmpty: Bool { self.change == nil && self.completionObservers == nil && self.evictionNotices == nil }
+        var isEmpty: Bool {
+            self.change == nil && self.completionObservers == nil && self.evictionNotices == nil && self.drained == nil
+        }
     }
 
     /// Nobody outside the machine waits on a critical section: no one observes the subscriber
@@ -44,6 +52,7 @@ extension MulticastStateMachine {
     @inlinable
     var isQuiet: Bool {
         self.countObservers.isEmpty && self.completionObservers.isEmpty && self.evictionNotices.isEmpty
+            && self.drainObservers.isEmpty
     }
 
     /// At the end of every critical section that did not skip it: the observers to tell, and
@@ -60,6 +69,7 @@ extension MulticastStateMachine {
             self.completionObservers = []
         }
         notices.evictionNotices = self.takeEvictionNotices()
+        notices.drained = self.takeDrainNotices()
         return notices
     }
 

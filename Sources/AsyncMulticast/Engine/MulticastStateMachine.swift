@@ -3,7 +3,8 @@
 // +Lanes (per-policy histograms and all index arithmetic; +Pending: what a subscriber has
 // left to read), +Reading, +Producing (+Parking: producers waiting for room), +Upstream
 // (start, stop, connections, the end), +Timer (the windows and the timer task), +Hosting (a
-// hosted run()), +Priority, +Observers (who hears a count change or the completion) and
+// hosted run()), +Priority, +Observers (who hears a count change or the completion), +Draining
+// (who waits until the end has reached every subscriber) and
 // +Invariants (the rules below, checked by code). Overflow.swift maps each buffering
 // policy to the one rule its lane follows; PrivateQueue.swift holds the private queues.
 //
@@ -64,6 +65,7 @@
 //   timer task iff the machine says one runs.)
 // - A hosted `run()` waits for an iteration only while none runs; once it returned, the
 //   machine has terminated; only a returned `run()` waits for the timer tasks.
+// - A drain observer is kept only until the machine has ended with no subscriber left.
 // - (The storage, after every critical section: no observer is left untold, and the
 //   upstream task it holds is the current iteration's.)
 
@@ -279,6 +281,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     var countObservers = SubscriberCountObservers()
     @usableFromInline
     var completionObservers: [CompletionObserver] = []
+    /// Who waits until the machine has ended and no subscriber is left
+    /// (MulticastStateMachine+Draining.swift).
+    @usableFromInline
+    var drainObservers: [DrainCell] = []
 
     /// Names the next completion observer, parked producer or eviction watcher (`takeToken()`).
     @usableFromInline

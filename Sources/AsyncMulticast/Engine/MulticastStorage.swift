@@ -268,8 +268,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
 
     /// Outside the lock: does what a critical section left to do, in this order: resumes the
     /// subscribers and producers, cancels the retired tasks, raises the upstream task,
-    /// announces the subscriber count, tells the completion observers and the eviction
-    /// watchers, resumes a hosted `run()`. `nil`: nothing.
+    /// announces the subscriber count, tells the completion observers, the eviction
+    /// watchers and the drain observers, resumes a hosted `run()`. `nil`: nothing.
     ///
     /// Always inlined, so that the usual `nil` costs its test at the call site.
     @inline(__always)
@@ -319,6 +319,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             for observer in observers { observer.onCompletion() }
         }
         if let notices = work.notices.evictionNotices { Self.resume(notices) }
+        if let drained = work.notices.drained {
+            for cell in drained { cell.resolve(true) }
+        }
         if let wakeUp = work.hostWakeUp { wakeUp.continuation.resume(returning: wakeUp.epoch) }
         work.timersEnded?.resume()
     }

@@ -20,7 +20,9 @@
 /// `Service` whose `run()` calls this one inside `cancelWhenGracefulShutdown`: graceful
 /// shutdown is a request, not a cancellation, and this library does not depend on
 /// swift-service-lifecycle to hear it (a bare `extension AsyncSharedService: Service {}`
-/// compiles, but would keep the group from shutting down). The Share guide's
+/// compiles, but would keep the group from shutting down); once `run()` returned, the
+/// service waits with ``AsyncSharedSequence/waitUntilDrained(within:)`` until every
+/// subscriber has read what was buffered for it and the end. The Share guide's
 /// [Structured sharing](<doc:Share#Structured-sharing>) section shows the service and the
 /// order of a streaming server's services.
 ///

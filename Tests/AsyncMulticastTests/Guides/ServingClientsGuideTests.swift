@@ -144,3 +144,26 @@ func servingClientsGuideSubscribe() async {
 
     #expect(printed.lines == [#"element("welcome")"#])
 }
+
+// Guides/ServingClients.md: Shutting down
+@Test("Guides/ServingClients.md: Shutting down", .timeLimit(.minutes(3)))
+func servingClientsGuideShuttingDown() async {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    let room = AsyncPassthroughSubject<String, Never>(buffering: .evicting(4096))
+    let alice = room.subscribe()
+    let bob = room.subscribe()
+    room.send("the server restarts in a minute")
+    let handlers = [alice, bob].map { client in
+        Task { for await line in client { print("sent:", line) } }  // each writes to its connection
+    }
+    let drained = await room.finish(drainingWithin: .seconds(10))
+    print("drained:", drained)
+
+    #expect(
+        printed.lines == [
+            "sent: the server restarts in a minute", "sent: the server restarts in a minute", "drained: true",
+        ])
+    for handler in handlers { await handler.value }
+}

@@ -1,5 +1,6 @@
 import Foundation
 import Hummingbird
+import HummingbirdWebSocket
 import Logging
 import NIOCore
 import ServiceLifecycle
@@ -73,6 +74,10 @@ extension BroadcastHub {
     ) -> some ApplicationProtocol {
         Application(
             router: self.router(),
+            // `GET /ws` upgrades to the chat room's WebSocket (ChatSocket.swift).
+            server: .http1WebSocketUpgrade { request, channel, _ in
+                try await self.webSocketUpgrade(request, channel: channel)
+            },
             configuration: .init(
                 address: .hostname("127.0.0.1", port: self.configuration.port),
                 serverName: "BroadcastServer"
@@ -96,14 +101,19 @@ extension BroadcastHub {
     ///
     /// 1. the ticks' sharing (``SharingService``): its `run()` is cancelled, the upstream
     ///    stops, and every client receives the ticks buffered for it, then the feed's end;
-    /// 2. the messages (``FinishingService``): the subject is finished, and every client
-    ///    receives the messages buffered for it, then the feed's end. Each client, once both
-    ///    feeds ended, gets `event: shutdown` and the end of its response;
+    ///    the service returns once every client has read it (or at the shutdown deadline);
+    /// 2. the messages (``DrainingService``): the subject is finished, and every client
+    ///    receives the messages buffered for it, then the feed's end; the service returns
+    ///    once every client has read it (or at the deadline). Each event stream, once both
+    ///    feeds ended, gets `event: shutdown` and the end of its response; each WebSocket a
+    ///    close frame (1000) behind its last message;
     /// 3. the HTTP server: it stops listening, waits for the responses still being written
     ///    (closing the connections of clients that are not reading them), and closes the
-    ///    connections. Then `run()` returns.
+    ///    connections (hummingbird-websocket closes the WebSockets still open at once). Then
+    ///    `run()` returns.
     ///
-    /// The other way round, the server would stop first and would have to cut the streams
+    /// Not through `Application(services:)`: the application runs those before its server,
+    /// and stops them after it. The other way round, the server would stop first and would have to cut the streams
     /// itself, before the feeds had ended: the last ticks and messages buffered for a client
     /// would be lost, and the sharing would end with nobody left to tell.
     ///
@@ -114,13 +124,14 @@ extension BroadcastHub {
         gracefulShutdownSignals: [UnixSignal] = [.sigterm, .sigint],
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> ServiceGroup {
-        ServiceGroup(
+        let deadline = self.configuration.shutdownDeadline
+        return ServiceGroup(
             configuration: .init(
                 services: [
                     .init(service: self.application(logger: logger, onServerRunning: onServerRunning)),
-                    .init(service: FinishingService(subject: self.messages)),
+                    .init(service: DrainingService(subject: self.messages, drainDeadline: deadline)),
                     .init(
-                        service: SharingService(shared: self.ticks),
+                        service: SharingService(shared: self.ticks, drainDeadline: deadline),
                         successTerminationBehavior: .gracefullyShutdownGroup),
                 ],
                 gracefulShutdownSignals: gracefulShutdownSignals,

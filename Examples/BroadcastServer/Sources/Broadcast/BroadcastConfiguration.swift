@@ -29,10 +29,14 @@ public struct BroadcastConfiguration: Sendable {
     /// more than ``softLimit`` events behind soon. Keep it well above ``softLimitDuration``,
     /// or it ends stalled clients before the limits do.
     public var writeTimeout: Duration
-    /// The kernel send buffer (`SO_SNDBUF`) of each event stream, in bytes; nil leaves the
+    /// The kernel send buffer (`SO_SNDBUF`) of each event stream and WebSocket, in bytes; nil leaves the
     /// kernel's default, which grows up to 4 MiB on Linux. A client that stops reading first
     /// fills this buffer, then its evicting subscriptions: a smaller one notices it sooner.
     public var sendBufferSize: Int?
+    /// How long the graceful shutdown waits, per feed, for the clients to read what each feed
+    /// still had for them and its end (`finish(drainingWithin:)`, `waitUntilDrained(within:)`),
+    /// before the HTTP server stops and closes what is left.
+    public var shutdownDeadline: Duration
 
     public init(
         port: Int = 8080,
@@ -42,7 +46,8 @@ public struct BroadcastConfiguration: Sendable {
         softLimit: Int = 256,
         softLimitDuration: Duration = .seconds(10),
         writeTimeout: Duration = .seconds(60),
-        sendBufferSize: Int? = nil
+        sendBufferSize: Int? = nil,
+        shutdownDeadline: Duration = .seconds(10)
     ) {
         self.port = port
         self.tickInterval = tickInterval
@@ -52,6 +57,7 @@ public struct BroadcastConfiguration: Sendable {
         self.softLimitDuration = softLimitDuration
         self.writeTimeout = writeTimeout
         self.sendBufferSize = sendBufferSize
+        self.shutdownDeadline = shutdownDeadline
     }
 
     /// The buffering policy of each client's subscriptions:
@@ -67,6 +73,7 @@ extension BroadcastConfiguration {
         usage: BroadcastServer [--port N] [--tick SECONDS] [--heartbeat SECONDS]
                                [--hard-limit N] [--soft-limit N] [--soft-limit-duration SECONDS]
                                [--write-timeout SECONDS] [--send-buffer BYTES]
+                               [--shutdown-deadline SECONDS]
 
           --port N                       TCP port on 127.0.0.1; 0 picks a free one (default 8080)
           --tick SECONDS                 ticker period (default 1)
@@ -79,7 +86,10 @@ extension BroadcastConfiguration {
                                          behind before it is evicted (default 10)
           --write-timeout SECONDS        a write pending this long closes the connection: a backstop
                                          for stalls the limits cannot see (default 60)
-          --send-buffer BYTES            SO_SNDBUF of each event stream (default: the kernel's)
+          --send-buffer BYTES            SO_SNDBUF of each event stream and WebSocket (default: the
+                                         kernel's)
+          --shutdown-deadline SECONDS    at SIGTERM, how long each feed waits for its clients to read
+                                         what it had for them (default 10)
         """
 
     /// Reads the options from the command-line arguments (without the program name).
@@ -101,6 +111,7 @@ extension BroadcastConfiguration {
             case "--heartbeat": self.heartbeatInterval = try Self.seconds(value, option)
             case "--write-timeout": self.writeTimeout = try Self.seconds(value, option)
             case "--soft-limit-duration": self.softLimitDuration = try Self.seconds(value, option)
+            case "--shutdown-deadline": self.shutdownDeadline = try Self.seconds(value, option)
             case "--hard-limit":
                 guard let n = Int(value), n >= 1 else {
                     throw UsageError(message: "--hard-limit: expected a whole number >= 1, got \(value)")

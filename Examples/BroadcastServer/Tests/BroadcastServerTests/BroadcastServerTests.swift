@@ -3,7 +3,7 @@ import Broadcast
 import NIOCore
 import Testing
 
-/// Every test runs the server on 127.0.0.1 and a free port, in this process (test 11: as a
+/// Every test runs the server on 127.0.0.1 and a free port, in this process (tests 11, 13: as a
 /// child process, to send it a real SIGTERM), and talks to it over real TCP connections. The
 /// tests run one after the other: test 4 measures rates.
 @Suite(.serialized, .timeLimit(.minutes(1)))
