@@ -47,11 +47,13 @@ enum ModelHost {
 }
 
 extension ModelRun {
-    /// The machine started iteration `epoch` of a hosted machine: the end of its critical
-    /// section hands it to `run()` (`upstreamHandedToHost`), waking it if it waits.
-    mutating func handToHost(_ epoch: UInt64) async throws(ModelFailure) {
+    /// The machine started iteration `epoch` of a hosted machine, and handed it to `run()`
+    /// in the same event (`UpstreamStart.hostWakeUp`: `woken`, if it waits). A woken `run()`
+    /// creates the iteration's task (`hostCreatesTask`).
+    mutating func handToHost(
+        _ epoch: UInt64, wakeUp woken: UnsafeContinuation<UInt64?, Never>?
+    ) async throws(ModelFailure) {
         guard self.config.hosted else { return }
-        let woken = self.machine.upstreamHandedToHost(epoch: epoch)
         switch self.host {
         case .waiting(let run):
             guard let woken else { throw self.fail("a waiting run() was not woken for iteration \(epoch)") }
@@ -60,6 +62,7 @@ extension ModelRun {
             try self.check(received == .some(epoch), "the woken run() received \(received as Any), expected \(epoch)")
             self.host = .running(pending: nil)
             self.hostIteration = epoch
+            try self.hostCreatesTask(for: epoch)
         case .notStarted:
             try self.check(woken == nil, "a run() not started was woken")
             self.host = .notStarted(pending: epoch)
@@ -99,6 +102,7 @@ extension ModelRun {
                 expected = .resume(pending)
                 self.host = .running(pending: nil)
                 self.hostIteration = pending
+                try self.hostCreatesTask(for: pending)
             } else {
                 expected = .stored
                 self.host = .waiting(run)
