@@ -57,9 +57,14 @@ extension ModelRun {
         switch self.host {
         case .waiting(let run):
             guard let woken else { throw self.fail("a waiting run() was not woken for iteration \(epoch)") }
-            woken.resume(returning: epoch)
-            let received = await run.value()
-            try self.check(received == .some(epoch), "the woken run() received \(received as Any), expected \(epoch)")
+            if self.pool != nil {
+                try self.check(woken.identity == run.identity, "another run() than the waiting one was woken")
+            } else {
+                woken.resume(returning: epoch)
+                let received = await run.value()
+                try self.check(
+                    received == .some(epoch), "the woken run() received \(received as Any), expected \(epoch)")
+            }
             self.host = .running(pending: nil)
             self.hostIteration = epoch
             try self.hostCreatesTask(for: epoch)
@@ -92,7 +97,9 @@ extension ModelRun {
 
         case .asks, .asksCancelled:
             guard case .running(let pending) = self.host, !self.hostRunsAnIteration else { return }
-            let run = await Suspended<UInt64?>.make()
+            // The explorer's runs are copied: their run() is a token of the pool, never resumed.
+            let run: Suspended<UInt64?>
+            if let pool = self.pool { run = pool.host } else { run = await .make() }
             let cancelled = step == .asksCancelled
             let wait = self.machine.hostWaiting(run.continuation, cancelled: cancelled)
             let expected: Machine.HostWait
@@ -108,7 +115,7 @@ extension ModelRun {
                 self.host = .waiting(run)
             }
             try self.check(wait == expected, "run() asked: \(wait), expected \(expected)")
-            if case .resume(let answer) = wait { run.continuation.resume(returning: answer) }
+            if case .resume(let answer) = wait, self.pool == nil { run.continuation.resume(returning: answer) }
 
         case .waitCancelled:
             let handedBack = self.machine.hostWaitCancelled()
@@ -117,9 +124,14 @@ extension ModelRun {
                 return
             }
             guard let handedBack else { throw self.fail("the waiting run() was not handed back") }
-            handedBack.resume(returning: nil)
-            let received = await run.value()
-            try self.check(received == .some(nil), "the cancelled run() received \(received as Any)")
+            if self.pool != nil {
+                try self.check(
+                    handedBack.identity == run.identity, "another run() than the waiting one was handed back")
+            } else {
+                handedBack.resume(returning: nil)
+                let received = await run.value()
+                try self.check(received == .some(nil), "the cancelled run() received \(received as Any)")
+            }
             self.host = .running(pending: nil)
 
         case .cancelled, .ends:

@@ -142,6 +142,13 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         self.hosted = self.mode != .push && rng.next() % 4 == 0
     }
 
+    /// This configuration, changed by `change`.
+    func with(_ change: (inout ModelConfig) -> Void) -> ModelConfig {
+        var config = self
+        change(&config)
+        return config
+    }
+
     /// Whether the machine times a window: only then do the timer's steps come.
     var timesWindows: Bool {
         self.mode == .automatic && (self.keepAlive == .window || self.replayExpiry == .afterWindow)
