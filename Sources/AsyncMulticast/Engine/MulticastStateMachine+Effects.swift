@@ -32,9 +32,12 @@ extension MulticastStateMachine {
         /// them as offers, see `CatchUpSpin`).
         @usableFromInline
         var parkedElementsAppended = 0
-        /// Start a new upstream iteration for this epoch.
+        /// What is rarely there, out of line (one word, `nil` as a rule): the upstream
+        /// iteration this event started and how, and what the observers must hear. Inline,
+        /// the notices alone would make every `Effects` 40 bytes larger (each join and leave
+        /// returns one through the lock); the epoch it replaces took 16 bytes.
         @usableFromInline
-        var startUpstream: UInt64?
+        var aside: Aside?
         /// Cancel the upstream iteration of this epoch.
         @usableFromInline
         var cancelUpstream: UInt64?
@@ -54,9 +57,27 @@ extension MulticastStateMachine {
 
         @inlinable
         var isEmpty: Bool {
-            self.firstSubscriber == nil && self.producers.isEmpty && self.startUpstream == nil
+            self.firstSubscriber == nil && self.producers.isEmpty && self.aside == nil
                 && self.cancelUpstream == nil && self.timerTask == .none && self.handedOver.isEmpty
                 && self.parkedElementsAppended == 0
+        }
+
+        /// The upstream iteration this event started, and how the storage starts its task.
+        @inlinable
+        var upstreamStart: UpstreamStart? {
+            get { self.aside?.upstreamStart }
+            set { self.aside = Aside.make(upstreamStart: newValue, notices: self.notices) }
+        }
+
+        /// The epoch of the upstream iteration this event started, if any.
+        @inlinable
+        var startUpstream: UInt64? { self.aside?.upstreamStart?.epoch }
+
+        /// What the observers must hear (MulticastStateMachine+Observers.swift).
+        @inlinable
+        var notices: Notices {
+            get { self.aside?.notices ?? Notices() }
+            set { self.aside = Aside.make(upstreamStart: self.upstreamStart, notices: newValue) }
         }
 
         /// Adds `continuation` to the subscribers to resume with `subscriberResult`.
@@ -68,5 +89,50 @@ extension MulticastStateMachine {
                 self.moreSubscribers.append(continuation)
             }
         }
+    }
+}
+
+extension MulticastStateMachine.Effects {
+    /// The rare part of `Effects`, immutable, so that copies share it safely: made anew
+    /// (`make`) whenever a transition sets a part of it, at most a few times per event.
+    @usableFromInline
+    final class Aside: Sendable {
+        @usableFromInline let upstreamStart: MulticastStateMachine.UpstreamStart?
+        @usableFromInline let notices: MulticastStateMachine.Notices
+
+        @inlinable
+        init(upstreamStart: MulticastStateMachine.UpstreamStart?, notices: MulticastStateMachine.Notices) {
+            self.upstreamStart = upstreamStart
+            self.notices = notices
+        }
+
+        /// One holding `upstreamStart` and `notices`, or `nil` if both are empty.
+        @inlinable
+        static func make(
+            upstreamStart: MulticastStateMachine.UpstreamStart?, notices: MulticastStateMachine.Notices
+        ) -> Aside? {
+            upstreamStart == nil && notices.isEmpty ? nil : Aside(upstreamStart: upstreamStart, notices: notices)
+        }
+    }
+}
+
+extension MulticastStateMachine {
+    /// An upstream iteration the machine started in this event, and how the storage starts
+    /// its task in the same critical section (MulticastStateMachine+Priority.swift): a
+    /// detached task at `priority`, or, for a hosted machine, the iteration is `run()`'s,
+    /// which is resumed if it waits (`hostWakeUp`) while the task still stopping is raised
+    /// (`raiseStopping`).
+    @usableFromInline
+    struct UpstreamStart: Sendable {
+        @usableFromInline var epoch: UInt64
+        /// The priority (`TaskPriority.rawValue`) to create a detached upstream task at.
+        @usableFromInline var priority: UInt8 = 0
+        /// A hosted machine's waiting `run()`, to resume with `epoch` outside the lock.
+        @usableFromInline var hostWakeUp: UnsafeContinuation<UInt64?, Never>?
+        /// A hosted machine: the priority to raise the task still stopping to, if any.
+        @usableFromInline var raiseStopping: UInt8?
+
+        @inlinable
+        init(epoch: UInt64) { self.epoch = epoch }
     }
 }

@@ -64,6 +64,17 @@ extension MulticastStateMachine {
         }
     }
 
+    /// A hosted `run()` started; `connectingAtOnce` (`started: .atOnce`): once it claimed the
+    /// machine it connects the upstream (`connectRequested`), in the same event, so that the
+    /// iteration is pending for it when it first asks. Returns what it found, and the effects
+    /// of connecting.
+    @inlinable
+    mutating func hostStarted(connectingAtOnce: Bool) -> (start: HostStart, effects: Effects) {
+        let start = self.hostStarted()
+        guard start == .claimed, connectingAtOnce else { return (start, Effects()) }
+        return (start, self.connectRequested().effects)
+    }
+
     /// `run()` asks for the next iteration to run, suspended with `continuation`; `cancelled`:
     /// its task is cancelled (read before the lock, so that a cancellation handler that ran
     /// already, and found nothing to resume, is not outlived by a stored continuation).
@@ -90,8 +101,8 @@ extension MulticastStateMachine {
         return continuation
     }
 
-    /// The end of the critical section in which the machine started iteration `epoch` of a
-    /// hosted machine: `run()` runs it. Returns the waiting `run()` to resume with `epoch`
+    /// The machine started iteration `epoch` of a hosted machine, in the event under way
+    /// (`upstreamStarted(epoch:into:)`): `run()` runs it. Returns the waiting `run()` to resume with `epoch`
     /// outside the lock; otherwise `run()` picks it up when it next asks (`hostWaiting`).
     @inlinable
     mutating func upstreamHandedToHost(epoch: UInt64) -> UnsafeContinuation<UInt64?, Never>? {

@@ -73,6 +73,20 @@ extension MulticastStateMachine {
         return notices
     }
 
+    /// The end of every event after which observers may have something to hear (a join, a
+    /// leave, a read that ended its subscriber, the end): what they must hear, taken now into
+    /// `effects.notices` (`takeNotices()`), so that the storage learns it from the event
+    /// itself. Nobody observing (`isQuiet`, the usual case): a test of three counts.
+    @inlinable
+    @inline(__always)
+    mutating func noticing(_ effects: inout Effects) {
+        guard !self.isQuiet else { return }
+        let notices = self.takeNotices()
+        guard !notices.isEmpty else { return }
+        assert(effects.notices.isEmpty, "an event took the notices twice")
+        effects.notices = notices
+    }
+
     /// A name for a completion observer, a parked producer or an eviction watcher, for its
     /// task's cancellation to find it.
     @inlinable

@@ -14,11 +14,47 @@
 //     subscriber waiting for that one raises it (`upstreamTaskWaitedBehind`, and the waiter's
 //     own raise, which the storage applies to the stopping task when none runs).
 //
-// The machine decides; the storage holds the task and raises it outside the lock.
+// The machine decides, in the event that starts the iteration (`upstreamStarted(epoch:into:)`,
+// its answer in `Effects.upstreamStart`); the storage holds the task, creates it as told in the
+// same critical section, and raises it outside the lock.
 // Invariant (+Invariants): no waiter's priority is above `upstreamPriority` (which is
 // `UInt8.max`, raising nothing, while the storage holds no upstream task).
 
 extension MulticastStateMachine {
+    /// The priority (`TaskPriority.rawValue`) a detached upstream task starts at, whoever
+    /// asked for it: a detached task's.
+    @inlinable
+    static var detachedUpstreamPriority: UInt8 { TaskPriority.medium.rawValue }
+
+    /// The machine started upstream iteration `epoch` in this event: how the storage starts
+    /// its task, in `effects.upstreamStart`, decided now. A detached task is created at
+    /// `detachedUpstreamPriority`, raised to the highest waiting subscriber's
+    /// (`upstreamTaskStarted`). A hosted machine's iteration is handed to `run()`
+    /// (`upstreamHandedToHost`: resumed if it waits), and the task still stopping that it
+    /// waits behind is raised (`upstreamTaskWaitedBehind`).
+    @inlinable
+    mutating func upstreamStarted(epoch: UInt64, into effects: inout Effects) {
+        var start = UpstreamStart(epoch: epoch)
+        if case .notHosted = self.host {
+            let priority = Self.detachedUpstreamPriority
+            start.priority = self.upstreamTaskStarted(priority: priority) ?? priority
+        } else {
+            start.hostWakeUp = self.upstreamHandedToHost(epoch: epoch)
+            start.raiseStopping = self.upstreamTaskWaitedBehind()
+        }
+        effects.upstreamStart = start
+    }
+
+    /// A hosted `run()` is about to create the task of iteration `epoch`, at its own
+    /// priority `runPriority` (read before the lock): `nil` if the iteration was cancelled
+    /// meanwhile (create nothing), else the priority to create it at, the highest waiting
+    /// subscriber's if that is higher (`upstreamTaskStarted`).
+    @inlinable
+    mutating func hostedUpstreamStarting(epoch: UInt64, runPriority: UInt8) -> UInt8? {
+        guard self.isCurrent(epoch: epoch) else { return nil }
+        return self.upstreamTaskStarted(priority: runPriority) ?? runPriority
+    }
+
     /// The storage registered a new upstream task that starts at `priority`
     /// (`TaskPriority.rawValue`). Returns the priority to raise it to at once, outside the
     /// lock: the highest among the subscribers waiting now, if higher than `priority`.

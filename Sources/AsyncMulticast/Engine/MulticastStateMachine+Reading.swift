@@ -207,9 +207,15 @@ extension MulticastStateMachine {
         indirect case elementReleasingSenders(Element, Effects)
         /// Return this terminal value (`nil` or an error). The subscriber has left.
         case terminal(Result<Element?, Failure>)
-        /// Nothing is available: suspend and call `subscriberWaiting`. Start the upstream of
-        /// this epoch first if it is not `nil` (this demand connected it).
-        case suspend(startUpstream: UInt64?)
+        /// `terminal`, when observers must hear of it (the count changed): perform `effects`
+        /// (its `notices`). Indirect: rare.
+        indirect case terminalNoticed(Result<Element?, Failure>, Effects)
+        /// Nothing is available: suspend and call `subscriberWaiting`.
+        case suspend
+        /// Nothing is available, and this demand started the upstream: perform `effects`
+        /// (its `upstreamStart`), then suspend and call `subscriberWaiting`. Indirect: once
+        /// per upstream iteration.
+        indirect case suspendStartingUpstream(Effects)
         /// With `ReadReport.reportsGaps`: report the gap of `report.missed` elements; nothing
         /// was taken.
         case gap
@@ -228,11 +234,19 @@ extension MulticastStateMachine {
             self.releaseProducersIfRoom(into: &effects)
             guard effects.parkedElementsAppended > 0 else { return .element(element, producers: effects.producers) }
             report.caughtUp = false  // the senders' elements came after what it took
+            self.noticing(&effects)
             return .elementReleasingSenders(element, effects)
         case .terminal(let result):
-            return .terminal(result)
+            guard !self.isQuiet else { return .terminal(result) }
+            var effects = Effects()
+            self.noticing(&effects)
+            return effects.isEmpty ? .terminal(result) : .terminalNoticed(result, effects)
         case .empty(let slotIndex):
-            return .suspend(startUpstream: self.startUpstreamOnDemand(for: slotIndex))
+            guard let epoch = self.startUpstreamOnDemand(for: slotIndex) else { return .suspend }
+            var effects = Effects()
+            self.upstreamStarted(epoch: epoch, into: &effects)
+            self.noticing(&effects)
+            return .suspendStartingUpstream(effects)
         case .gap:
             return .gap
         }
@@ -241,11 +255,14 @@ extension MulticastStateMachine {
     /// What `subscriberWaiting` did with the continuation.
     @usableFromInline
     enum WaitOutcome {
-        /// Stored until an element or the end arrives; start the upstream of this epoch if
-        /// non-nil (the subscriber's demand connects it), and raise the running upstream task
-        /// to `raiseUpstreamTo` if non-nil (`waitingSubscriberRaisesUpstream`). Otherwise
+        /// Stored until an element or the end arrives; raise the upstream task to
+        /// `raiseUpstreamTo` if non-nil (`waitingSubscriberRaisesUpstream`). Otherwise
         /// nothing is to be done: the usual case, which builds no `Effects`.
-        case stored(startUpstream: UInt64?, raiseUpstreamTo: UInt8?)
+        case stored(raiseUpstreamTo: UInt8?)
+        /// Stored, and the subscriber's demand started the upstream: perform `effects` (its
+        /// `upstreamStart`: the new task runs at every waiting subscriber's priority, this
+        /// one's too).
+        case storedStartingUpstream(Effects)
         /// Not stored: these effects resume it (an element arrived, it was cancelled, or
         /// the sequence ended in the meantime; or, with `ReadReport.reportsGaps`, it is
         /// resumed with `nil` while still subscribed, to report the gap in `report.missed`).
@@ -274,6 +291,7 @@ extension MulticastStateMachine {
             var effects = Effects()
             effects.resumeSubscriber(continuation)
             effects.subscriberResult = result
+            self.noticing(&effects)  // the subscriber left
             return .resumed(effects)
         case .gap:
             var effects = Effects()
@@ -283,8 +301,13 @@ extension MulticastStateMachine {
             self.slots[slotIndex].waiterIndex = Int32(self.waiters.count)
             self.waiters.append(Waiter(slot: UInt32(slotIndex), priority: priority, continuation: continuation))
             self.lanes[Int(self.slots[slotIndex].lane)].waiting += 1
-            let started = self.startUpstreamOnDemand(for: slotIndex)
-            return .stored(startUpstream: started, raiseUpstreamTo: self.waitingSubscriberRaisesUpstream(to: priority))
+            guard let epoch = self.startUpstreamOnDemand(for: slotIndex) else {
+                return .stored(raiseUpstreamTo: self.waitingSubscriberRaisesUpstream(to: priority))
+            }
+            var effects = Effects()
+            self.upstreamStarted(epoch: epoch, into: &effects)
+            self.noticing(&effects)
+            return .storedStartingUpstream(effects)
         }
     }
 

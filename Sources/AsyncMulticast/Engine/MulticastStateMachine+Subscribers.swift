@@ -165,6 +165,7 @@ extension MulticastStateMachine {
         {
             effects = self.connectRequested().effects
         }
+        self.noticing(&effects)
         return (SubscriberID(slot: slotIndex, generation: generation), effects)
     }
 
@@ -255,6 +256,7 @@ extension MulticastStateMachine {
         if effects.producers.isEmpty {
             self.releaseProducersIfRoom(into: &effects)
         }
+        self.noticing(&effects)
         return effects
     }
 

@@ -192,6 +192,7 @@ extension MulticastStateMachine {
             self.replayCacheReset()
         }
         assert(effects.timerTask == .none, "the timer's own step asked for another timer task")
+        self.noticing(&effects)
         guard self.replayExpiryPending else {
             self.timer.isRunning = false
             return .fired(effects, next: nil)

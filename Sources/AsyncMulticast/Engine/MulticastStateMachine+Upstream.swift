@@ -79,7 +79,17 @@ extension MulticastStateMachine {
         self.upstream = .terminated(terminal)
         self.endWaiters(into: &effects, with: terminal.result)
         self.releaseProducers(into: &effects, result: false)
+        self.noticing(&effects)
         return effects
+    }
+
+    /// The storage's upstream iteration `epoch` ended (its body returned): `heldItsTask`,
+    /// the storage still held its task (it was not cancelled): the machine forgets it
+    /// (`upstreamTaskReleased`), then ends as `upstreamEnded(epoch:failure:)` says.
+    @inlinable
+    mutating func upstreamIterationEnded(epoch: UInt64, failure: Failure?, heldItsTask: Bool) -> Effects {
+        if heldItsTask { self.upstreamTaskReleased() }
+        return self.upstreamEnded(epoch: epoch, failure: failure)
     }
 
     /// Starts the upstream if it is idle. Returns the running epoch (`nil` once terminated).
@@ -95,7 +105,8 @@ extension MulticastStateMachine {
             let epoch = self.nextEpoch
             self.nextEpoch += 1
             self.upstream = .running(epoch: epoch)
-            effects.startUpstream = epoch
+            self.upstreamStarted(epoch: epoch, into: &effects)
+            self.noticing(&effects)
             return (epoch, effects)
         }
     }
@@ -143,6 +154,7 @@ extension MulticastStateMachine {
             self.slots[slotIndex].readsPrivateQueue = true
         }
         self.trimElements()
+        self.noticing(&effects)
         return effects
     }
 
@@ -168,6 +180,7 @@ extension MulticastStateMachine {
         self.upstream = .terminated(.finished)
         self.endWaiters(into: &effects, with: Terminal.finished.result)
         self.releaseProducers(into: &effects, result: false)
+        self.noticing(&effects)
         return effects
     }
 

@@ -24,12 +24,15 @@ extension MulticastStorage {
     /// Throws the upstream's error if it failed.
     @inlinable
     func host(connectingAtOnce: Bool) async throws(Failure) {
-        let start = self.state.withLock { $0.machine.hostStarted() }
+        let (start, work) = self.state.withLock { state in
+            let (start, effects) = state.machine.hostStarted(connectingAtOnce: connectingAtOnce)
+            return (start, self.endCriticalSectionIfNeeded(effects, &state))
+        }
+        self.perform(work)
         guard start != .alreadyRunning else {
             preconditionFailure("run(): this shared service is already running in another task")
         }
         if start == .claimed {
-            if connectingAtOnce { _ = self.connect() }
             while let epoch = await self.nextHostedEpoch(), !Task.isCancelled {
                 guard let task = self.startHostedUpstream(epoch: epoch) else { continue }
                 await withTaskCancellationHandler {
@@ -72,15 +75,15 @@ extension MulticastStorage {
     /// context (`run()`'s), unless the machine cancelled it meanwhile. As `startUpstream`
     /// does, under the lock, so that whoever cancels the epoch finds the task. It runs at
     /// `run()`'s priority, or at the highest among the subscribers already waiting if that is
-    /// higher (`upstreamTaskStarted(priority:)`), from its first step.
+    /// higher: the machine's `hostedUpstreamStarting(epoch:runPriority:)` decides both.
     @inlinable
     func startHostedUpstream(epoch: UInt64) -> Task<Void, Never>? {
         guard let body = self.upstreamBody else { return nil }
         let runPriority = Task.currentPriority.rawValue
         return self.state.withLock { state -> Task<Void, Never>? in
-            guard state.machine.isCurrent(epoch: epoch) else { return nil }
+            guard let priority = state.machine.hostedUpstreamStarting(epoch: epoch, runPriority: runPriority)
+            else { return nil }
             let sink = UpstreamSink(storage: self, epoch: epoch)
-            let priority = state.machine.upstreamTaskStarted(priority: runPriority) ?? runPriority
             // Not detached: it inherits run()'s task-local values.
             let task = Task(priority: TaskPriority(rawValue: priority)) {
                 await Self.runUpstream(body, into: sink)  // run() cancelled as it made it: nothing

@@ -84,9 +84,9 @@ extension MulticastStorage {
             return .element(element)
         case .elementReleasingSenders(let element, _):
             return .element(element)  // `takeNext` performed what the read released
-        case .terminal(let result):
+        case .terminal(let result), .terminalNoticed(let result, _):
             return .ended(result)
-        case .suspend:
+        case .suspend, .suspendStartingUpstream:
             return .mustWait  // the upstream, if this demand started it, is already running
         case .gap:
             return .gap
@@ -128,13 +128,13 @@ extension MulticastStorage {
                 // Not caught up: the senders' elements came after what it took.
                 return (action, self.endCriticalSection(effects, &state))
             case .terminal:
-                // The subscriber has left.
-                return (action, self.endCriticalSection(Machine.Effects(), &state))
-            case .suspend(let epoch?):
-                var effects = Machine.Effects()
-                effects.startUpstream = epoch
+                return (action, nil)
+            case .terminalNoticed(_, let effects):
+                // The subscriber has left, and observers must hear of it.
                 return (action, self.endCriticalSection(effects, &state))
-            case .suspend(nil):
+            case .suspendStartingUpstream(let effects):
+                return (action, self.endCriticalSection(effects, &state))
+            case .suspend:
                 catchUpBatch = state.machine.catchUpBatch(for: id)
                 return (action, nil)
             case .gap:
@@ -183,18 +183,13 @@ extension MulticastStorage {
             let outcome = state.machine.subscriberWaiting(
                 id, continuation: continuation, priority: priority, report: &report)
             switch outcome {
-            case .stored(nil, nil):
+            case .stored(nil):
                 return nil
-            case .stored(nil, let raise?):
+            case .stored(let raise?):
                 // The running task, or the stopping one the next iteration waits behind.
                 guard let task = state.upstreamTask?.task ?? state.retiringTask else { return nil }
                 return OutsideLock(raise: Raise(task: task, priority: raise))
-            case .stored(let epoch?, _):
-                // The new task is raised to every waiting subscriber's priority, this one's too.
-                var effects = Machine.Effects()
-                effects.startUpstream = epoch
-                return self.endCriticalSection(effects, &state)
-            case .resumed(let effects):
+            case .storedStartingUpstream(let effects), .resumed(let effects):
                 return self.endCriticalSection(effects, &state)
             }
         }

@@ -27,7 +27,7 @@ extension MulticastStorage {
         let work = self.state.withLock { state -> OutsideLock? in
             let effects = state.machine.subscriberLeft(id, at: now)
             // The usual leave, of a subscriber that was not waiting, and not the last one.
-            if effects.isEmpty, state.machine.isQuiet { return nil }
+            if effects.isEmpty { return nil }
             return self.endLeave(effects, &state, quick: &quick)
         }
         if let quick { self.perform(quick) }
@@ -43,7 +43,7 @@ extension MulticastStorage {
 
     /// The end of a leave's critical section, once `unsubscribe` found something to do. When
     /// `effects` ask for no more than a waiter resumed with `nil` and the upstream cancelled,
-    /// and the state `isQuiet`, it takes the upstream task, stores both in `quick` and
+    /// (nothing started, nothing for the observers), it takes the upstream task, stores both in `quick` and
     /// returns `nil`; else it ends the critical section as every command does
     /// (`endCriticalSection`).
     ///
@@ -58,7 +58,7 @@ extension MulticastStorage {
     func endLeave(_ effects: Machine.Effects, _ state: inout State, quick: inout QuickLeave?) -> OutsideLock? {
         guard case .success(nil) = effects.subscriberResult, effects.moreSubscribers.isEmpty,
             effects.producers.isEmpty, effects.handedOver.isEmpty, effects.parkedElementsAppended == 0,
-            effects.startUpstream == nil, effects.timerTask == .none, state.machine.isQuiet
+            effects.aside == nil, effects.timerTask == .none
         else { return self.endCriticalSection(effects, &state) }
         quick = (effects.firstSubscriber, Self.takeUpstreamTask(&state, for: effects))
         return nil

@@ -27,11 +27,10 @@ extension MulticastStorage {
     func finish(epoch: UInt64, failure: Failure?) {
         let work = self.state.withLock { state in
             // The iteration is over: forget its task in the same critical section.
-            if state.upstreamTask?.epoch == epoch {
-                state.upstreamTask = nil
-                state.machine.upstreamTaskReleased()
-            }
-            return self.endCriticalSection(state.machine.upstreamEnded(epoch: epoch, failure: failure), &state)
+            let heldItsTask = state.upstreamTask?.epoch == epoch
+            if heldItsTask { state.upstreamTask = nil }
+            let effects = state.machine.upstreamIterationEnded(epoch: epoch, failure: failure, heldItsTask: heldItsTask)
+            return self.endCriticalSection(effects, &state)
         }
         self.perform(work)
     }
@@ -51,17 +50,18 @@ extension MulticastStorage {
 
     // MARK: The upstream task
 
-    /// Creates and registers the task of upstream iteration `epoch`. Called under the lock,
+    /// Creates and registers the task of the upstream iteration `start` names, at the
+    /// priority it says. Called under the lock,
     /// in the same critical section in which the machine decided to start it, so that the
     /// task is registered before anyone can cancel the epoch, and chained after the
     /// previous (cancelled) iteration: two iterations of the base never overlap. Creating
-    /// a task only enqueues it; nothing runs or is resumed here. The task is created at the
-    /// highest priority among the subscribers already waiting, if that is above a detached
-    /// task's (`MulticastStateMachine.upstreamTaskStarted(priority:)`): its first step runs
-    /// at it. Returns no task to raise (its creation raised it); a hosted storage's `run()`
-    /// creates its own (`startHostedUpstream`).
+    /// a task only enqueues it; nothing runs or is resumed here. The machine chose the
+    /// priority: the highest among the subscribers already waiting, if that is above a
+    /// detached task's (`MulticastStateMachine.upstreamStarted(epoch:into:)`), so its first
+    /// step runs at it. A hosted storage's `run()` creates its own (`startHostedUpstream`).
     @inlinable
-    func startUpstream(epoch: UInt64, in state: inout State) -> Raise? {
+    func startUpstream(_ start: Machine.UpstreamStart, in state: inout State) {
+        let epoch = start.epoch
         guard let body = self.upstreamBody else {
             preconditionFailure("a push-fed storage was asked to start an upstream")
         }
@@ -70,16 +70,13 @@ extension MulticastStorage {
         let previous = state.retiringTask
         // Detached: the upstream must not inherit the priority or task-locals of whichever
         // subscriber happened to ask first.
-        let start = Self.upstreamStartPriority.rawValue
-        let priority = state.machine.upstreamTaskStarted(priority: start) ?? start
-        let task = Task.detached(priority: TaskPriority(rawValue: priority)) {
+        let task = Task.detached(priority: TaskPriority(rawValue: start.priority)) {
             // A base that reacts slowly to cancellation may still be inside `next()` (awaiting
             // it raises it to this task's priority).
             await previous?.value
             await Self.runUpstream(body, into: sink)
         }
         state.upstreamTask = (epoch, task)
-        return nil
     }
 
     /// An upstream task to raise to `priority` (`TaskPriority.rawValue`), outside the lock.
@@ -104,9 +101,10 @@ extension MulticastStorage {
         await body(sink)
     }
 
-    /// The priority an upstream task starts at: a detached task's, whoever asked for it.
+    /// The priority an upstream task starts at: a detached task's, whoever asked for it
+    /// (the machine's `detachedUpstreamPriority`).
     @inlinable
-    static var upstreamStartPriority: TaskPriority { .medium }
+    static var upstreamStartPriority: TaskPriority { TaskPriority(rawValue: Machine.detachedUpstreamPriority) }
 
     /// The priority of the calling task, if this storage has an upstream (in a task of its
     /// own, or in the task of a hosted `run()`), which a waiting subscriber may raise

@@ -14,9 +14,10 @@
 //   2. one machine event;
 //   3. end the critical section: `endCriticalSection(_:_:)`, still under the lock, turns the
 //      event's `Effects` into the one shape of what is left to do, `OutsideLock`: it starts
-//      the upstream task they ask for and registers it (or hands it to a hosted `run()`),
-//      takes the tasks to cancel, starts the timer task, and takes what the machine says the
-//      observers must hear (`takeNotices()`);
+//      the upstream task they ask for, as they say, and registers it (or wakes the hosted
+//      `run()` they hand it to), takes the tasks to cancel, starts the timer task, and
+//      carries what the machine says the observers must hear. It asks the machine nothing:
+//      the event decided it all (`Effects.upstreamStart`, `Effects.notices`);
 //   4. unlock, and `perform(_:)` it: resume, cancel, raise, announce. Nothing is resumed,
 //      cancelled or called back while the lock is held.
 //
@@ -36,6 +37,12 @@
 //     without waiters (`offer`, the producer's hot path: no `Effects` is built);
 //   - a read's released producers, `perform(releasing:)`: carried in `NextAction.element`
 //     (taking them out of the action under the lock cost a retain and a release per read).
+//
+// Two reads of the machine stay beside its event, both pure queries of the state the event
+// left, not events: a read that took elements asks `skipsEmptyReads`, and one that must wait
+// `catchUpBatch` (`takeNext`), on the reading path, where carrying their answers in every
+// `NextAction` would widen each read's result; and `armTimer` reads the generation the event
+// gave the timer task it asks for (`TimerTaskAction` has no payload, to keep `Effects` small).
 //
 // The storage is split along the machine's seams, each file beside the machine's of the
 // same concern: +Subscribers (joining, leaving, the observers' commands), +Reading,
@@ -212,21 +219,21 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     }
 
     /// `endCriticalSection`, skipped (without a call) when there is visibly nothing to do:
-    /// no effects, and nobody observing the count or the completion, no eviction watcher to
-    /// tell (`MulticastStateMachine.isQuiet`). Most joins and leaves (`compare --only churn`,
-    /// `memory`).
+    /// no effects (the notices travel in them). Most joins and leaves (`compare --only
+    /// churn`, `memory`).
     @inline(__always)
     @inlinable
     func endCriticalSectionIfNeeded(_ effects: Machine.Effects, _ state: inout State) -> OutsideLock? {
-        if effects.isEmpty, state.machine.isQuiet { return nil }
+        if effects.isEmpty { return nil }
         return self.endCriticalSection(effects, &state)
     }
 
-    /// Under the lock, after the machine's transition returned `effects`: the handles'
-    /// part. Starts and registers the upstream task they ask for (a hosted storage's goes to
-    /// `run()`, `upstreamHandedToHost`), takes the one they cancel, starts or takes the timer
-    /// task (`armTimer`), and takes what the observers must hear (`takeNotices()`: the machine
-    /// decides). The rest is `perform(_:)`'s.
+    /// Under the lock, after the machine's event returned `effects`: the handles' part, with
+    /// no further word from the machine. Starts and registers the upstream task they ask
+    /// for at the priority they say (a hosted storage's `run()` is woken instead, if they say
+    /// so, and the task still stopping raised), takes the one they cancel, starts or takes
+    /// the timer task (`armTimer`), and carries what the observers must hear. The rest is
+    /// `perform(_:)`'s.
     ///
     /// Never inlined: a command has one call, on its slow path, and inlining the whole end
     /// into each made the readers' hot paths too large to inline in turn.
@@ -237,21 +244,21 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     ) -> OutsideLock? {
         var raise: Raise? = nil
         var hostWakeUp: HostWakeUp? = nil
-        if let epoch = effects.startUpstream {
+        if let start = effects.upstreamStart {
             if self.hosted {
                 // `run()` creates the task at the waiting subscribers' priority
                 // (`startHostedUpstream`); until then they wait behind the one still stopping.
-                hostWakeUp = state.machine.upstreamHandedToHost(epoch: epoch).map { ($0, .some(epoch)) }
-                if let stopping = state.retiringTask, let priority = state.machine.upstreamTaskWaitedBehind() {
+                hostWakeUp = start.hostWakeUp.map { ($0, .some(start.epoch)) }
+                if let stopping = state.retiringTask, let priority = start.raiseStopping {
                     raise = Raise(task: stopping, priority: priority)
                 }
             } else {
-                raise = self.startUpstream(epoch: epoch, in: &state)
+                self.startUpstream(start, in: &state)
             }
         }
         let upstreamTask = Self.takeUpstreamTask(&state, for: effects)
         let timerTask = self.armTimer(&state, for: effects.timerTask)
-        let notices = state.machine.takeNotices()
+        let notices = effects.notices
         // Nothing left to do, as for most joins and leaves: no allocation (`compare --only
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
         // per leave).

@@ -66,8 +66,16 @@ struct StateMachineHostLifecycleTests {
     func pendingBeforeRun() async {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, hosted: true)
         let reader = machine.subscriberJoined()
-        #expect(machine.take(reader) == .suspend(startUpstream: 0))
-        #expect(machine.upstreamHandedToHost(epoch: 0) == nil, "no run() waits: it is kept")
+        guard case .suspendStartingUpstream(let effects) = machine.nextRequested(reader) else {
+            Issue.record("the first read did not start the upstream")
+            return
+        }
+        #expect(effects.upstreamStart?.epoch == 0)
+        #expect(effects.upstreamStart?.hostWakeUp == nil, "no run() waits: it is kept")
+        guard case .notStarted(pending: 0?) = machine.host else {
+            Issue.record("the iteration is not kept for run(): \(machine.host)")
+            return
+        }
         #expect(machine.hostStarted() == .claimed)
         #expect(machine.hostStarted() == .alreadyRunning)
         let (waiting, wait) = await Self.asking(&machine)
@@ -85,7 +93,9 @@ struct StateMachineHostLifecycleTests {
         #expect(machine.invariantViolation() == nil)
         let (epoch, effects) = machine.connectRequested()
         #expect(effects.startUpstream == epoch)
-        machine.upstreamHandedToHost(epoch: epoch!)?.resume(returning: epoch)
+        let wakeUp = effects.upstreamStart?.hostWakeUp
+        #expect(wakeUp != nil, "the waiting run() is handed the iteration in the same event")
+        wakeUp?.resume(returning: epoch)
         #expect(await first.value() == .some(epoch))
         #expect(machine.connectionCancelled(epoch: epoch!).cancelUpstream == epoch)
         let (second, again) = await Self.asking(&machine)

@@ -47,19 +47,27 @@ enum ModelHost {
 }
 
 extension ModelRun {
-    /// The machine started iteration `epoch` of a hosted machine: the end of its critical
-    /// section hands it to `run()` (`upstreamHandedToHost`), waking it if it waits.
-    mutating func handToHost(_ epoch: UInt64) async throws(ModelFailure) {
+    /// The machine started iteration `epoch` of a hosted machine, and handed it to `run()`
+    /// in the same event (`UpstreamStart.hostWakeUp`: `woken`, if it waits). A woken `run()`
+    /// creates the iteration's task (`hostCreatesTask`).
+    mutating func handToHost(
+        _ epoch: UInt64, wakeUp woken: UnsafeContinuation<UInt64?, Never>?
+    ) async throws(ModelFailure) {
         guard self.config.hosted else { return }
-        let woken = self.machine.upstreamHandedToHost(epoch: epoch)
         switch self.host {
         case .waiting(let run):
             guard let woken else { throw self.fail("a waiting run() was not woken for iteration \(epoch)") }
-            woken.resume(returning: epoch)
-            let received = await run.value()
-            try self.check(received == .some(epoch), "the woken run() received \(received as Any), expected \(epoch)")
+            if self.pool != nil {
+                try self.check(woken.identity == run.identity, "another run() than the waiting one was woken")
+            } else {
+                woken.resume(returning: epoch)
+                let received = await run.value()
+                try self.check(
+                    received == .some(epoch), "the woken run() received \(received as Any), expected \(epoch)")
+            }
             self.host = .running(pending: nil)
             self.hostIteration = epoch
+            try self.hostCreatesTask(for: epoch)
         case .notStarted:
             try self.check(woken == nil, "a run() not started was woken")
             self.host = .notStarted(pending: epoch)
@@ -89,7 +97,9 @@ extension ModelRun {
 
         case .asks, .asksCancelled:
             guard case .running(let pending) = self.host, !self.hostRunsAnIteration else { return }
-            let run = await Suspended<UInt64?>.make()
+            // The explorer's runs are copied: their run() is a token of the pool, never resumed.
+            let run: Suspended<UInt64?>
+            if let pool = self.pool { run = pool.host } else { run = await .make() }
             let cancelled = step == .asksCancelled
             let wait = self.machine.hostWaiting(run.continuation, cancelled: cancelled)
             let expected: Machine.HostWait
@@ -99,12 +109,13 @@ extension ModelRun {
                 expected = .resume(pending)
                 self.host = .running(pending: nil)
                 self.hostIteration = pending
+                try self.hostCreatesTask(for: pending)
             } else {
                 expected = .stored
                 self.host = .waiting(run)
             }
             try self.check(wait == expected, "run() asked: \(wait), expected \(expected)")
-            if case .resume(let answer) = wait { run.continuation.resume(returning: answer) }
+            if case .resume(let answer) = wait, self.pool == nil { run.continuation.resume(returning: answer) }
 
         case .waitCancelled:
             let handedBack = self.machine.hostWaitCancelled()
@@ -113,9 +124,14 @@ extension ModelRun {
                 return
             }
             guard let handedBack else { throw self.fail("the waiting run() was not handed back") }
-            handedBack.resume(returning: nil)
-            let received = await run.value()
-            try self.check(received == .some(nil), "the cancelled run() received \(received as Any)")
+            if self.pool != nil {
+                try self.check(
+                    handedBack.identity == run.identity, "another run() than the waiting one was handed back")
+            } else {
+                handedBack.resume(returning: nil)
+                let received = await run.value()
+                try self.check(received == .some(nil), "the cancelled run() received \(received as Any)")
+            }
             self.host = .running(pending: nil)
 
         case .cancelled, .ends:

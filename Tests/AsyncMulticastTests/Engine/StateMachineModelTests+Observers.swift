@@ -1,7 +1,8 @@
 // The model test's observers: of the subscriber count (`subscriberCounts`), and of a subject's
-// completion (`send(contentsOf:)`). After every step the model ends the critical section as the
-// storage does when it does not skip it (`takeNotices()`), and checks what the machine decided
-// each observer must hear: the count's observers hear the count only when it is not the one
+// completion (`send(contentsOf:)`). The events take what the observers must hear themselves
+// (`Effects.notices`): the model gathers the notices of every event of a step (`hear(_:)`),
+// checks after the step that the machine left none untold (`takeNotices()` finds nothing), and
+// checks what the machine decided each observer must hear: the count's observers hear the count only when it is not the one
 // they last heard (the first time, on registering); the completion observers hear the
 // completion once, when the subject completed, and never after they left.
 
@@ -57,9 +58,37 @@ extension ModelRun {
         }
     }
 
-    /// The end of the critical section: what the machine says the observers must hear.
+    /// The end a read returned (`nil`: it returned no end); a read that ended its subscriber
+    /// while someone observes the count says so (`.terminalNoticed`), and is heard.
+    mutating func ended(_ action: Machine.NextAction) -> Result? {
+        switch action {
+        case .terminal(let result): return result
+        case .terminalNoticed(let result, let effects):
+            self.hear(effects)
+            return result
+        case .element, .elementReleasingSenders, .suspend, .suspendStartingUpstream, .gap: return nil
+        }
+    }
+
+    /// The notices an event returned, gathered for `checkNotices()`.
+    mutating func hear(_ effects: Machine.Effects) {
+        let notices = effects.notices
+        if let change = notices.change { self.heard.change = change }
+        if let observers = notices.completionObservers {
+            self.heard.completionObservers = (self.heard.completionObservers ?? []) + observers
+        }
+        if let watchers = notices.evictionNotices {
+            self.heard.evictionNotices = (self.heard.evictionNotices ?? []) + watchers
+        }
+    }
+
+    /// After a step: what the machine's events said the observers must hear, and nothing left
+    /// untold for a later critical section.
     mutating func checkNotices() throws(ModelFailure) {
-        let notices = self.machine.takeNotices()
+        let left = self.machine.takeNotices()
+        try self.check(left.isEmpty, "the step's events left notices untold: \(left)")
+        let notices = self.heard
+        self.heard = Machine.Notices()
         let count = self.subscribers.count
         if !self.countObservers.isEmpty, count != self.countHeard {
             guard let change = notices.change else { throw self.fail("the count's observers did not hear \(count)") }

@@ -29,8 +29,10 @@ enum ModelStep: CustomStringConvertible, Sendable {
     /// A subscriber joins with policy `policy` of `ModelRun.policies` (-1: the default);
     /// with `reportsGaps`, it reads as a lag-reporting iterator does (`events()`).
     case join(policy: Int, reportsGaps: Bool)
-    /// A subscriber's `next()`; with `wait`, it suspends if nothing is ready.
-    case read(pick: Int, wait: Bool)
+    /// A subscriber's `next()`; with `wait`, it suspends if nothing is ready, in a task of
+    /// `priority` (`TaskPriority.rawValue`; a subject's storage passes 0), which may raise
+    /// the upstream task (+Priority).
+    case read(pick: Int, wait: Bool, priority: UInt8 = 0)
     /// A subscriber leaves (its task was cancelled or its iterator released).
     case leave(pick: Int)
     /// The upstream offers the next value (pull modes), or a subject's synchronous `send`.
@@ -71,7 +73,9 @@ enum ModelStep: CustomStringConvertible, Sendable {
         switch self {
         case .join(let policy, let reportsGaps):
             return "join(\(policy < 0 ? "default" : "\(ModelRun.policies[policy])")\(reportsGaps ? ", events" : ""))"
-        case .read(let pick, let wait): return wait ? "read-or-wait(#\(pick))" : "read(#\(pick))"
+        case .read(let pick, let wait, let priority):
+            guard wait else { return "read(#\(pick))" }
+            return priority == 0 ? "read-or-wait(#\(pick))" : "read-or-wait(#\(pick), at \(priority))"
         case .leave(let pick): return "leave(#\(pick))"
         case .produce: return "produce"
         case .sendWaitingForRoom: return "send(waitingForRoom:)"
@@ -138,6 +142,13 @@ struct ModelConfig: CustomStringConvertible, Sendable {
         self.hosted = self.mode != .push && rng.next() % 4 == 0
     }
 
+    /// This configuration, changed by `change`.
+    func with(_ change: (inout ModelConfig) -> Void) -> ModelConfig {
+        var config = self
+        change(&config)
+        return config
+    }
+
     /// Whether the machine times a window: only then do the timer's steps come.
     var timesWindows: Bool {
         self.mode == .automatic && (self.keepAlive == .window || self.replayExpiry == .afterWindow)
@@ -169,7 +180,9 @@ struct ModelConfig: CustomStringConvertible, Sendable {
                 let policy = self.mixedPolicies ? Int(rng.next() % UInt64(ModelRun.policies.count + 4)) - 2 : -1
                 steps.append(
                     .join(policy: Swift.min(policy, ModelRun.policies.count - 1), reportsGaps: rng.next() % 2 == 0))
-            case 10..<38: steps.append(.read(pick: pick(), wait: rng.next() % 3 == 0))
+            case 10..<38:
+                let priority = ModelRun.waitPriorities[Int(rng.next() % UInt64(ModelRun.waitPriorities.count))]
+                steps.append(.read(pick: pick(), wait: rng.next() % 3 == 0, priority: priority))
             case 38..<43: steps.append(.leave(pick: pick()))
             case 43..<70:
                 steps.append(self.mode == .push && rng.next() % 2 == 0 ? .sendWaitingForRoom : .produce)
@@ -242,6 +255,8 @@ struct ModelRun {
         /// event of its own, and `carried` stays 0.
         var reportsGaps = false
         var waiting: Suspended<Result>?
+        /// The priority of its task while it waits (+Priority).
+        var waitingPriority: UInt8 = 0
 
         var bound: Int? {
             if !self.ending, case .bounded(let n) = self.policy { return n }
@@ -358,6 +373,11 @@ struct ModelRun {
     var countObservers: [SubscriberCountCell] = []
     var countHeard = 0
     var completionObservers: [UInt64] = []
+    /// What the events of the current step said the observers must hear (`hear(_:)`).
+    var heard = Machine.Notices()
+    /// The upstream task's priority as the storage would know it: `UInt8.max` while it holds
+    /// no task (+Priority).
+    var upstreamPriority = UInt8.max
     /// Where a hosted machine's `run()` is, and the iteration it picked up last.
     var host: ModelHost = .notHosted
     var hostIteration: UInt64?
@@ -446,6 +466,7 @@ struct ModelRun {
             effects.startUpstream == started,
             "startUpstream \(String(describing: effects.startUpstream)), expected \(String(describing: started))")
         try self.check(effects.timerTask == timer, "timer action \(effects.timerTask), expected \(timer)")
+        self.hear(effects)
         try self.check(
             effects.handedOver.count == handover.subscribers.count,
             "handed senders' values to \(effects.handedOver.count) subscribers, expected \(handover.subscribers.count)")
@@ -571,14 +592,16 @@ struct ModelRun {
         case .join(let index, let reportsGaps):
             let policy = index < 0 ? nil : ModelRun.policies[index]
             let effective = policy ?? self.config.defaultPolicy
-            let id = self.machine.subscriberJoined(policy: policy)
+            let (id, joined) = self.machine.subscriberJoined(policy: policy, connectRule: .never)
+            try self.check(joined.upstreamStart == nil, "a join that connects nothing started the upstream")
+            self.hear(joined)
             let replayed = effective.replayed(Array(self.produced[self.replayFloor...]), replay: self.config.replay)
             self.subscribers.append(Subscriber(id: id, policy: effective, pending: replayed))
             self.subscribers[self.subscribers.count - 1].reportsGaps = reportsGaps
             if case .evicting = effective { self.subscribers[self.subscribers.count - 1].greeting = replayed.count }
             if case .lingering(let epoch) = self.upstream { self.upstream = .running(epoch: epoch) }
 
-        case .read(let pick, let wait):
+        case .read(let pick, let wait, let priority):
             guard !self.subscribers.isEmpty else { return }
             let k = pick % self.subscribers.count
             guard self.subscribers[k].waiting == nil else { return }  // one next() at a time
@@ -620,7 +643,7 @@ struct ModelRun {
                 case .elementReleasingSenders(let read, let released):
                     element = read
                     effects = released
-                case .terminal, .suspend, .gap:
+                case .terminal, .terminalNoticed, .suspend, .suspendStartingUpstream, .gap:
                     throw self.fail("read \(action), expected element \(expected)")
                 }
                 try self.check(element == expected, "read \(element), expected \(expected)")
@@ -636,9 +659,7 @@ struct ModelRun {
             }
             if self.subscribers[k].evicted {
                 // Whatever else happened since (the end, a cancelled connection): it ends as evicted.
-                guard case .terminal(let result) = action else {
-                    throw self.fail("read \(action), expected the eviction")
-                }
+                guard let result = self.ended(action) else { throw self.fail("read \(action), expected the eviction") }
                 try self.check(result == .success(nil), "an evicted subscriber ended with \(result)")
                 try self.checkReport(report, of: k, missed: self.subscribers[k].carried, evicted: true)
                 self.subscribers.remove(at: k)
@@ -646,7 +667,7 @@ struct ModelRun {
             }
             if self.subscribers[k].ending || self.terminal != nil {
                 let expected: Result = self.subscribers[k].ending ? .success(nil) : self.terminal!
-                guard case .terminal(let result) = action else { throw self.fail("read \(action), expected the end") }
+                guard let result = self.ended(action) else { throw self.fail("read \(action), expected the end") }
                 try self.check(result == expected, "ended with \(result), expected \(expected)")
                 let missed = self.subscribers[k].carried + self.subscribers[k].trailing
                 try self.checkReport(report, of: k, missed: missed, evicted: false)
@@ -668,18 +689,29 @@ struct ModelRun {
                 self.producers = [.free]
                 self.replayExpiryPending = false  // restarted within the expiry window: kept
             }
-            guard case .suspend(let started) = action, started == start else {
+            switch (action, start) {
+            case (.suspend, nil):
+                break
+            case (.suspendStartingUpstream(let effects), let start?) where effects.startUpstream == start:
+                try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true, starting: start)
+                try await self.expectUpstreamStart(effects, epoch: start)
+            default:
                 throw self.fail("read \(action), expected to suspend starting \(String(describing: start))")
             }
-            if let start { try await self.handToHost(start) }
             guard wait else { return }
             let waiting = await self.waitingSubscriber()
-            let effects = self.machine.subscriberSuspended(
-                self.subscribers[k].id, continuation: waiting.continuation, report: &report,
-                connectsOnDemand: self.config.autoconnect)
-            try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
+            // A subject's storage has no upstream task to raise: its waiters pass 0.
+            let priority = self.config.mode == .push ? 0 : priority
+            self.machine.recordConnectsOnDemand(self.config.autoconnect, for: self.subscribers[k].id)
+            let outcome = self.machine.subscriberWaiting(
+                self.subscribers[k].id, continuation: waiting.continuation, priority: priority, report: &report)
+            guard case .stored(let raise) = outcome else {
+                throw self.fail("a subscriber with nothing to read was not stored: \(outcome)")
+            }
+            try self.expectRaise(raise, byWaiterAt: priority)
             try self.checkReport(report, of: k, missed: self.subscribers[k].carried, evicted: false)
             self.subscribers[k].waiting = waiting
+            self.subscribers[k].waitingPriority = priority
 
         case .leave(let pick):
             guard !self.subscribers.isEmpty else { return }
@@ -824,7 +856,7 @@ struct ModelRun {
                 self.producers = [.free]
                 self.nextEpoch += 1
                 try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true, starting: epoch)
-                try await self.handToHost(epoch!)
+                try await self.expectUpstreamStart(effects, epoch: epoch!)
             case .running(let current), .lingering(let current):
                 try self.check(epoch == current, "connect() while connected gave \(String(describing: epoch))")
                 try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true)
@@ -861,7 +893,7 @@ struct ModelRun {
             let effects =
                 self.config.mode == .push
                 ? self.machine.subjectCompleted(failure: failure)
-                : self.machine.upstreamEnded(epoch: epoch, failure: failure)
+                : self.upstreamIterationEnds(epoch, failure: failure)
             try await self.expectEnd(effects, failure.map { .failed($0) } ?? .finished, cancelling: nil)
 
         case .hostStops:
@@ -1029,6 +1061,7 @@ struct ModelRun {
             "waiting subscribers differ")
         try self.compareTimer()
         try self.compareHost()
+        try self.comparePriority()
     }
 
     /// Runs `steps` on a fresh machine; the first disagreement, if any.

@@ -80,7 +80,7 @@ struct StateMachinePriorityTests {
         var report = ReadReport()
         let outcome = machine.subscriberWaiting(
             id, continuation: suspended.continuation, priority: priority, report: &report)
-        guard case .stored(_, let raise) = outcome else {
+        guard case .stored(let raise) = outcome else {
             Issue.record("the subscriber was resumed instead of waiting")
             return nil
         }

@@ -10,7 +10,7 @@ extension MulticastStateMachine {
     /// upstream (`ConnectRule.never`): its effects are always empty.
     mutating func subscriberJoined(policy: SharedBufferingPolicy? = nil) -> SubscriberID {
         let (id, effects) = self.subscriberJoined(policy: policy, connectRule: .never)
-        precondition(effects.isEmpty, "joining with ConnectRule.never had effects")
+        precondition(effects.startUpstream == nil, "joining with ConnectRule.never started the upstream")
         return id
     }
 

@@ -39,13 +39,15 @@ extension Machine {
             return .element(element)
         case .elementReleasingSenders:
             preconditionFailure("unexpected senders released; use nextRequested(_:) directly")
-        case .suspend(let start):
-            return .suspend(startUpstream: start)
-        case .terminal(.success(nil)):
+        case .suspend:
+            return .suspend(startUpstream: nil)
+        case .suspendStartingUpstream(let effects):
+            return .suspend(startUpstream: effects.startUpstream)
+        case .terminal(.success(nil)), .terminalNoticed(.success(nil), _):
             return .finished
-        case .terminal(.success(let element?)):
+        case .terminal(.success(let element?)), .terminalNoticed(.success(let element?), _):
             preconditionFailure("a terminal event carried the element \(element)")
-        case .terminal(.failure(let error)):
+        case .terminal(.failure(let error)), .terminalNoticed(.failure(let error), _):
             return .failed(error)
         case .gap:
             preconditionFailure("a gap reported to a reader that does not report gaps")
@@ -95,11 +97,9 @@ extension MulticastStateMachine {
     ) -> Effects {
         let outcome = self.subscriberWaiting(id, continuation: continuation, priority: priority, report: &report)
         switch outcome {
-        case .stored(let startUpstream, _):
-            var effects = Effects()
-            effects.startUpstream = startUpstream
-            return effects
-        case .resumed(let effects):
+        case .stored:
+            return Effects()
+        case .storedStartingUpstream(let effects), .resumed(let effects):
             return effects
         }
     }

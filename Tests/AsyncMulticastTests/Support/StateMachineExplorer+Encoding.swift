@@ -176,6 +176,69 @@ extension ModelRun {
         code.add(kept)
         code.add(machine.evictionWatchers.count)
         code.add(machine.evictionNotices.count)
+        code.add(Int(machine.upstreamPriority))
+        code.add(Int(self.upstreamPriority))
+        self.encodeTime(into: &code)
+        self.encodeHost(into: &code)
+        code.add(self.countObservers.count)
+        code.add(self.countHeard)
+        code.add(self.completionObservers.count)
+        code.add(machine.countObservers.cells.count)
+        code.add(machine.countObservers.reportedCount)
+        code.add(machine.completionObservers.count)
+    }
+
+    /// The clock and the timer, in the model and the machine, as seconds from the model's
+    /// clock (so that runs that differ only by when they happen are one state), the timer
+    /// tasks' generations counted back from the latest.
+    func encodeTime(into code: inout StateEncoding) {
+        func add(_ instant: Duration?) {
+            guard let instant else { return code.add(-1_000_000) }
+            code.add(Int((instant - self.time).components.seconds))
+        }
+        code.add(Int(self.time.components.seconds))
+        add(self.timerDeadline)
+        add(self.timerWakeUp)
+        code.add(self.timerTasks.count)
+        for task in self.timerTasks {
+            code.add(Int(self.timerGeneration) - Int(task.generation))
+            code.add(task.started)
+            add(task.sleptUntil)
+            add(task.sleepingUntil)
+            code.add(task.cancelled)
+        }
+        let timer = self.machine.timer
+        code.add(Int(self.timerGeneration) - Int(timer.generation))
+        add(timer.deadline)
+        add(timer.wakeUp)
+        code.add(timer.tasksRunning)
+    }
+
+    /// Where the hosted `run()` is, in the model and the machine.
+    func encodeHost(into code: inout StateEncoding) {
+        switch self.host {
+        case .notHosted: code.add(0)
+        case .notStarted(let pending):
+            code.add(1)
+            code.add(self.epochCode(pending))
+        case .running(let pending):
+            code.add(2)
+            code.add(self.epochCode(pending))
+        case .waiting: code.add(3)
+        case .ended: code.add(4)
+        }
+        code.add(self.epochCode(self.hostIteration))
+        switch self.machine.host {
+        case .notHosted: code.add(0)
+        case .notStarted(let pending):
+            code.add(1)
+            code.add(self.epochCode(pending))
+        case .running(let pending):
+            code.add(2)
+            code.add(self.epochCode(pending))
+        case .waiting: code.add(3)
+        case .ended: code.add(4)
+        }
     }
 
     /// A buffering policy, its kind and numbers.
@@ -231,7 +294,7 @@ extension ModelRun {
         code.add(sub.evicted)
         code.add(sub.ending)
         code.add(sub.reportsGaps)
-        code.add(sub.waiting != nil)
+        code.add(sub.waiting != nil ? Int(sub.waitingPriority) : -1)
 
         let machine = self.machine
         guard Int(sub.id.slot) < machine.slots.count else {

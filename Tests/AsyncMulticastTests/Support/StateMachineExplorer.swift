@@ -37,6 +37,23 @@ struct ExplorationScope: Sendable, CustomStringConvertible {
     var sendsWaitingForRoom = false
     /// Whether the alphabet has `hostStops` (an `AsyncSharedService`'s `run()` ending).
     var hostStops = false
+    /// The priorities a subscriber waits at (`read-or-wait`; a subject's waiters pass 0
+    /// whatever this says): not all the same, so that waiters raise the upstream task.
+    var waitPriorities: [UInt8] = [25]
+    /// Whether time passes: the timer tasks wake (the machine's, its sleep returned; stale
+    /// ones of an older generation or cancelled, their sleep returned or failed; the
+    /// machine's failing is `keepAliveExpires`) and the clock moves a second forward or back,
+    /// within `0...clockLimit` seconds.
+    var timers = false
+    var clockLimit: Int64 = 2
+    /// Whether the alphabet has a hosted `run()`'s steps (`config.hosted`): it starts, asks
+    /// for an iteration (cancelled or not), is cancelled while it waits or while an
+    /// iteration runs, returns.
+    var hostSteps = false
+    /// Whether the alphabet has an observer of the subscriber count, registering and leaving,
+    /// one at a time; and, a subject's, an observer of its completion.
+    var observesCount = false
+    var observesCompletion = false
 
     var description: String {
         "\(self.name) [\(self.config); joins: \(self.joins.map(\.description).joined(separator: ", "))]"
@@ -59,7 +76,9 @@ struct ExplorationScope: Sendable, CustomStringConvertible {
             if sub.waiting == nil {
                 steps.append(.read(pick: k, wait: false))
                 // Read-or-wait differs from a read only when nothing is ready.
-                if sub.batch.isEmpty && sub.pending.isEmpty { steps.append(.read(pick: k, wait: true)) }
+                if sub.batch.isEmpty && sub.pending.isEmpty {
+                    for priority in self.waitPriorities { steps.append(.read(pick: k, wait: true, priority: priority)) }
+                }
             }
             steps.append(.leave(pick: k))  // a waiting one's task is cancelled
         }
@@ -99,7 +118,42 @@ struct ExplorationScope: Sendable, CustomStringConvertible {
         if run.timerRunning { steps.append(.keepAliveExpires) }
         if !ended && run.currentEpoch != nil { steps += [.finish(fail: false), .finish(fail: true)] }
         if self.hostStops && !ended { steps.append(.hostStops) }
+        if self.timers { steps += self.timerSteps(from: run) }
+        if self.hostSteps { steps += Self.hostSteps(from: run) }
+        if self.observesCount {
+            steps.append(run.countObservers.isEmpty ? .observe(.count) : .observe(.stopCount(pick: 0)))
+        }
+        if self.observesCompletion {
+            steps.append(run.completionObservers.isEmpty ? .observe(.completion) : .observe(.stopCompletion(pick: 0)))
+        }
         return steps
+    }
+
+    /// Time passing: every timer task not yet returned wakes, its sleep returned or failed;
+    /// the clock moves a second, within `0...clockLimit`.
+    func timerSteps(from run: ModelRun) -> [ModelStep] {
+        var steps: [ModelStep] = []
+        for (pick, task) in run.timerTasks.enumerated() {
+            steps.append(.timerWakes(pick: pick, returned: true))
+            if task.generation != run.timerGeneration || !run.timerRunning {
+                steps.append(.timerWakes(pick: pick, returned: false))
+            }
+        }
+        if run.time < .seconds(self.clockLimit) { steps.append(.clockMoves(seconds: 1)) }
+        if run.time > .zero { steps.append(.clockMoves(seconds: -1)) }
+        return steps
+    }
+
+    /// A hosted `run()`'s steps that do something where it is.
+    static func hostSteps(from run: ModelRun) -> [ModelStep] {
+        switch run.host {
+        case .notStarted, .ended: return [.host(.starts)]
+        case .waiting: return [.host(.waitCancelled)]
+        case .running:
+            if run.hostRunsAnIteration { return [.host(.cancelled)] }
+            return [.host(.asks), .host(.asksCancelled), .host(.ends)]
+        case .notHosted: return []
+        }
     }
 
     /// Every step the alphabet may ever take (picks up to the bounds): what a printed
@@ -108,8 +162,13 @@ struct ExplorationScope: Sendable, CustomStringConvertible {
         var steps = self.joins + [.produce, .sendWaitingForRoom, .connect, .produceStale, .hostStops]
         steps += [.keepAliveExpires, .disconnect(stale: false), .disconnect(stale: true)]
         steps += [.finish(fail: false), .finish(fail: true)]
+        steps += [.clockMoves(seconds: 1), .clockMoves(seconds: -1)]
+        steps += [.starts, .asks, .asksCancelled, .waitCancelled, .cancelled, .ends].map { ModelStep.host($0) }
+        steps += [.count, .stopCount(pick: 0), .completion, .stopCompletion(pick: 0)].map { ModelStep.observe($0) }
         for pick in 0..<Swift.max(self.subscribers, self.elements) {
-            steps += [.read(pick: pick, wait: false), .read(pick: pick, wait: true), .leave(pick: pick)]
+            steps += [.read(pick: pick, wait: false), .leave(pick: pick)]
+            steps += self.waitPriorities.map { .read(pick: pick, wait: true, priority: $0) }
+            steps += [.timerWakes(pick: pick, returned: true), .timerWakes(pick: pick, returned: false)]
             steps += [.waitForRoom(pick: pick, park: true), .waitForRoom(pick: pick, park: false)]
             steps.append(.cancelSender(pick: pick))
         }
@@ -232,6 +291,7 @@ enum StateMachineExplorer {
                         // it leads to only when new (`compare()` reads nothing the encoding
                         // leaves out: a state seen before was checked then).
                         try await transition(&child, step)
+                        try child.checkNotices()
                         if visited.insert(StateKey(child.canonicalEncoding())).inserted {
                             try child.compare()
                             reachedBy.append((index, step))

@@ -59,10 +59,13 @@ final class ContinuationPool: Sendable {
     let subscribers: [Suspended<SubscriberResult>]
     /// For producers and senders waiting for room.
     let producers: [Suspended<Bool>]
+    /// For a hosted `run()` waiting for an iteration (a state holds at most one).
+    let host: Suspended<UInt64?>
 
-    private init(subscribers: [Suspended<SubscriberResult>], producers: [Suspended<Bool>]) {
+    private init(subscribers: [Suspended<SubscriberResult>], producers: [Suspended<Bool>], host: Suspended<UInt64?>) {
         self.subscribers = subscribers
         self.producers = producers
+        self.host = host
     }
 
     static func make(subscribers: Int, producers: Int) async -> ContinuationPool {
@@ -70,7 +73,7 @@ final class ContinuationPool: Sendable {
         for _ in 0..<subscribers { waiting.append(await .make()) }
         var parked: [Suspended<Bool>] = []
         for _ in 0..<producers { parked.append(await .make()) }
-        return ContinuationPool(subscribers: waiting, producers: parked)
+        return ContinuationPool(subscribers: waiting, producers: parked, host: await .make())
     }
 
     /// The first of `pool` that is not `inUse` (identities): a state holds each at most once.
@@ -87,7 +90,8 @@ final class ContinuationPool: Sendable {
     func release() async -> Bool {
         for waiting in self.subscribers { waiting.continuation.resume(returning: .success(nil)) }
         for parked in self.producers { parked.continuation.resume(returning: false) }
-        var all = true
+        self.host.continuation.resume(returning: nil)
+        var all = await self.host.value() != nil
         for waiting in self.subscribers {
             if await waiting.value() == nil { all = false }
         }
