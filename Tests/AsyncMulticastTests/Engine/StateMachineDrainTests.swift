@@ -1,5 +1,5 @@
-// Draining at the level of `MulticastStateMachine`: a drain observer hears, at the end of the
-// critical section (`takeNotices()`), that the machine has ended with no subscriber left,
+// Draining at the level of `MulticastStateMachine`: a drain observer hears, through the
+// notices of the event that drained the machine (`noticing`, `takeNotices()`), that the machine has ended with no subscriber left,
 // once; and the owner of a source ends it (`ownerFinished()`). The real-task side is in
 // Subjects/DrainedShutdownTests.swift and Share/DrainedSourceShutdownTests.swift.
 
@@ -26,8 +26,15 @@ struct StateMachineDrainTests {
         #expect(machine.takeNotices().drained == nil, "a still has 1 and the end to read")
         #expect(machine.take(a) == .element(1))
         #expect(machine.takeNotices().drained == nil, "handed its last element, but has not read the end")
-        #expect(machine.take(a) == .finished)
-        #expect(machine.takeNotices().drained.map { $0.map(ObjectIdentifier.init) } == [ObjectIdentifier(cell)])
+        // The read of the end leaves, and the event itself takes the notice into its effects.
+        var noBatch: [Int]? = nil
+        var report = ReadReport()
+        guard case .terminalNoticed(.success(nil), let effects) = machine.nextRequested(a, batch: &noBatch, report: &report)
+        else {
+            Issue.record("reading the end did not carry the drain notice")
+            return
+        }
+        #expect(effects.notices.drained.map { $0.map(ObjectIdentifier.init) } == [ObjectIdentifier(cell)])
         #expect(machine.takeNotices().drained == nil, "told once")
         #expect(machine.drainObservers.isEmpty && machine.isQuiet)
         #expect(machine.invariantViolation() == nil)
@@ -45,8 +52,15 @@ struct StateMachineDrainTests {
         let lateDrained = machine.drainObserverAdded(cell)
         #expect(!lateDrained)
         machine.drainObserverRemoved(cell)  // its deadline passed
-        #expect(machine.take(late) == .finished)
-        #expect(machine.takeNotices().drained == nil, "a removed observer is not told")
+        var noBatch: [Int]? = nil
+        var report = ReadReport()
+        switch machine.nextRequested(late, batch: &noBatch, report: &report) {
+        case .terminal(.success(nil)): break
+        case .terminalNoticed(.success(nil), let effects):
+            #expect(effects.notices.drained == nil, "a removed observer is not told")
+        default: Issue.record("the late subscriber did not read the end")
+        }
+        #expect(machine.takeNotices().drained == nil)
     }
 
     @Test func theOwnerFinishingASourceCancelsItsSessionAndEndsIt() {
