@@ -20,14 +20,14 @@ extension MulticastStateMachine {
         /// The machine completed: the completion observers to tell.
         @usableFromInline
         var completionObservers: [CompletionObserver]?
-        /// Eviction watchers whose subscriber left without being evicted: resumed with `nil`.
+        /// Eviction watchers resolved: resumed with whether their subscriber was evicted.
         @usableFromInline
-        var evictionNotices: [SubscriberContinuation]?
+        var evictionNotices: [(continuation: EvictionContinuation, evicted: Bool)]?
 
         @inlinable
         init(
             change: SubscriberCountObservers.Change? = nil, completionObservers: [CompletionObserver]? = nil,
-            evictionNotices: [SubscriberContinuation]? = nil
+            evictionNotices: [(continuation: EvictionContinuation, evicted: Bool)]? = nil
         ) {
             self.change = change
             self.completionObservers = completionObservers
@@ -50,7 +50,7 @@ extension MulticastStateMachine {
     /// what. The count's observers hear the count if it changed since they last heard it
     /// (numbered, so that a late, older offer is harmless); the completion observers hear the
     /// completion once the machine has ended (none can register after that); the eviction
-    /// watchers whose subscriber left otherwise hear `nil`.
+    /// watchers hear whether their subscriber was evicted.
     @inlinable
     mutating func takeNotices() -> Notices {
         var notices = Notices()
@@ -60,6 +60,7 @@ extension MulticastStateMachine {
             self.completionObservers = []
         }
         notices.evictionNotices = self.takeEvictionNotices()
+        self.followUp.remove(.tell)
         return notices
     }
 

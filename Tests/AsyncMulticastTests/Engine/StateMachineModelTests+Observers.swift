@@ -36,9 +36,9 @@ extension ModelRun {
             let first = self.machine.countObserverAdded(cell)
             // It hears the current count first, alone (checked as a notice would be).
             precondition(
-                first.observers.count == 1 && first.observers[0] === cell && first.count == self.subscribers.count)
+                first.observers.count == 1 && first.observers[0] === cell && first.count == self.presentCount)
             self.countObservers.append(cell)
-            self.countHeard = self.subscribers.count
+            self.countHeard = self.presentCount
         case .stopCount(let pick):
             guard !self.countObservers.isEmpty else { return }
             self.machine.countObserverRemoved(self.countObservers.remove(at: pick % self.countObservers.count))
@@ -60,7 +60,7 @@ extension ModelRun {
     /// The end of the critical section: what the machine says the observers must hear.
     mutating func checkNotices() throws(ModelFailure) {
         let notices = self.machine.takeNotices()
-        let count = self.subscribers.count
+        let count = self.presentCount
         if !self.countObservers.isEmpty, count != self.countHeard {
             guard let change = notices.change else { throw self.fail("the count's observers did not hear \(count)") }
             try self.check(change.count == count, "the count's observers heard \(change.count), expected \(count)")
@@ -83,4 +83,9 @@ extension ModelRun {
         }
         try self.check(notices.evictionNotices == nil, "eviction watchers told, and none watches")
     }
+}
+
+extension ModelRun {
+    /// The subscribers the count counts: an evicted one stops counting when it is evicted.
+    var presentCount: Int { self.subscribers.filter { !$0.evicted }.count }
 }
