@@ -103,10 +103,13 @@ extension AsyncSharedSequence {
     }
 
     /// The number of subscribers currently registered, whatever their policy: iterators that
-    /// exist and have not left (by cancellation, by reaching the end, or by being released).
-    /// An evicted subscriber counts until its iteration learns of the eviction or it is
-    /// released (a server closes a stalled client through
-    /// ``SharedSubscription/waitForEviction()``).
+    /// exist and have not left (by cancellation, by reaching the end, or by being released),
+    /// and were not evicted. An eviction is a leave for counting: the subscriber stops
+    /// counting at the moment it is evicted (here, in ``subscriberCounts``, in
+    /// `waitForSubscribers(atLeast:)` and in autoconnect thresholds), not when its iteration
+    /// learns of it; for `share()` the eviction of the last subscriber stops the upstream as
+    /// its leave would (after the keep-alive window). A server closes the stalled client
+    /// through ``SharedSubscription/waitForEviction()``.
     ///
     /// ```swift
     /// let logs = events.buffering(.bufferingNewest(100))
@@ -193,6 +196,7 @@ extension AsyncSubject {
     /// Delivers `element` to every current subscriber. Never suspends: under `.bounded(n)` it
     /// buffers past `n` (``send(waitingForRoom:)`` waits instead). Ignored after completion.
     @inlinable
+    @inline(__always)
     public func send(_ element: Element) {
         self._core.storage.send(element)
     }

@@ -90,11 +90,14 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     /// that stops reading is evicted `duration` after it went past `count`. (Redis measures
     /// from the moment a client went past its soft limit, however much it read since.)
     ///
-    /// The limit is checked when an element is produced, like Redis's: a subscriber whose
-    /// duration is over is evicted by the next element, not while the upstream is silent
-    /// (it then holds nothing new). The duration is timed on the sequence's `clock:`
-    /// (`ContinuousClock` by default); a clock set back never keeps a subscriber for more
-    /// than `duration` after the reading that went back.
+    /// The duration is a deadline: a subscriber still above `count` when it ends is evicted
+    /// then, whether or not anything is produced (a quiet room evicts its staller on time),
+    /// and stops counting as a subscriber at that moment. It is timed on the sequence's
+    /// `clock:` (`ContinuousClock` by default), read after the element that took a
+    /// subscriber past `count` (never under the lock, and only while some subscriber is
+    /// past it) and slept on by one timer task; a clock set back never keeps a subscriber
+    /// for more than `duration` after the reading that went back. Once the sequence has
+    /// ended, nobody is evicted any more: each subscriber reads what it holds, then the end.
     ///
     /// ```swift
     /// let soft = SharedBufferingPolicy.SoftLimit.above(256, for: .seconds(10))

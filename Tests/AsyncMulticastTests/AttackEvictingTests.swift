@@ -84,8 +84,9 @@ private func finished(_ watchers: [Task<Bool, Never>]) async -> [Bool] {
 ///
 /// The rule modelled (SharedBufferingPolicy.SoftLimit's docs): after each element appended, a
 /// member holding more than `hard` is evicted; one holding more than `count` is evicted if the
-/// element `count` places after its cursor was produced `duration` ago or earlier. The clock is
-/// read only when some member of a soft-limited lane holds more than its count. Time never goes
+/// element `count` places after its cursor was produced `duration` ago or earlier. The machine
+/// asks for the clock (read after the lock, `followedUp(clock:)`) only when some member of a
+/// soft-limited lane holds more than its count, for a duration above zero. Time never goes
 /// back here (set-back clocks have tests of their own).
 private struct SoftLimitModel {
     struct Member {
@@ -124,7 +125,7 @@ private struct SoftLimitModel {
         self.time = time
         self.replay = replay
         self.rng = LCG(seed: seed)
-        self.machine = Machine(policy: .evicting(6), replay: replay, mode: .push, now: time.now)
+        self.machine = Machine(policy: .evicting(6), replay: replay, mode: .push)
     }
 
     var tail: Int { self.producedAt.count }
@@ -147,7 +148,7 @@ private struct SoftLimitModel {
         let now = self.time.current
         self.producedAt.append(now)
         let readingsBefore = self.time.readings
-        _ = self.machine.push(position, epoch: Machine.pushEpoch)
+        self.machine.push(position, clock: self.time.now)
         self.trace.append("push \(position) at \(now)")
         var expectsReading = false
         for k in self.members.indices where !self.members[k].evicted {
@@ -159,7 +160,8 @@ private struct SoftLimitModel {
                 continue
             }
             if let soft, held > soft.count {
-                expectsReading = true
+                // `.zero` is a second hard limit: evicted at once, no reading needed.
+                if soft.duration > .zero { expectsReading = true }
                 let measuredFrom = self.producedAt[self.members[k].cursor + soft.count]
                 if saturated(measuredFrom, soft.duration) <= now {
                     self.members[k].evicted = true
@@ -297,8 +299,8 @@ struct AttackEvictingTests {
             var rng = LCG(seed: seed)
             let time = AttackTime()
             let n = Int.random(in: 1...5, using: &rng)
-            var hard = Machine(policy: .evicting(n), replay: 0, mode: .push, now: time.now)
-            var soft = Machine(policy: .evicting(n + 7), replay: 0, mode: .push, now: time.now)
+            var hard = Machine(policy: .evicting(n), replay: 0, mode: .push)
+            var soft = Machine(policy: .evicting(n + 7), replay: 0, mode: .push)
             let hardPolicy = SharedBufferingPolicy.evicting(n)
             let softPolicy = SharedBufferingPolicy.evicting(n + 7, softLimit: .above(n, for: .zero))
             var pairs: [(SubscriberID, SubscriberID)] = []
@@ -329,8 +331,8 @@ struct AttackEvictingTests {
                 case 5:
                     time.advance(by: .seconds(Int64.random(in: 0...3, using: &rng)))
                 default:
-                    _ = hard.push(position, epoch: Machine.pushEpoch)
-                    _ = soft.push(position, epoch: Machine.pushEpoch)
+                    hard.push(position, clock: time.now)
+                    soft.push(position, clock: time.now)
                     position += 1
                 }
                 for (h, s) in pairs {
@@ -407,13 +409,14 @@ struct AttackEvictingTests {
         #expect(stalled.backlog == nil)
         #expect(reader.backlog != nil, "the reader waited at each element: never past the soft count")
         #expect(subject.storage.evictionWatcherCount == 0)
-        // A long silence evicts nobody: the limit is checked when an element is produced.
+        // A long silence evicts too: the soft limit is a deadline, timed without elements.
         let silent = subject.subscribe()
         try await waitUntil("the reader waits") { subject.storage.waitingCount == 1 }
         subject.send(21)
         await received.wait(for: 21)
+        await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(1_000_000))
-        #expect(silent.backlog?.count == 1, "nothing produced since: still there")
+        #expect(await silent.waitForEviction(), "nothing produced since: evicted at its deadline")
         subject.finish()
         #expect(await readerTask.value == Array(1...21))
     }
@@ -589,7 +592,7 @@ struct AttackEvictingTests {
     }
 
     @Test(
-        "a clock set back: the later deadlines come down to the current one; a clock jumping ahead evicts everyone timed out, at the next element"
+        "a clock set back: the later deadlines come down to the current one; a clock jumping ahead evicts everyone timed out, with no element"
     )
     func clockSetBackAndJumps() async throws {
         let clock = ScriptedClock()
@@ -607,7 +610,7 @@ struct AttackEvictingTests {
         clock.jump(to: .seconds(11))
         subject.send(8)
         #expect(a.backlog == nil && b.backlog == nil, "both measured until 11: no deadline outlives the jump back")
-        // Jumps ahead: everyone past the soft count and timed out goes at the next element, not before.
+        // Jumps ahead: everyone past the soft count and timed out goes at the jump, with no element.
         let c = subject.subscribe()
         let d = subject.subscribe()
         for n in 9...11 { subject.send(n) }  // c and d past 2 at t = 11
@@ -615,9 +618,8 @@ struct AttackEvictingTests {
         #expect(await reader.next() == 9)  // d holds 2 (one in its batch at most): not past
         while let backlog = d.backlog, backlog.count > 2 { _ = await reader.next() }
         clock.jump(to: .seconds(1_000_000))
-        #expect(c.backlog?.count == 3, "no element since the jump")
+        #expect(await c.waitForEviction(), "no element since the jump: the timer evicted it")
         subject.send(12)
-        #expect(c.backlog == nil)
         #expect(d.backlog?.count == 1, "d read its three: it holds only the element just produced")
     }
 

@@ -593,7 +593,7 @@ struct AttackRound2Tests {
         while kept.count < k + n, let event = await keeping.next() { kept.append(event) }
         #expect(kept == (replayed + Array(100..<100 + n)).map { .element($0) }, "k \(k), n \(n)")
         subject.send(1_000)  // `keeping` holds 1; `stalled` would hold n + 1
-        #expect(subject.subscriberCount == 2, "an evicted subscriber counts until it notices")
+        #expect(subject.subscriberCount == 1, "an evicted subscriber stops counting at its eviction")
         #expect(await stalled.next() == .evicted, "k \(k), n \(n)")
         #expect(await stalled.next() == nil)
         #expect(subject.subscriberCount == 1)
@@ -659,7 +659,7 @@ struct AttackRound2Tests {
         #expect(await reading.next() == .element(1))
         subject.send(2)
         #expect(subject.value == 2)
-        #expect(subject.subscriberCount == 2)
+        #expect(subject.subscriberCount == 1, "evicted: it stopped counting")
         #expect(await stalled.next() == .evicted, "1 and 2 arrived after it joined")
         #expect(await stalled.next() == nil)
         #expect(subject.subscriberCount == 1)
@@ -881,7 +881,7 @@ struct AttackRound2Tests {
             second.cancel()
             #expect(await drain(&evicted) == [.evicted])
             #expect(await evictedPlain.next() == nil)
-            #expect(multicast.subscriberCount == 2, "`between` and `witness2` have not read their end yet")
+            #expect(multicast.subscriberCount == 1, "`witness2` has not read its end yet; `between` was evicted")
             #expect(await drain(&between) == [.evicted])
         }
     }

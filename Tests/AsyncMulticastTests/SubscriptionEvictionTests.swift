@@ -34,7 +34,7 @@ struct SubscriptionEvictionTests {
         subject.send(9)  // the 9th unread element: the stalled subscriber goes
         for watcher in watchers { #expect(await watcher.value) }
         #expect(stalled.backlog == nil)
-        #expect(subject.subscriberCount == 2, "counted until its iteration learns it, or it is released")
+        #expect(subject.subscriberCount == 1, "an evicted subscriber stops counting when it is evicted")
         #expect(await stalled.waitForEviction(), "a late watcher learns it at once")
         #expect(await reader.next() == 9, "the healthy subscriber lost nothing")
         subject.finish()

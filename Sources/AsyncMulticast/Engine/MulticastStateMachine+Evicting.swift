@@ -37,49 +37,84 @@ extension MulticastStateMachine.Lane {
     }
 
     /// `.evict` with a soft limit, after the element that made the tail `newTail` was
-    /// appended (and the hard limit applied): stamps the deadline of the cell that went
-    /// past `soft.count` with it (see `softDeadlines`), and evicts the cells whose
-    /// deadline has passed. `now` reads the clock; it is called only while some member
-    /// holds more than `soft.count`. Returns whether a cell was evicted.
+    /// appended (and the hard limit applied), without reading a clock. A soft limit of
+    /// `.zero` evicts the members past it at once: a second hard limit (their deadline is
+    /// the instant they went past it, which has come). Another returns whether a member is
+    /// past it: the deadlines of the positions that went past it must then be written at
+    /// a reading of the clock, taken after the lock (`stampSoftDeadlines`). Returns the
+    /// members evicted, and whether a reading is wanted.
     @inlinable
-    mutating func applySoftLimit(
-        _ soft: SharedBufferingPolicy.SoftLimit, newTail: Int, now: () -> Duration
-    ) -> Bool {
+    mutating func softLimitApplied(
+        _ soft: SharedBufferingPolicy.SoftLimit, newTail: Int
+    ) -> (evicted: Int, wantsReading: Bool) {
         // Members whose cursor is below this hold more than `soft.count`.
         let pastSoft = newTail - soft.count
         guard !self.counts.isEmpty, self.minCursor < pastSoft else {
             // Nobody is past the soft limit: no deadline to keep.
             if !self.softDeadlines.isEmpty { self.softDeadlines = IndexedRing() }
-            return false
+            return (0, false)
+        }
+        guard soft.duration > .zero else {
+            let evicted = self.evicted
+            self.evictCells(before: pastSoft)
+            return (self.evicted - evicted, false)
+        }
+        return (0, self.softDeadlines.endIndex < pastSoft || self.softDeadlines.startIndex > self.minCursor)
+    }
+
+    /// `.evict` with a soft limit, at `reading`, a reading of the clock taken before the lock
+    /// (after an append that left a member past the soft limit, or by the timer): writes the
+    /// deadlines of the positions that went past `soft.count` since the last reading (see
+    /// `softDeadlines`), then evicts the cells whose deadline has come by `now` (`reading`,
+    /// or later: an instant a timer's sleep vouched for, or the end of time when the clock
+    /// failed). Returns the members evicted.
+    @inlinable
+    mutating func stampSoftDeadlines(
+        _ soft: SharedBufferingPolicy.SoftLimit, tail: Int, at reading: Duration, evictingBy now: Duration
+    ) -> Int {
+        let pastSoft = tail - soft.count
+        guard !self.counts.isEmpty, self.minCursor < pastSoft else {
+            if !self.softDeadlines.isEmpty { self.softDeadlines = IndexedRing() }
+            return 0
         }
         // The ring covers the cells past the soft limit, from at most `minCursor`.
         if self.softDeadlines.isEmpty {
-            // Nobody was past the soft limit before this element: whoever is now sits in
-            // the cell that just went past it.
-            self.softDeadlines.rebase(to: pastSoft - 1)
+            self.softDeadlines.rebase(to: self.minCursor)
         } else if self.softDeadlines.startIndex < self.minCursor {
             self.softDeadlines.removeFirst(
                 Swift.min(self.minCursor, self.softDeadlines.endIndex) - self.softDeadlines.startIndex)
             if self.softDeadlines.isEmpty { self.softDeadlines.rebase(to: self.minCursor) }
         }
-        let reading = now()
-        let deadline = reading.saturatingAdding(soft.duration)
-        // Deadlines never decrease (the cells are evicted in order). The clock went back
-        // since the last one was written (a user's clock need not be monotonic): the ones
-        // later than this one come down to it, so that no reading taken before the jump
-        // keeps a member that fell behind after it for longer than the duration.
-        if !self.softDeadlines.isEmpty, self.softDeadlines[self.softDeadlines.endIndex - 1] > deadline {
-            self.capSoftDeadlines(at: deadline)
+        if self.softDeadlines.endIndex < pastSoft {
+            let deadline = reading.saturatingAdding(soft.duration)
+            // Deadlines never decrease (the cells are evicted in order). The clock went back
+            // since the last one was written (a user's clock need not be monotonic): the ones
+            // later than this one come down to it, so that no reading taken before the jump
+            // keeps a member that fell behind after it for longer than the duration.
+            if !self.softDeadlines.isEmpty, self.softDeadlines[self.softDeadlines.endIndex - 1] > deadline {
+                self.capSoftDeadlines(at: deadline)
+            }
+            while self.softDeadlines.endIndex < pastSoft { self.softDeadlines.append(deadline) }
         }
-        while self.softDeadlines.endIndex < pastSoft { self.softDeadlines.append(deadline) }
-        var evictedAny = false
+        let evicted = self.evicted
         while !self.counts.isEmpty, self.minCursor < pastSoft,
-            Self.isReached(self.softDeadlines[self.minCursor], at: reading)
+            Self.isReached(self.softDeadlines[self.minCursor], at: now)
         {
             self.evictOldestCell()
-            evictedAny = true
         }
-        return evictedAny
+        return self.evicted - evicted
+    }
+
+    /// When the lane's next soft eviction is due: the deadline of its oldest cell if that
+    /// cell is past the soft limit and its deadline is written; `nil` otherwise, or when
+    /// that deadline saturated (it never comes).
+    @inlinable
+    func nextSoftDeadline(tail: Int) -> Duration? {
+        guard let soft = self.softLimit, !self.counts.isEmpty, self.minCursor < tail - soft.count,
+            self.softDeadlines.startIndex <= self.minCursor, self.minCursor < self.softDeadlines.endIndex
+        else { return nil }
+        let deadline = self.softDeadlines[self.minCursor]
+        return deadline == Duration(attoseconds: .max) ? nil : deadline
     }
 
     /// Whether a soft deadline has come at `reading`. One that saturated (a duration or a
@@ -101,24 +136,87 @@ extension MulticastStateMachine.Lane {
         }
         self.softDeadlines = capped
     }
-
 }
 
 extension MulticastStateMachine {
     /// The general pass of `append` met a member of an `.evict` lane while a soft-limited
-    /// lane exists: applies each soft limit (`Lane.applySoftLimit`), after the pass. Returns
-    /// whether a cell was evicted. Out of line: the pass of every other append stays small.
+    /// lane exists: applies each soft limit without a reading (`Lane.softLimitApplied`),
+    /// after the pass. Returns whether a member was evicted. Out of line: the pass of every
+    /// other append stays small.
     @inlinable
     @inline(never)
     mutating func applySoftLimitsAfterThePass(newTail: Int) -> Bool {
-        var evictedAny = false
+        var evicted = 0
         for laneIndex in self.lanes.indices where self.lanes[laneIndex].members > 0 {
             guard case .evict = self.lanes[laneIndex].overflow, let soft = self.lanes[laneIndex].softLimit else {
                 continue
             }
-            if self.lanes[laneIndex].applySoftLimit(soft, newTail: newTail, now: self.now) { evictedAny = true }
+            let applied = self.lanes[laneIndex].softLimitApplied(soft, newTail: newTail)
+            evicted += applied.evicted
+            if applied.wantsReading { self.followUp.insert(.reading) }
         }
-        return evictedAny
+        return evicted > 0
+    }
+
+    /// The sole lane's soft limit after an append (`appendToSoleLosslessLane`): the members
+    /// it evicted at once (a soft limit of `.zero`), and a reading asked for while a member
+    /// is past it. Out of line: only a soft-limited lane calls it.
+    @inlinable
+    @inline(never)
+    mutating func applySoleSoftLimit(_ soft: SharedBufferingPolicy.SoftLimit, newTail: Int) -> Bool {
+        let applied = self.lanes[0].softLimitApplied(soft, newTail: newTail)
+        if applied.wantsReading { self.followUp.insert(.reading) }
+        return applied.evicted > 0
+    }
+
+    /// The storage read its clock, before the lock, because the machine asked for it
+    /// (`FollowUp.reading`): the soft deadlines of the members that went past their soft
+    /// limit are written at `now`, the members whose deadline has come are evicted, an
+    /// evicted last subscriber leaves (`lastSubscriberWent(at:into:)`), and the timer is
+    /// armed for the next soft deadline. Harmless when nothing waits for a reading.
+    @inlinable
+    mutating func clockRead(at now: Duration) -> Effects {
+        var effects = Effects()
+        self.timeSoftLimits(at: now, evictingBy: now, into: &effects)
+        return effects
+    }
+
+    /// `clockRead(at:)`'s work, also the timer's when a soft deadline comes: at the reading
+    /// `reading` (evicting what is due by `now`, see `Lane.stampSoftDeadlines`).
+    @inlinable
+    mutating func timeSoftLimits(at reading: Duration, evictingBy now: Duration, into effects: inout Effects) {
+        self.followUp.remove(.reading)
+        guard self.terminal == nil else { return }
+        if self.hasSoftLimits {
+            var evicted = 0
+            for laneIndex in self.lanes.indices where self.lanes[laneIndex].members > 0 {
+                guard case .evict = self.lanes[laneIndex].overflow, let soft = self.lanes[laneIndex].softLimit else {
+                    continue
+                }
+                evicted += self.lanes[laneIndex].stampSoftDeadlines(
+                    soft, tail: self.tail, at: reading, evictingBy: now)
+            }
+            if evicted > 0 {
+                self.evictionsHappened()
+                self.trimElements()
+            }
+        }
+        self.lastSubscriberWent(at: reading, into: &effects)
+        self.followUp.remove(.reading)  // the leave above was what an eviction asked it for
+        if let deadline = self.nextSoftDeadline { self.timerNeeded(by: deadline, into: &effects) }
+    }
+
+    /// When the next soft eviction is due, over every lane (`Lane.nextSoftDeadline`).
+    @inlinable
+    var nextSoftDeadline: Duration? {
+        guard self.hasSoftLimits else { return nil }
+        var earliest: Duration? = nil
+        for lane in self.lanes where lane.members > 0 {
+            if let deadline = lane.nextSoftDeadline(tail: self.tail), earliest.map({ deadline < $0 }) ?? true {
+                earliest = deadline
+            }
+        }
+        return earliest
     }
 
     /// The end of `appendToSoleLosslessLane` after its lane evicted members: the same, then
@@ -133,109 +231,8 @@ extension MulticastStateMachine {
     ) -> Bool {
         let hasRoom = self.appendedToSoleLane(
             element, newTail: newTail, laneStart: self.lanes[0].counts.startIndex, resuming: &resuming)
-        self.evictionsHappened(resuming: &resuming)
+        self.evictionsHappened()
         return hasRoom
-    }
-
-    /// A task waiting in `SharedSubscription.waitForEviction()`; `token` finds it when that
-    /// task is cancelled.
-    ///
-    /// Its continuation is a subscriber's: resumed with an element (`.success(.some)`) when
-    /// its subscriber is evicted, with anything else when it left otherwise. So the
-    /// evictions an element causes resume their watchers with that element, among the
-    /// subscribers waiting for it (`noticeEvictions(resuming:)`): the producer's hot path has
-    /// nothing more to take out of its critical section.
-    @usableFromInline
-    struct EvictionWatcher: Sendable {
-        @usableFromInline
-        let token: UInt64
-        @usableFromInline
-        let continuation: SubscriberContinuation
-
-        @inlinable
-        init(token: UInt64, continuation: SubscriberContinuation) {
-            self.token = token
-            self.continuation = continuation
-        }
-    }
-
-    /// Whether the live subscriber in `slotIndex` was evicted and has not read since.
-    @inlinable
-    func isEvicted(_ slotIndex: Int) -> Bool {
-        let slot = self.slots[slotIndex]
-        if slot.lane == Slot.noLane {
-            // An ended connection left it a private queue; it says whether it was evicted.
-            return self.privateQueues[UInt32(slotIndex)]?.endsEvicted ?? false
-        }
-        guard !slot.readsPrivateQueue, case .evict = self.lanes[Int(slot.lane)].overflow else { return false }
-        return slot.cursor < self.lanes[Int(slot.lane)].minCursor
-    }
-
-    /// A task asks to learn whether subscriber `id` is evicted: `true` if it already is,
-    /// `false` if it has left; `nil` when the watcher is stored, to be resumed when the
-    /// subscriber is evicted (with an element) or leaves (with `nil`).
-    @inlinable
-    mutating func evictionWatchRequested(
-        _ id: SubscriberID, token: UInt64, continuation: SubscriberContinuation
-    ) -> Bool? {
-        guard let slotIndex = self.liveSlot(id) else { return false }
-        if self.isEvicted(slotIndex) { return true }
-        self.evictionWatchers[UInt32(slotIndex), default: []].append(
-            EvictionWatcher(token: token, continuation: continuation))
-        return nil
-    }
-
-    /// The task waiting with `token` was cancelled: its continuation, if still stored (the
-    /// caller resumes it with `nil`: not evicted).
-    @inlinable
-    mutating func evictionWatchCancelled(
-        _ id: SubscriberID, token: UInt64
-    ) -> SubscriberContinuation? {
-        guard let slotIndex = self.liveSlot(id), var watchers = self.evictionWatchers[UInt32(slotIndex)],
-            let index = watchers.firstIndex(where: { $0.token == token })
-        else { return nil }
-        let watcher = watchers.remove(at: index)
-        self.evictionWatchers[UInt32(slotIndex)] = watchers.isEmpty ? nil : watchers
-        return watcher.continuation
-    }
-
-    /// `append` evicted members: they drop their greetings (see `dropEvictedGreetings()`) and
-    /// their watchers learn it, resumed with the element appended (`resuming`).
-    @inlinable
-    mutating func evictionsHappened(resuming: inout [SubscriberContinuation]) {
-        if !self.greetings.isEmpty { self.dropEvictedGreetings() }
-        if !self.evictionWatchers.isEmpty { self.noticeEvictions(resuming: &resuming) }
-    }
-
-    /// Members were just evicted: the watchers of those that were go to `resuming`, which the
-    /// producer resumes with the element that evicted them (that is, with `true`). Scans the
-    /// watchers, not the subscribers; only when some were evicted and some are watched.
-    @inlinable
-    mutating func noticeEvictions(resuming: inout [SubscriberContinuation]) {
-        for (slot, watchers) in self.evictionWatchers where self.isEvicted(Int(slot)) {
-            self.evictionWatchers[slot] = nil
-            for watcher in watchers { resuming.append(watcher.continuation) }
-        }
-    }
-
-    /// The subscriber in `slotIndex` is leaving, not evicted (every eviction resolved its
-    /// watchers when it happened, `noticeEvictions(resuming:)`): its watchers learn it,
-    /// resumed with `nil` outside the lock (`takeEvictionNotices()`).
-    @inlinable
-    mutating func endEvictionWatch(_ slotIndex: Int) {
-        guard let watchers = self.evictionWatchers.removeValue(forKey: UInt32(slotIndex)) else { return }
-        assert(!self.isEvicted(slotIndex), "an evicted subscriber's watchers are told when it is evicted")
-        for watcher in watchers { self.evictionNotices.append(watcher.continuation) }
-    }
-
-    /// The watchers of subscribers that left without being evicted since the last call, for
-    /// the storage to resume with `nil` outside the lock; `nil` if none (the usual case: a
-    /// test of an empty array).
-    @inlinable
-    mutating func takeEvictionNotices() -> [SubscriberContinuation]? {
-        guard !self.evictionNotices.isEmpty else { return nil }
-        defer { self.evictionNotices = [] }
-        return self.evictionNotices
     }
 
     /// How many elements subscriber `id` holds (produced after it joined, not yet handed to
@@ -269,4 +266,30 @@ extension MulticastStateMachine {
         }
         return (count, Swift.max(count, slot.highWaterMark))
     }
+}
+
+/// What a transition of a `MulticastStateMachine` left for after its critical section, beside
+/// its effects (`MulticastStateMachine.followUp`): set on cold paths only, so that the producer's hot path, which skips the end of its critical
+/// section, pays one test of it (`MulticastStorage.offer`). Outside the generic machine: an `OptionSet`
+/// has an `Element` of its own.
+@usableFromInline
+struct FollowUp: OptionSet, Sendable, Hashable {
+    @usableFromInline
+    let rawValue: UInt8
+
+    @inlinable
+    init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// Members were evicted: the observers of the count and the eviction watchers must
+    /// hear it, at the end of the critical section (`takeNotices()`, which clears it).
+    @inlinable
+    static var tell: FollowUp { FollowUp(rawValue: 1) }
+
+    /// The machine needs the time: a member went (further) past a soft limit, whose
+    /// deadlines are measured from now, or the last subscriber of an `.automatic` upstream
+    /// was evicted, which is a leave (it may open a window at now). The storage reads its
+    /// clock after the lock and passes the reading in (`clockRead(at:)`, which clears it).
+    /// No clock is read under the lock.
+    @inlinable
+    static var reading: FollowUp { FollowUp(rawValue: 2) }
 }

@@ -15,7 +15,7 @@ extension MulticastStorage.State: InvariantChecking {
     func checkInvariants() {
         self.machine.checkInvariants()
         // The machine decides whether a timer runs; the storage holds its task.
-        // A timer task runs iff the machine holds a deadline (a window it times).
+        // A timer task runs iff the machine holds a deadline (a window or a soft limit's).
         precondition(
             self.machine.timer.isRunning == (self.timerTask != nil),
             "MulticastStorage invariant broken: the machine and the storage disagree on the keep-alive timer")
@@ -25,8 +25,10 @@ extension MulticastStorage.State: InvariantChecking {
             "MulticastStorage invariant broken: the storage holds the task of an iteration that is not current")
         // Every critical section ends by telling whom the machine says must hear: nothing is
         // left for later.
+        // (A producer's critical section that evicted someone leaves them to the next one, its
+        // follow-up, `FollowUp.tell`.)
         precondition(
-            self.machine.evictionNotices.isEmpty
+            (self.machine.evictionNotices.isEmpty || self.machine.followUp.contains(.tell))
                 && (self.machine.terminal == nil || self.machine.completionObservers.isEmpty)
                 && (!self.machine.isDrained || self.machine.drainObservers.isEmpty),
             "MulticastStorage invariant broken: observers left untold at the end of a critical section")
@@ -105,7 +107,15 @@ extension MulticastStateMachine {
                 }
             }
         }
-        guard live == self.subscriberCount else { return "\(live) live slots, subscriberCount \(self.subscriberCount)" }
+        // An evicted subscriber stops counting when it is evicted, not when it learns it.
+        let evictedLive = self.slots.indices.filter { self.slots[$0].isLive && self.isEvicted($0) }.count
+        guard self.evictedMembers == self.lanes.reduce(0, { $0 + $1.evicted }) else {
+            return
+                "\(self.evictedMembers) evicted members counted out, the lanes hold \(self.lanes.reduce(0, { $0 + $1.evicted }))"
+        }
+        guard live - evictedLive == self.subscriberCount else {
+            return "\(live) live slots, \(evictedLive) of them evicted, subscriberCount \(self.subscriberCount)"
+        }
         guard self.waiters.count == waitingByLane.reduce(0, +) else {
             return "\(self.waiters.count) waiters, \(waitingByLane.reduce(0, +)) waiting slots"
         }
@@ -168,15 +178,16 @@ extension MulticastStateMachine {
     func timerViolation() -> String? {
         let timer = self.timer
         if timer.isRunning {
-            guard self.timesWindows else { return "a timer without a window to time" }
+            guard self.timesWindows || self.hasSoftLimits else { return "a timer without a window to time" }
             guard timer.tasksRunning >= 1 else { return "a timer task that is not counted as running" }
         }
         guard timer.tasksRunning >= 0 else { return "\(timer.tasksRunning) timer tasks running" }
         if let wakeUp = timer.wakeUp {
-            guard timer.isRunning, wakeUp <= timer.deadline else {
+            guard timer.isRunning, !timer.timesWindow || wakeUp <= timer.deadline else {
                 return "a timer waking at \(wakeUp), past its deadline \(timer.deadline), or without a timer"
             }
         }
+        if let violation = self.softDeadlineViolation() { return violation }
         if self.replayExpiryPending {
             guard case .idle = self.upstream, timer.isRunning else {
                 return "a replay expiry pending while the upstream is not stopped, or without its timer"
@@ -271,6 +282,36 @@ extension MulticastStateMachine {
                 return "soft deadlines decrease at \(position)"
             }
             previous = deadlines[position]
+        }
+        return nil
+    }
+
+    /// The first broken rule of the soft limits' deadlines and the timer that times them, or
+    /// `nil`. Unless a reading is awaited (`FollowUp.reading`, after the critical section
+    /// that asked for it): a member past a soft limit has its deadline written (the lane's
+    /// deadlines cover the positions from its oldest member to where holding more than the
+    /// soft count starts), and the timer runs and wakes no later than the next soft
+    /// deadline. An `.automatic` upstream runs without subscribers only while the reading
+    /// that makes the eviction of its last one a leave is awaited.
+    func softDeadlineViolation() -> String? {
+        guard self.terminal == nil, !self.followUp.contains(.reading) else { return nil }
+        if self.mode == .automatic, self.subscriberCount == 0, case .running = self.upstream {
+            return "a running .automatic upstream without subscribers, and no leave awaited"
+        }
+        for lane in self.lanes where lane.members > 0 {
+            guard let soft = lane.softLimit, soft.duration > .zero else { continue }
+            let pastSoft = self.tail - soft.count
+            guard !lane.counts.isEmpty, lane.minCursor < pastSoft else { continue }
+            guard lane.softDeadlines.startIndex <= lane.minCursor, lane.softDeadlines.endIndex == pastSoft else {
+                return
+                    "members past the soft limit \(soft) without their deadlines (\(lane.softDeadlines.startIndex)..<\(lane.softDeadlines.endIndex), oldest at \(lane.minCursor), past it below \(pastSoft))"
+            }
+        }
+        if let next = self.nextSoftDeadline {
+            guard self.timer.isRunning else { return "a soft deadline \(next), and no timer" }
+            if let wakeUp = self.timer.wakeUp, wakeUp > next {
+                return "the timer wakes at \(wakeUp), after the next soft deadline \(next)"
+            }
         }
         return nil
     }

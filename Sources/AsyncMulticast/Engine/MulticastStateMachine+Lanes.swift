@@ -312,6 +312,7 @@ extension MulticastStateMachine {
                 }
             case .evict:
                 self.lanes[laneIndex].evicted -= 1
+                self.evictedMembers -= 1
             case .park, .keepAll:
                 preconditionFailure("lossless subscriber behind the shared window")
             }

@@ -21,9 +21,9 @@ extension MulticastStateMachine {
         /// The machine completed: the completion observers to tell.
         @usableFromInline
         var completionObservers: [CompletionObserver]?
-        /// Eviction watchers whose subscriber left without being evicted: resumed with `nil`.
+        /// Eviction watchers resolved: resumed with whether their subscriber was evicted.
         @usableFromInline
-        var evictionNotices: [SubscriberContinuation]?
+        var evictionNotices: [(continuation: EvictionContinuation, evicted: Bool)]?
         /// The machine has ended and no subscriber is left: the drain observers to tell
         /// (MulticastStateMachine+Draining.swift).
         @usableFromInline
@@ -32,7 +32,8 @@ extension MulticastStateMachine {
         @inlinable
         init(
             change: SubscriberCountObservers.Change? = nil, completionObservers: [CompletionObserver]? = nil,
-            evictionNotices: [SubscriberContinuation]? = nil, drained: [DrainCell]? = nil
+            evictionNotices: [(continuation: EvictionContinuation, evicted: Bool)]? = nil,
+            drained: [DrainCell]? = nil
         ) {
             self.change = change
             self.completionObservers = completionObservers
@@ -43,6 +44,18 @@ extension MulticastStateMachine {
         @inlinable
         var isEmpty: Bool {
             self.change == nil && self.completionObservers == nil && self.evictionNotices == nil && self.drained == nil
+        }
+
+        /// Adds `later`'s notices to these: its count change replaces theirs (observers hear
+        /// the latest count), its lists follow theirs.
+        @inlinable
+        mutating func merge(_ later: Notices) {
+            if let change = later.change { self.change = change }
+            if let observers = later.completionObservers {
+                self.completionObservers = (self.completionObservers ?? []) + observers
+            }
+            if let watchers = later.evictionNotices { self.evictionNotices = (self.evictionNotices ?? []) + watchers }
+            if let cells = later.drained { self.drained = (self.drained ?? []) + cells }
         }
     }
 
@@ -59,7 +72,7 @@ extension MulticastStateMachine {
     /// what. The count's observers hear the count if it changed since they last heard it
     /// (numbered, so that a late, older offer is harmless); the completion observers hear the
     /// completion once the machine has ended (none can register after that); the eviction
-    /// watchers whose subscriber left otherwise hear `nil`.
+    /// watchers hear whether their subscriber was evicted.
     @inlinable
     mutating func takeNotices() -> Notices {
         var notices = Notices()
@@ -70,6 +83,7 @@ extension MulticastStateMachine {
         }
         notices.evictionNotices = self.takeEvictionNotices()
         notices.drained = self.takeDrainNotices()
+        self.followUp.remove(.tell)
         return notices
     }
 

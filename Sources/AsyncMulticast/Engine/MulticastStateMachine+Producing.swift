@@ -5,7 +5,7 @@ extension MulticastStateMachine {
     /// returning it through the lock costs nothing (the waiters to resume travel separately,
     /// see `elementProduced(_:epoch:respectingBounds:resuming:)`).
     @usableFromInline
-    enum ProduceOutcome: Sendable, Equatable {
+    enum ProduceOutcome: UInt8, Sendable, Equatable {
         /// The element is in; go on producing.
         case proceed
         /// The element is in; park (see `producerParked`) before producing the next one.
@@ -103,7 +103,7 @@ extension MulticastStateMachine {
             }
         }
 
-        // After the pass, whose closure then keeps no clock (an eviction: the trim recomputes).
+        // After the pass (an eviction: the trim recomputes).
         if softLimited, self.applySoftLimitsAfterThePass(newTail: newTail) { evictedAny = true }
 
         if needed || !self.elements.isEmpty {
@@ -114,7 +114,7 @@ extension MulticastStateMachine {
 
         if !self.waiters.isEmpty { self.handOver(resuming: &resuming) }
         if evictedAny {
-            self.evictionsHappened(resuming: &resuming)
+            self.evictionsHappened()
             self.trimElements()
         } else {
             self.trimElements(before: keepFrom)  // what `trimElements()` would do, with that minimum
@@ -138,7 +138,7 @@ extension MulticastStateMachine {
             let evicted = self.lanes[0].evicted
             self.lanes[0].evictCells(before: newTail - limit)
             var evictedAny = self.lanes[0].evicted != evicted
-            if let soft = self.lanes[0].softLimit, self.lanes[0].applySoftLimit(soft, newTail: newTail, now: self.now) {
+            if let soft = self.lanes[0].softLimit, self.applySoleSoftLimit(soft, newTail: newTail) {
                 evictedAny = true
             }
             if evictedAny {

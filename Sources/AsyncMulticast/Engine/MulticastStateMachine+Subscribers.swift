@@ -235,29 +235,33 @@ extension MulticastStateMachine {
             effects.resumeSubscriber(continuation)
             effects.subscriberResult = .success(nil)
         }
-        if self.subscriberCount == 0, self.mode == .automatic {
-            switch self.upstream {
-            case .running(let epoch):
-                switch self.keepAlive {
-                case .off:
-                    self.stopUpstream(epoch: epoch, into: &effects)
-                    self.openReplayExpiryWindow(at: now, into: &effects)
-                case .window:
-                    self.upstream = .lingering(epoch: epoch)
-                    self.openWindow(at: now, into: &effects)
-                case .forever:
-                    // Nothing will stop it: no timer.
-                    self.upstream = .lingering(epoch: epoch)
-                }
-            case .idle, .lingering, .terminated:
-                break
-            }
-        }
+        self.lastSubscriberWent(at: now, into: &effects)
         if effects.producers.isEmpty {
             self.releaseProducersIfRoom(into: &effects)
         }
         self.noticing(&effects)
         return effects
+    }
+
+    /// No subscriber is left (the last one left, or was evicted: `evictionsHappened(_:)`), at
+    /// `now`: a running `.automatic` upstream stops, or lingers for the keep-alive window.
+    /// Nothing otherwise.
+    @inlinable
+    mutating func lastSubscriberWent(at now: Duration, into effects: inout Effects) {
+        guard self.subscriberCount == 0, self.mode == .automatic, case .running(let epoch) = self.upstream else {
+            return
+        }
+        switch self.keepAlive {
+        case .off:
+            self.stopUpstream(epoch: epoch, into: &effects)
+            self.openReplayExpiryWindow(at: now, into: &effects)
+        case .window:
+            self.upstream = .lingering(epoch: epoch)
+            self.openWindow(at: now, into: &effects)
+        case .forever:
+            // Nothing will stop it: no timer.
+            self.upstream = .lingering(epoch: epoch)
+        }
     }
 
     /// Frees the subscriber's slot and its share of the bookkeeping. Returns its stored
@@ -266,7 +270,14 @@ extension MulticastStateMachine {
     @inlinable
     mutating func removeSubscriber(_ slotIndex: Int) -> SubscriberContinuation? {
         var continuation: SubscriberContinuation?
-        if !self.evictionWatchers.isEmpty { self.endEvictionWatch(slotIndex) }
+        // An evicted subscriber stopped counting when it was evicted (`evictionsHappened`).
+        // Tested without a call (which would copy the machine) unless its lane evicted someone.
+        let lane = self.slots[slotIndex].lane
+        let evictedHere = lane == Slot.noLane || self.lanes[Int(lane)].evicted > 0
+        if !evictedHere || !self.isEvicted(slotIndex) {
+            self.subscriberCount -= 1
+            if !self.evictionWatchers.isEmpty { self.endEvictionWatch(slotIndex) }
+        }
         let waiterIndex = Int(self.slots[slotIndex].waiterIndex)
         if waiterIndex >= 0 {
             continuation = self.waiters[waiterIndex].continuation
@@ -288,7 +299,6 @@ extension MulticastStateMachine {
         self.slots[slotIndex].readsPrivateQueue = false
         self.slots[slotIndex].generation &+= 1
         self.freeSlots.append(UInt32(slotIndex))
-        self.subscriberCount -= 1
         return continuation
     }
 

@@ -1,6 +1,7 @@
-// The timer's windows: which one is open (keep-alive, replay expiry), how long each lasts,
-// when it closes, when the timer task wakes, which task is the timer (its generation), and how
-// many timer tasks have not returned yet. The machine decides all of it; the storage only
+// The timer's windows and deadlines: which window is open (keep-alive, replay expiry), how long
+// each lasts, when it closes, the soft limits' next deadline (+Evicting), when the timer task
+// wakes, which task is the timer (its generation), and how many timer tasks have not returned
+// yet. The machine decides all of it; the storage only
 // holds the task, reads the clock before it locks, and passes the reading in
 // (`subscriberLeft(_:at:)`, `timerWoke(generation:at:sleptUntil:sleepFailed:)`). No clock is
 // read under the lock: a clock is user code.
@@ -52,8 +53,13 @@ extension MulticastStateMachine {
         /// When the open window closes (keep-alive, or replay expiry), on the storage's clock.
         @usableFromInline
         var deadline = Duration.zero
-        /// When the timer task wakes next: the deadline, or `longestTimerSleep` after the
-        /// instant it fell asleep if that is earlier. `nil` until its first step decides.
+        /// A window is open: the task closes it at `deadline`. Without one, the task times
+        /// the soft limits' deadlines only (`nextSoftDeadline`).
+        @usableFromInline
+        var timesWindow = false
+        /// When the timer task wakes next: the earliest of the window's deadline and the next
+        /// soft deadline, or `longestTimerSleep` after the instant it fell asleep if that is
+        /// earlier. `nil` until its first step decides.
         @usableFromInline
         var wakeUp: Duration?
         /// Timer tasks that have not returned yet, replaced or cancelled ones included: a
@@ -134,8 +140,17 @@ extension MulticastStateMachine {
     @inlinable
     mutating func openWindow(at now: Duration, into effects: inout Effects) {
         self.timer.deadline = now.saturatingAdding(self.length(of: self.timedWindow))
+        self.timer.timesWindow = true
+        self.timerNeeded(by: self.timer.deadline, into: &effects)
+    }
+
+    /// The timer must wake by `deadline` (a window's, or a soft limit's): a timer task is
+    /// started if none is the machine's (`.start`), and replaced if the running one sleeps
+    /// until later (`.replace`); one that has not decided when it wakes finds it.
+    @inlinable
+    mutating func timerNeeded(by deadline: Duration, into effects: inout Effects) {
         if self.timer.isRunning {
-            guard let wakeUp = self.timer.wakeUp, self.timer.deadline < wakeUp else { return }
+            guard let wakeUp = self.timer.wakeUp, deadline < wakeUp else { return }
             self.newTimerTask()
             effects.timerTask = .replace
         } else {
@@ -143,6 +158,15 @@ extension MulticastStateMachine {
             self.newTimerTask()
             effects.timerTask = .start
         }
+    }
+
+    /// What the timer times next: the open window's deadline or the next soft deadline,
+    /// whichever comes first; `nil` when there is nothing to time.
+    @inlinable
+    var timerTarget: Duration? {
+        let window = self.timer.timesWindow ? self.timer.deadline : nil
+        guard let soft = self.nextSoftDeadline else { return window }
+        return window.map { Swift.min($0, soft) } ?? soft
     }
 
     /// A new timer task, of a new generation, that has not decided when it wakes.
@@ -158,6 +182,7 @@ extension MulticastStateMachine {
     mutating func cancelTimer(into effects: inout Effects) {
         guard self.timer.isRunning else { return }
         self.timer.isRunning = false
+        self.timer.timesWindow = false
         self.timer.wakeUp = nil
         effects.timerTask = .cancel
     }
@@ -167,37 +192,52 @@ extension MulticastStateMachine {
     /// whatever the clock reads now; `nil` before its first sleep), or failed (`sleepFailed`:
     /// the clock cannot time the window, which closes at once, as if its deadline had passed).
     ///
-    /// A window whose deadline has not come yet makes the task sleep again (the window moved,
-    /// or the sleep was capped). One that has closes: a lingering upstream stops (which may
-    /// open the replay cache's expiry window, timed by the same task from `reading`), or the
-    /// pending replay cache expires.
+    /// Nothing due yet makes the task sleep again (the window or the soft deadline moved, or
+    /// the sleep was capped). A window whose deadline has come closes: a lingering upstream
+    /// stops (which may open the replay cache's expiry window, timed by the same task from
+    /// `reading`), or the pending replay cache expires. A soft deadline that has come evicts
+    /// its members (`timeSoftLimits`), as does a reading the machine waits for. A failed sleep
+    /// makes everything the task times due at once.
     @inlinable
     mutating func timerWoke(
         generation: UInt64, at reading: Duration, sleptUntil: Duration?, sleepFailed: Bool
     ) -> TimerStep {
         guard self.timer.isRunning, self.timer.generation == generation else { return .stale }
         let now = sleptUntil.map { Swift.max(reading, $0) } ?? reading
-        if self.timer.deadline > now, !sleepFailed {
-            let wakeUp = Self.wakeUp(for: self.timer.deadline, from: now)
+        let windowCloses = self.timer.timesWindow && (self.timer.deadline <= now || sleepFailed)
+        let softDue = self.nextSoftDeadline.map { $0 <= now || sleepFailed } ?? false
+        if !windowCloses, !softDue, !self.followUp.contains(.reading) {
+            guard let target = self.timerTarget else {
+                self.timer.isRunning = false
+                self.timer.wakeUp = nil
+                return .fired(Effects(), next: nil)
+            }
+            let wakeUp = Self.wakeUp(for: target, from: now)
             self.timer.wakeUp = wakeUp
             return .sleep(until: wakeUp)
         }
         var effects = Effects()
         // Undecided while the window closes: a window it opens is this task's to time.
         self.timer.wakeUp = nil
-        if case .lingering(let epoch) = self.upstream {
-            self.stopUpstream(epoch: epoch, into: &effects)
-            self.openReplayExpiryWindow(at: reading, into: &effects)
-        } else if self.replayExpiryPending {
-            self.replayCacheReset()
+        if windowCloses {
+            self.timer.timesWindow = false
+            if case .lingering(let epoch) = self.upstream {
+                self.stopUpstream(epoch: epoch, into: &effects)
+                self.openReplayExpiryWindow(at: reading, into: &effects)
+            } else if self.replayExpiryPending {
+                self.replayCacheReset()
+            }
         }
+        // The soft limits at this reading; a failed sleep: every written deadline is due.
+        self.timeSoftLimits(
+            at: reading, evictingBy: sleepFailed ? Duration(attoseconds: .max - 1) : now, into: &effects)
         assert(effects.timerTask == .none, "the timer's own step asked for another timer task")
         self.noticing(&effects)
-        guard self.replayExpiryPending else {
+        guard let target = self.timerTarget else {
             self.timer.isRunning = false
             return .fired(effects, next: nil)
         }
-        let wakeUp = Self.wakeUp(for: self.timer.deadline, from: reading)
+        let wakeUp = Self.wakeUp(for: target, from: reading)
         self.timer.wakeUp = wakeUp
         return .fired(effects, next: wakeUp)
     }

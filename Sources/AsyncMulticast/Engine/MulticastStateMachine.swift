@@ -27,7 +27,11 @@
 //     member then reads a private queue (`privateQueues`) with room for keep, and rejoins
 //     at the tail when it is empty.
 //   - `.evict(limit)` (`.evicting(limit)`): a cell that would hold limit + 1 leaves the
-//     histogram; its members are `evicted` and learn it on their next read.
+//     histogram; its members are `evicted` and learn it on their next read. They stop
+//     counting in `subscriberCount` at once (an eviction is a leave for the count, and for
+//     an `.automatic` upstream whose last subscriber it was). A soft limit is a deadline per
+//     position past its count (`Lane.softDeadlines`), written at a clock reading the storage
+//     takes after the lock (`FollowUp.reading`, `clockRead(at:)`) and timed by the timer.
 //   - `.park(bound)` (`.bounded(bound)`): the producer parks once a member holds bound.
 //   - Elements taken into an iterator's batch are past the cursor: handed over, not counted.
 //   - An `.evict` subscriber joins at the tail; its replayed elements are a private
@@ -60,9 +64,13 @@
 // - A greeting belongs to a live, not waiting, not evicted `.evict` subscriber, and is not
 //   used up.
 // - No waiting subscriber's priority is above the upstream task's (`upstreamPriority`).
-// - A timer task is the machine's only while a window may need timing; it is counted among
-//   the timer tasks running, and wakes no later than its deadline. (The storage: it holds a
-//   timer task iff the machine says one runs.)
+// - A timer task is the machine's only while a window or a soft deadline may need timing; it
+//   is counted among the timer tasks running, and wakes no later than its window's deadline
+//   and the next soft deadline. (The storage: it holds a timer task iff the machine says one
+//   runs.)
+// - subscriberCount == live slots - evicted ones. Unless a reading is awaited
+//   (`FollowUp.reading`): a member past a soft limit has its deadline written, and an
+//   `.automatic` upstream does not run without subscribers.
 // - A hosted `run()` waits for an iteration only while none runs; once it returned, the
 //   machine has terminated; only a returned `run()` waits for the timer tasks.
 // - A drain observer is kept only until the machine has ended with no subscriber left.
@@ -299,19 +307,25 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var evictionWatchers: [UInt32: [EvictionWatcher]] = [:]
 
-    /// Eviction watchers a transition resolved: the storage takes them at the end of the
-    /// critical section (`takeEvictionNotices()`) and resumes them outside the lock.
+    /// Eviction watchers a transition resolved, with what each learns (evicted or not): the
+    /// storage takes them at the end of the critical section (`takeEvictionNotices()`) and
+    /// resumes them outside the lock.
     @usableFromInline
-    var evictionNotices: [SubscriberContinuation] = []
+    var evictionNotices: [(continuation: EvictionContinuation, evicted: Bool)] = []
 
-    /// Reads the clock that times soft limits (`SharedBufferingPolicy.SoftLimit`): the
-    /// storage's clock, as a duration since an origin. Called only while a subscriber of a
-    /// soft-limited lane is past its soft limit, once per element (`Lane.applySoftLimit`).
+    /// The evicted members of every lane (the sum of `Lane.evicted`) that `subscriberCount`
+    /// no longer counts (`evictionsHappened()`).
     @usableFromInline
-    let now: @Sendable () -> Duration
+    var evictedMembers = 0
 
-    /// Whether a lane with a soft limit was ever created: until then the general pass of
-    /// `append` does not copy `now` (a retain and a release of its context an element).
+    /// What a transition left for after its critical section, beside its effects (see
+    /// `FollowUp`). Set on cold paths only (an eviction, a member past a soft limit); the
+    /// producer's hot path pays one test of it.
+    @usableFromInline
+    var followUp = FollowUp()
+
+    /// Whether a lane with a soft limit was ever created: until then `append` skips the
+    /// soft limits' bookkeeping.
     @usableFromInline
     var hasSoftLimits = false
 
@@ -319,7 +333,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     init(
         policy: SharedBufferingPolicy, replay: Int, mode: UpstreamMode, keepAlive: KeepAlive = .off,
         replayExpiry: ReplayExpiry = .never, windows: (keepAlive: Duration, replayExpiry: Duration) = (.zero, .zero),
-        hosted: Bool = false, now: @escaping @Sendable () -> Duration = { .zero }
+        hosted: Bool = false
     ) {
         // The public faces check their arguments, once, with messages that name them.
         assert(replay >= 0, "the public faces check replay")
@@ -330,7 +344,6 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
         self.keepAlive = keepAlive
         (self.keepAliveWindow, self.replayExpiryWindow) = windows
         self.host = hosted ? .notStarted(pending: nil) : .notHosted
-        self.now = now
         if mode == .push { self.upstream = .running(epoch: Self.pushEpoch) }
     }
 

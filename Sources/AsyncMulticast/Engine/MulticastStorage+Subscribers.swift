@@ -104,8 +104,8 @@ extension MulticastStorage {
         let token = self.state.withLock { $0.machine.takeToken() }
         // Decided before the task waits (already evicted, already left, already cancelled).
         var decided: Bool? = nil
-        let result = await withTaskCancellationHandler {
-            await withUnsafeContinuation { (continuation: Machine.SubscriberContinuation) in
+        let evicted = await withTaskCancellationHandler {
+            await withUnsafeContinuation { (continuation: Machine.EvictionContinuation) in
                 // Read before the lock: if the cancellation handler already ran, it found
                 // nothing to resume, so storing the watcher now would never be undone.
                 let cancelled = Task.isCancelled
@@ -113,23 +113,23 @@ extension MulticastStorage {
                     decided =
                         cancelled
                         ? false : state.machine.evictionWatchRequested(id, token: token, continuation: continuation)
-                    return decided == nil ? nil : OutsideLock(effects: Machine.Effects(resuming: continuation))
+                    return decided.map {
+                        OutsideLock(notices: Machine.Notices(evictionNotices: [(continuation, $0)]))
+                    }
                 }
                 self.perform(work)
             }
         } onCancel: {
             let work = self.state.withLock { state in
                 state.machine.evictionWatchCancelled(id, token: token).map {
-                    OutsideLock(effects: Machine.Effects(resuming: $0))
+                    OutsideLock(notices: Machine.Notices(evictionNotices: [($0, false)]))
                 }
             }
             self.perform(work)
         }
-        if let decided { return decided }
-        // Resumed by the producer with the element that evicted the subscriber, or with
-        // `nil` (or its end) when it left otherwise or this task was cancelled.
-        if case .success(.some) = result { return true }
-        return false
+        // Resumed at the end of the critical section that evicted the subscriber (`true`),
+        // or that it left otherwise in, or by this task's cancellation (`false`).
+        return decided ?? evicted
     }
 
     /// What subscriber `id` holds and the most it held; `nil` once it has left or was evicted.

@@ -90,8 +90,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// detached task of its own.
     @usableFromInline
     let hosted: Bool
-    /// The clock of the keep-alive and replay-expiry windows, and of soft limits (the machine
-    /// reads it through its `now`). Read before the lock, and passed to the machine.
+    /// The clock of the keep-alive and replay-expiry windows, and of soft limits. Read before
+    /// the lock, and passed to the machine: before a leave that may open a window, by the
+    /// timer task, and after a critical section that asked for it (`FollowUp.reading`).
     @usableFromInline
     let clock: TimerClock
     /// The machine times windows (`MulticastStateMachine.timesWindows`): a leave reads the
@@ -149,7 +150,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             windows: (
                 Swift.min(keepAlive, Machine.longestWindow), Swift.min(replayExpiration ?? .zero, Machine.longestWindow)
             ),
-            hosted: hosted, now: clock.now)
+            hosted: hosted)
         self.timesWindows = machine.timesWindows
         self.state = Lock(State(machine: machine))
         self.upstreamBody = upstream
@@ -192,13 +193,17 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         @usableFromInline let hostWakeUp: HostWakeUp?
         /// A hosted storage's ended `run()`, waiting for the last timer task: it may return.
         @usableFromInline let timersEnded: UnsafeContinuation<Void, Never>?
+        /// The machine asked for the time (`FollowUp.reading`): read the clock, then tell it
+        /// (`clockRead(at:)`), in a critical section of its own.
+        @usableFromInline let readsClock: Bool
 
         @inlinable
         init(
             effects: Machine.Effects = Machine.Effects(), upstreamTask: Task<Void, Never>? = nil,
             timerTask: Task<Void, Never>? = nil, raise: Raise? = nil, notices: Machine.Notices = Machine.Notices(),
-            hostWakeUp: HostWakeUp? = nil, timersEnded: UnsafeContinuation<Void, Never>? = nil
+            hostWakeUp: HostWakeUp? = nil, timersEnded: UnsafeContinuation<Void, Never>? = nil, readsClock: Bool = false
         ) {
+            self.readsClock = readsClock
             self.effects = effects
             self.upstreamTask = upstreamTask
             self.timerTask = timerTask
@@ -224,7 +229,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @inline(__always)
     @inlinable
     func endCriticalSectionIfNeeded(_ effects: Machine.Effects, _ state: inout State) -> OutsideLock? {
-        if effects.isEmpty { return nil }
+        if effects.isEmpty && state.machine.followUp.isEmpty { return nil }
         return self.endCriticalSection(effects, &state)
     }
 
@@ -258,19 +263,26 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         let upstreamTask = Self.takeUpstreamTask(&state, for: effects)
         let timerTask = self.armTimer(&state, for: effects.timerTask)
-        let notices = effects.notices
+        var notices = effects.notices
+        var readsClock = false
+        if _slowPath(!state.machine.followUp.isEmpty) {
+            // A transition that evicted left its notices and its wish for the time to the end
+            // of the critical section (`FollowUp`): rare, and never on the producer's usual path.
+            notices.merge(state.machine.takeNotices())
+            readsClock = state.machine.followUp.contains(.reading)
+        }
         // Nothing left to do, as for most joins and leaves: no allocation (`compare --only
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
         // per leave).
         if upstreamTask == nil, timerTask == nil, notices.isEmpty, hostWakeUp == nil, raise == nil,
             effects.firstSubscriber == nil, effects.producers.isEmpty, effects.handedOver.isEmpty,
-            effects.parkedElementsAppended == 0
+            effects.parkedElementsAppended == 0, !readsClock
         {
             return nil
         }
         return OutsideLock(
             effects: effects, upstreamTask: upstreamTask, timerTask: timerTask, raise: raise, notices: notices,
-            hostWakeUp: hostWakeUp)
+            hostWakeUp: hostWakeUp, readsClock: readsClock)
     }
 
     /// Outside the lock: does what a critical section left to do, in this order: resumes the
@@ -331,6 +343,19 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         if let wakeUp = work.hostWakeUp { wakeUp.continuation.resume(returning: wakeUp.epoch) }
         work.timersEnded?.resume()
+        if work.readsClock { self.clockFollowUp() }
+    }
+
+    /// The machine asked for the time (`FollowUp.reading`: a member past a soft limit, an
+    /// evicted last subscriber): the clock is read now, outside any lock (a clock is user
+    /// code), and passed in (`clockRead(at:)`). Never under the lock, never on the
+    /// producer's usual path: only after an element that left a member past its soft limit
+    /// or evicted the last subscriber of a `share()`.
+    @inlinable
+    @inline(never)
+    func clockFollowUp() {
+        let reading = self.clock.now()
+        self.transition { $0.clockRead(at: reading) }
     }
 
     /// Resumes the continuations `effects` hands over, and counts the senders' elements it

@@ -31,12 +31,15 @@ public struct AsyncMulticastSequence<Element: Sendable, Failure: Error>: AsyncRe
     public let _core: _SharedCore<Element, Failure>
 
     @inlinable
-    init<Base: AsyncSequence & Sendable>(base: Base, replay: Int, buffering policy: SharedBufferingPolicy)
+    init<Base: AsyncSequence & Sendable>(
+        base: Base, replay: Int, buffering policy: SharedBufferingPolicy, clock: TimerClock = .continuous
+    )
     where Base.Element == Element, Base.Failure == Failure {
         policy.validate(parameter: "buffering")
         precondition(replay >= 0, "multicast(replay:buffering:): replay must be at least 0, got \(replay)")
         self._core = _SharedCore(
-            MulticastStorage(policy: policy, replay: replay, mode: .manual, upstream: MulticastStorage.pulling(base)))
+            MulticastStorage(
+                policy: policy, replay: replay, mode: .manual, clock: clock, upstream: MulticastStorage.pulling(base)))
     }
 
     @inlinable
@@ -124,5 +127,28 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
         replay: Int = 0, buffering: SharedBufferingPolicy = .bounded(64)
     ) -> AsyncMulticastSequence<Element, Failure> {
         AsyncMulticastSequence(base: self, replay: replay, buffering: buffering)
+    }
+
+    /// ``multicast(replay:buffering:)`` timed on `clock`: the clock of a soft limit
+    /// (``SharedBufferingPolicy/evicting(_:softLimit:)``), whose deadlines a subscriber above
+    /// its soft count reaches whether or not anything is produced. A multicast has no
+    /// keep-alive window: only the connection stops its upstream.
+    ///
+    /// ```swift
+    /// let room = messages.multicast(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))),
+    ///                               clock: ContinuousClock())
+    /// room.connect()
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - replay: how many of the latest elements a new subscriber receives first; `>= 0`.
+    ///   - buffering: how unconsumed elements are kept for each subscriber.
+    ///   - clock: the clock that times soft limits: its `now` is read (never under the lock)
+    ///     and its `sleep(until:)` awaited.
+    @inlinable
+    public func multicast(
+        replay: Int = 0, buffering: SharedBufferingPolicy = .bounded(64), clock: some Clock<Duration>
+    ) -> AsyncMulticastSequence<Element, Failure> {
+        AsyncMulticastSequence(base: self, replay: replay, buffering: buffering, clock: TimerClock(clock))
     }
 }

@@ -37,9 +37,9 @@ extension ModelRun {
             let first = self.machine.countObserverAdded(cell)
             // It hears the current count first, alone (checked as a notice would be).
             precondition(
-                first.observers.count == 1 && first.observers[0] === cell && first.count == self.subscribers.count)
+                first.observers.count == 1 && first.observers[0] === cell && first.count == self.presentCount)
             self.countObservers.append(cell)
-            self.countHeard = self.subscribers.count
+            self.countHeard = self.presentCount
         case .stopCount(let pick):
             guard !self.countObservers.isEmpty else { return }
             self.machine.countObserverRemoved(self.countObservers.remove(at: pick % self.countObservers.count))
@@ -72,7 +72,11 @@ extension ModelRun {
 
     /// The notices an event returned, gathered for `checkNotices()`.
     mutating func hear(_ effects: Machine.Effects) {
-        let notices = effects.notices
+        self.hear(effects.notices)
+    }
+
+    /// Notices gathered for `checkNotices()`.
+    mutating func hear(_ notices: Machine.Notices) {
         if let change = notices.change { self.heard.change = change }
         if let observers = notices.completionObservers {
             self.heard.completionObservers = (self.heard.completionObservers ?? []) + observers
@@ -85,11 +89,14 @@ extension ModelRun {
     /// After a step: what the machine's events said the observers must hear, and nothing left
     /// untold for a later critical section.
     mutating func checkNotices() throws(ModelFailure) {
+        // An eviction's notices wait for the end of the critical section (`FollowUp.tell`),
+        // where the storage takes them from the machine.
+        if self.machine.followUp.contains(.tell) { self.hear(self.machine.takeNotices()) }
         let left = self.machine.takeNotices()
         try self.check(left.isEmpty, "the step's events left notices untold: \(left)")
         let notices = self.heard
         self.heard = Machine.Notices()
-        let count = self.subscribers.count
+        let count = self.presentCount
         if !self.countObservers.isEmpty, count != self.countHeard {
             guard let change = notices.change else { throw self.fail("the count's observers did not hear \(count)") }
             try self.check(change.count == count, "the count's observers heard \(change.count), expected \(count)")
@@ -112,4 +119,9 @@ extension ModelRun {
         }
         try self.check(notices.evictionNotices == nil, "eviction watchers told, and none watches")
     }
+}
+
+extension ModelRun {
+    /// The subscribers the count counts: an evicted one stops counting when it is evicted.
+    var presentCount: Int { self.subscribers.filter { !$0.evicted }.count }
 }

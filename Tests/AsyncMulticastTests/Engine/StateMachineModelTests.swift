@@ -719,28 +719,9 @@ struct ModelRun {
             let leaving = self.subscribers.remove(at: k)
             let effects = self.machine.subscriberLeft(leaving.id, at: self.time)
             let resumed = leaving.waiting.map { [$0] } ?? []
-            if self.config.mode == .automatic, self.subscribers.isEmpty, case .running(let epoch) = self.upstream {
-                switch self.config.keepAlive {
-                case .window:
-                    self.upstream = .lingering(epoch: epoch)
-                    let timer = self.openWindow(at: self.time)
-                    let release = self.releasedIfRoom()
-                    try await self.expect(
-                        effects, resuming: resumed, with: .success(nil),
-                        releasing: release.producers, with: true, handingOver: release.handover, timer: timer)
-                case .forever:
-                    self.upstream = .lingering(epoch: epoch)  // and no timer
-                    let release = self.releasedIfRoom()
-                    try await self.expect(
-                        effects, resuming: resumed, with: .success(nil),
-                        releasing: release.producers, with: true, handingOver: release.handover)
-                case .off:
-                    let parked = self.stopUpstream(epoch)
-                    let timer = self.replayCacheStopped(at: self.time)
-                    try await self.expect(
-                        effects, resuming: resumed, with: .success(nil),
-                        releasing: parked, with: false, cancelling: epoch, timer: timer)
-                }
+            // An evicted subscriber left the count when it was evicted: its leave is no one's last.
+            if !leaving.evicted, self.subscribers.allSatisfy(\.evicted) {
+                try await self.lastSubscriberWent(effects, resuming: resumed)
             } else {
                 let release = self.releasedIfRoom()
                 try await self.expect(
@@ -764,6 +745,7 @@ struct ModelRun {
             let action = self.machine.produce(value, epoch: epoch)
             try await self.expectProduced(action, value, park: true)
             if !self.hasRoom { self.producers[index] = .mustWait(value: nil) }
+            try await self.followUpAfterProducing()
 
         case .sendWaitingForRoom:
             guard self.config.mode == .push else { return }
@@ -954,6 +936,58 @@ struct ModelRun {
     }
 
     /// Delivers `value` in the model and checks what producing it returned.
+    /// No subscriber is left at `self.time`, counting out the evicted ones: the last one left
+    /// (`effects` are its leave's, resuming `resumed`), or was evicted (`effects` are those of
+    /// the reading that follows the eviction). A running `.automatic` upstream lingers or stops.
+    mutating func lastSubscriberWent(
+        _ effects: Machine.Effects, resuming resumed: [Suspended<Result>]
+    ) async throws(ModelFailure) {
+        guard self.config.mode == .automatic, case .running(let epoch) = self.upstream else {
+            let release = self.releasedIfRoom()
+            try await self.expect(
+                effects, resuming: resumed, with: .success(nil),
+                releasing: release.producers, with: true, handingOver: release.handover)
+            return
+        }
+        switch self.config.keepAlive {
+        case .window:
+            self.upstream = .lingering(epoch: epoch)
+            let timer = self.openWindow(at: self.time)
+            let release = self.releasedIfRoom()
+            try await self.expect(
+                effects, resuming: resumed, with: .success(nil),
+                releasing: release.producers, with: true, handingOver: release.handover, timer: timer)
+        case .forever:
+            self.upstream = .lingering(epoch: epoch)  // and no timer
+            let release = self.releasedIfRoom()
+            try await self.expect(
+                effects, resuming: resumed, with: .success(nil),
+                releasing: release.producers, with: true, handingOver: release.handover)
+        case .off:
+            let parked = self.stopUpstream(epoch)
+            let timer = self.replayCacheStopped(at: self.time)
+            try await self.expect(
+                effects, resuming: resumed, with: .success(nil),
+                releasing: parked, with: false, cancelling: epoch, timer: timer)
+        }
+    }
+
+    /// After an element: the machine asks for the time exactly when it evicted the last
+    /// subscriber of a running `.automatic` upstream (an eviction is a leave); the storage then
+    /// reads its clock and passes it in (`clockRead(at:)`), which acts as that leave.
+    mutating func followUpAfterProducing() async throws(ModelFailure) {
+        var lastEvicted = false
+        if self.config.mode == .automatic, case .running = self.upstream, !self.subscribers.isEmpty,
+            self.subscribers.allSatisfy(\.evicted)
+        {
+            lastEvicted = true
+        }
+        let asks = self.machine.followUp.contains(.reading)
+        try self.check(asks == lastEvicted, "the machine asks for the time: \(asks), expected \(lastEvicted)")
+        guard asks else { return }
+        try await self.lastSubscriberWent(self.machine.clockRead(at: self.time), resuming: [])
+    }
+
     mutating func expectProduced(_ action: Machine.ProduceAction, _ value: Int, park: Bool) async throws(ModelFailure) {
         guard self.terminal == nil else {
             guard case .stop = action else { throw self.fail("produced after the end: \(action)") }
@@ -1028,9 +1062,11 @@ struct ModelRun {
 
     func compare() throws(ModelFailure) {
         if let violation = self.machine.invariantViolation() { throw self.fail("invariant: \(violation)") }
+        // An evicted subscriber stops counting when it is evicted.
+        let present = self.subscribers.filter { !$0.evicted }.count
         try self.check(
-            self.machine.subscriberCount == self.subscribers.count,
-            "subscriberCount \(self.machine.subscriberCount), expected \(self.subscribers.count)")
+            self.machine.subscriberCount == present,
+            "subscriberCount \(self.machine.subscriberCount), expected \(present)")
         for (k, sub) in self.subscribers.enumerated() {
             let undelivered = self.machine.undelivered(sub.id)
             try self.check(

@@ -28,7 +28,7 @@ private final class TestTime: Sendable {
 
 /// A push-fed machine whose members follow `policy`, timed by `time`.
 private func pushMachine(_ policy: SharedBufferingPolicy, time: TestTime, replay: Int = 0) -> Machine {
-    Machine(policy: policy, replay: replay, mode: .push, now: time.now)
+    Machine(policy: policy, replay: replay, mode: .push)
 }
 
 /// Whether `id`'s next read ends it as evicted.
@@ -51,16 +51,93 @@ struct StateMachineSoftLimitTests {
         var machine = pushMachine(self.soft, time: time)
         let stalled = machine.subscriberJoined()
         let reader = machine.subscriberJoined()
-        for n in 0..<4 { _ = machine.push(n, epoch: Machine.pushEpoch) }  // past 3 at t = 0
+        for n in 0..<4 { machine.push(n, clock: time.now) }  // past 3 at t = 0
         #expect(machine.drain(reader) == [0, 1, 2, 3])
         time.set(.milliseconds(4999))
-        _ = machine.push(4, epoch: Machine.pushEpoch)
+        machine.push(4, clock: time.now)
         #expect(machine.backlog(of: stalled)?.count == 5)
         time.set(.seconds(5))
-        _ = machine.push(5, epoch: Machine.pushEpoch)
+        machine.push(5, clock: time.now)
         #expect(machine.backlog(of: stalled) == nil, "evicted: it holds nothing any more")
         #expect(readsEvicted(&machine, stalled))
         #expect(machine.drain(reader) == [4, 5], "the other member lost nothing")
+        #expect(machine.invariantViolation() == nil)
+    }
+
+    @Test("the deadline is the timer's: a stalled member goes when the timer wakes at it, with no element after")
+    func timerEvictsAtTheDeadline() {
+        let time = TestTime()
+        var machine = pushMachine(self.soft, time: time)
+        let stalled = machine.subscriberJoined()
+        let reader = machine.subscriberJoined()
+        for n in 0..<3 { machine.push(n, clock: time.now) }
+        #expect(time.readings == 0, "nobody past the soft limit: no reading")
+        _ = machine.push(3, epoch: Machine.pushEpoch)  // past 3 at t = 0
+        #expect(machine.followUp.contains(.reading), "the machine asks for the time, after the lock")
+        #expect(machine.invariantViolation() == nil)
+        let effects = machine.followedUp(clock: time.now)
+        #expect(effects?.timerTask == .start, "the deadline is timed")
+        #expect(machine.nextSoftDeadline == .seconds(5))
+        #expect(machine.invariantViolation() == nil)
+        #expect(machine.drain(reader) == [0, 1, 2, 3])
+        let generation = machine.timer.generation
+        guard
+            case .sleep(let until) = machine.timerWoke(
+                generation: generation, at: .zero, sleptUntil: nil, sleepFailed: false)
+        else {
+            Issue.record("the timer did not sleep until the deadline")
+            return
+        }
+        #expect(until == .seconds(5))
+        #expect(machine.subscriberCount == 2)
+        // No element from here on: the timer's own wake-up evicts it.
+        guard
+            case .fired(_, let next) = machine.timerWoke(
+                generation: generation, at: .seconds(5), sleptUntil: .seconds(5), sleepFailed: false)
+        else {
+            Issue.record("the timer did not fire at the deadline")
+            return
+        }
+        #expect(next == nil, "nothing left to time")
+        #expect(!machine.timer.isRunning)
+        #expect(machine.subscriberCount == 1, "it stopped counting when it was evicted")
+        #expect(machine.invariantViolation() == nil)
+        #expect(readsEvicted(&machine, stalled))
+        #expect(time.readings == 1, "one reading: after the element that took it past its soft count")
+    }
+
+    @Test(
+        "the timer wakes at the earliest soft deadline; a reading after the element is stamped on every position past")
+    func timerTimesTheEarliestDeadline() {
+        let time = TestTime()
+        var machine = pushMachine(self.soft, time: time)
+        let first = machine.subscriberJoined()
+        for n in 0..<4 { machine.push(n, clock: time.now) }  // `first` past 3 at t = 0: deadline 5
+        time.set(.seconds(2))
+        let second = machine.subscriberJoined()
+        for n in 4..<8 { machine.push(n, clock: time.now) }  // `second` past 3 at t = 2: deadline 7
+        #expect(machine.nextSoftDeadline == .seconds(5), "the oldest member's")
+        #expect(machine.timer.isRunning)
+        let generation = machine.timer.generation
+        guard
+            case .fired(_, let next) = machine.timerWoke(
+                generation: generation, at: .seconds(5), sleptUntil: nil, sleepFailed: false)
+        else {
+            Issue.record("the timer did not fire at the first deadline")
+            return
+        }
+        #expect(next == .seconds(7), "then the second member's")
+        #expect(readsEvicted(&machine, first))
+        #expect(machine.backlog(of: second)?.count == 4)
+        guard
+            case .fired = machine.timerWoke(
+                generation: generation, at: .seconds(7), sleptUntil: .seconds(7), sleepFailed: false)
+        else {
+            Issue.record("the timer did not fire at the second deadline")
+            return
+        }
+        #expect(readsEvicted(&machine, second))
+        #expect(machine.subscriberCount == 0)
         #expect(machine.invariantViolation() == nil)
     }
 
@@ -70,16 +147,16 @@ struct StateMachineSoftLimitTests {
         var machine = pushMachine(self.soft, time: time)
         let slow = machine.subscriberJoined()
         let fast = machine.subscriberJoined()
-        for n in 0..<4 { _ = machine.push(n, epoch: Machine.pushEpoch) }  // element 3 at t = 0
+        for n in 0..<4 { machine.push(n, clock: time.now) }  // element 3 at t = 0
         time.set(.seconds(3))
-        _ = machine.push(4, epoch: Machine.pushEpoch)  // element 4 at t = 3
+        machine.push(4, clock: time.now)  // element 4 at t = 3
         #expect(machine.take(slow) == .element(0))  // now measured from element 4: until t = 8
         _ = machine.drain(fast)
         time.set(.seconds(6))
-        _ = machine.push(5, epoch: Machine.pushEpoch)
+        machine.push(5, clock: time.now)
         #expect(machine.backlog(of: slow)?.count == 5)
         time.set(.seconds(8))
-        _ = machine.push(6, epoch: Machine.pushEpoch)
+        machine.push(6, clock: time.now)
         #expect(readsEvicted(&machine, slow))
         #expect(machine.drain(fast) == [5, 6])
         #expect(machine.invariantViolation() == nil)
@@ -91,14 +168,14 @@ struct StateMachineSoftLimitTests {
         var machine = pushMachine(self.soft, time: time)
         let reader = machine.subscriberJoined()
         for n in 0..<100 {
-            _ = machine.push(n, epoch: Machine.pushEpoch)
+            machine.push(n, clock: time.now)
             _ = machine.drain(reader)
         }
         #expect(time.readings == 0)
         let stalled = machine.subscriberJoined()
-        for n in 0..<10 { _ = machine.push(n, epoch: Machine.pushEpoch) }
+        for n in 0..<10 { machine.push(n, clock: time.now) }
         #expect(machine.backlog(of: stalled)?.count == 10, "at the hard limit, within the duration")
-        _ = machine.push(10, epoch: Machine.pushEpoch)
+        machine.push(10, clock: time.now)
         #expect(readsEvicted(&machine, stalled), "an 11th element passes the hard limit: evicted at once")
         #expect(machine.invariantViolation() == nil)
     }
@@ -109,15 +186,15 @@ struct StateMachineSoftLimitTests {
         var machine = pushMachine(self.soft, time: time)
         let stalled = machine.subscriberJoined()
         time.set(.seconds(100))
-        for n in 0..<4 { _ = machine.push(n, epoch: Machine.pushEpoch) }  // deadline 105
+        for n in 0..<4 { machine.push(n, clock: time.now) }  // deadline 105
         time.set(.seconds(1))
-        _ = machine.push(4, epoch: Machine.pushEpoch)  // set back: no deadline after 1 + 5
+        machine.push(4, clock: time.now)  // set back: no deadline after 1 + 5
         #expect(machine.invariantViolation() == nil)
         time.set(.milliseconds(5999))
-        _ = machine.push(5, epoch: Machine.pushEpoch)
+        machine.push(5, clock: time.now)
         #expect(machine.backlog(of: stalled) != nil)
         time.set(.seconds(6))
-        _ = machine.push(6, epoch: Machine.pushEpoch)
+        machine.push(6, clock: time.now)
         #expect(readsEvicted(&machine, stalled), "not kept until the clock reads 105 again")
         #expect(machine.invariantViolation() == nil)
     }
@@ -128,11 +205,11 @@ struct StateMachineSoftLimitTests {
         var machine = pushMachine(.bounded(100), time: time)
         let member = machine.subscriberJoined()
         #expect(machine.backlog(of: member)! == (0, 0))
-        for n in 0..<7 { _ = machine.push(n, epoch: Machine.pushEpoch) }
+        for n in 0..<7 { machine.push(n, clock: time.now) }
         #expect(machine.backlog(of: member)! == (7, 7))
         _ = machine.drain(member)
         #expect(machine.backlog(of: member)! == (0, 7))
-        for n in 0..<3 { _ = machine.push(n, epoch: Machine.pushEpoch) }
+        for n in 0..<3 { machine.push(n, clock: time.now) }
         #expect(machine.backlog(of: member)! == (3, 7))
         _ = machine.subscriberLeft(member)
         #expect(machine.backlog(of: member) == nil)
@@ -144,7 +221,7 @@ struct StateMachineSoftLimitTests {
         for policy in [SharedBufferingPolicy.bufferingNewest(3), .bufferingOldest(3)] {
             var machine = pushMachine(policy, time: time)
             let member = machine.subscriberJoined()
-            for n in 0..<10 { _ = machine.push(n, epoch: Machine.pushEpoch) }
+            for n in 0..<10 { machine.push(n, clock: time.now) }
             #expect(machine.backlog(of: member)?.count == 3, "\(policy)")
             _ = machine.take(member)
             #expect(machine.backlog(of: member)?.count == 2, "\(policy)")
@@ -158,12 +235,12 @@ struct StateMachineSoftLimitTests {
         var machine = pushMachine(.evicting(5), time: time, replay: 8)
         let early = machine.subscriberJoined()
         for n in 0..<8 {
-            _ = machine.push(n, epoch: Machine.pushEpoch)
+            machine.push(n, clock: time.now)
             _ = machine.drain(early)
         }
         let late = machine.subscriberJoined()
         #expect(machine.backlog(of: late)! == (0, 0))
-        _ = machine.push(8, epoch: Machine.pushEpoch)
+        machine.push(8, clock: time.now)
         #expect(machine.backlog(of: late)! == (1, 1))
     }
 }

@@ -3,6 +3,8 @@
 // shared buffer and at a subscriber. What the invariant checks also use stays in the library,
 // beside them (MulticastStateMachine+Invariants.swift, CursorHistogram+Invariants.swift).
 
+import Testing
+
 @testable import AsyncMulticast
 
 extension MulticastStateMachine {
@@ -80,5 +82,28 @@ extension MulticastStateMachine.Effects {
     var subscribers: [MulticastStateMachine.SubscriberContinuation] {
         guard let first = self.firstSubscriber else { return [] }
         return [first] + self.moreSubscribers
+    }
+}
+
+extension MulticastStateMachine {
+    /// What the storage does after a critical section: when the machine asked for the time
+    /// (`FollowUp.reading`), the clock `now` is read, outside the lock, and passed in
+    /// (`clockRead(at:)`). Its effects, or `nil` when the machine asked for nothing (the clock
+    /// was not read).
+    @discardableResult
+    mutating func followedUp(clock now: () -> Duration) -> Effects? {
+        guard self.followUp.contains(.reading) else { return nil }
+        return self.clockRead(at: now())
+    }
+}
+
+extension MulticastStateMachine where Element == Int, Failure == TestError {
+    /// A subject's `send`, then the storage's follow-up (`followedUp(clock:)`), whose
+    /// reading of `now` the machine may ask for.
+    @discardableResult
+    mutating func push(_ element: Int, clock now: () -> Duration) -> (effects: Effects, park: Bool) {
+        let pushed = self.push(element, epoch: Self.pushEpoch)
+        self.followedUp(clock: now)
+        return pushed
     }
 }
