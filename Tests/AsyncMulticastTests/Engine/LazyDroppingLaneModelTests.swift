@@ -148,3 +148,22 @@ extension HeavyAndTimingSensitive {
         }
     }
 }
+
+@Suite("Lazy dropping lanes: the settle distance")
+struct LazyDroppingLaneSettleDistanceTests {
+    @Test(
+        "a huge .bufferingNewest limit has a settle distance no shorter than the limit: it saturates, never wraps",
+        arguments: [Int.max, Int.max - 1, Int.max / 2 + 1, Int.max / 2, 1 << 40, 64, 3, 0])
+    func settleDistanceSaturates(keep: Int) {
+        var machine = Machine(policy: .bufferingNewest(keep), replay: 0, mode: .push)
+        let stalled = machine.subscriberJoined()
+        let lane = machine.lanes[0]
+        // `append` gathers the stale cells once the oldest is this far behind: a distance
+        // below the limit (a wrapped, negative one) makes every element call `settle()`.
+        #expect(lane.settleDistance >= keep)
+        #expect(lane.settleDistance == (keep > Int.max / 2 ? Int.max : keep + Swift.max(keep, 64)))
+        for value in 0..<100 { _ = machine.produce(value, epoch: 0) }
+        #expect(machine.drain(stalled) == Array((0..<100).suffix(keep)))
+        #expect(machine.invariantViolation() == nil)
+    }
+}
