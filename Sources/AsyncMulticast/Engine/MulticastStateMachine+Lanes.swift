@@ -61,7 +61,9 @@ extension MulticastStateMachine {
                 (self.bound, self.isLossless, self.batchLimit) = (.max, false, 0)
             }
             if case .dropOldest(let keep) = overflow {
-                (self.kept, self.settleDistance) = (keep, keep &+ Swift.max(keep, Self.settleSlack))
+                // Saturating: a limit past `Int.max / 2` (`.bufferingNewest(.max)`) never settles.
+                let (distance, overflowed) = keep.addingReportingOverflow(Swift.max(keep, Self.settleSlack))
+                (self.kept, self.settleDistance) = (keep, overflowed ? .max : distance)
             } else {
                 (self.kept, self.settleDistance) = (.max, .max)
             }
@@ -75,7 +77,8 @@ extension MulticastStateMachine {
         /// Derived from `overflow`: `.dropOldest` only (`Int.max` otherwise). Once the oldest
         /// histogram cell is this far behind the tail, `append` gathers the cells before the
         /// window start there (`settle()`), so that the stored counts stay within
-        /// `2 * keep + settleSlack` positions.
+        /// `2 * keep + settleSlack` positions. Saturates at `Int.max` (a limit past
+        /// `Int.max / 2` then never settles in `append`: no cell falls that far behind).
         @usableFromInline
         let settleDistance: Int
         /// How far past its window start a `.dropOldest` lane's oldest cell may fall behind
