@@ -68,8 +68,8 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     /// evict it. `hardLimit` must be at least 1.
     ///
     /// ```swift
-    /// // Each client may fall 256 events behind; past that it is dropped, not waited for.
-    /// for try await event in feed.buffering(.evicting(256)) { try await client.write(event) }
+    /// // A hard limit alone: each client may fall 256 events behind; past that it is dropped.
+    /// for try await event in feed.buffering(.evicting(256)) { try await client.write(event) }  // no bursts here
     /// ```
     ///
     /// ```swift
@@ -152,7 +152,7 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
 }
 
 extension SharedBufferingPolicy: CustomStringConvertible {
-    /// The policy as it is written, without the leading dot: `bounded(64)`, `evicting(256)`,
+    /// The policy as it is written, without the leading dot: `bounded(64)`, `evicting(4096)`,
     /// `evicting(4096, softLimit: .above(256, for: 10.0 seconds))`.
     public var description: String {
         switch self {

@@ -51,7 +51,7 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     /// elements. Iterating it takes the subscriber, as iterating the subscription does.
     ///
     /// ```swift
-    /// let client = feed.subscribe(buffering: .evicting(256))
+    /// let client = feed.subscribe(buffering: .evicting(256))  // small, to show an eviction
     /// Task {
     ///     for await event in client.events {
     ///         if case .evicted = event { print("too slow: disconnected") }

@@ -31,6 +31,21 @@ struct AsyncMulticastSequenceDocTests {
         #expect([101].starts(with: chartRest) && [101].starts(with: tableRest))
     }
 
+    // multicast(replay:buffering:clock:)
+    @Test func multicastTimedOnAClock() async {
+        let (messages, sender) = AsyncStream.makeStream(of: String.self)  // (test only)
+        let room = messages.multicast(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))),
+                                      clock: ContinuousClock())
+        let client = room.subscribe()  // (test only)
+        room.connect()
+        sender.yield("hello")  // (test only)
+        sender.finish()  // (test only)
+        var received: [String] = []  // (test only)
+        for await message in client { received.append(message) }  // (test only)
+        #expect(received == ["hello"])  // (test only)
+        #expect(room.subscriberCount == 0)  // (test only) the one client read to the end
+    }
+
     // AsyncMulticastSequence: the replay window across connections
     @Test func replayWindowAcrossConnections() async {
         let source = FedSource()  // (test only)

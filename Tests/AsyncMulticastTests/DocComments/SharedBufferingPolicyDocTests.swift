@@ -46,8 +46,8 @@ struct SharedBufferingPolicyDocTests {
         // The loop runs on the main actor, as this test does: it cannot take an event while
         // the test sends, so it falls behind.
         let connection = Task {  // (test only)
-            // Each client may fall 256 events behind; past that it is dropped, not waited for.
-            for try await event in feed.buffering(.evicting(256)) { try await client.write(event) }
+            // A hard limit alone: each client may fall 256 events behind; past that it is dropped.
+            for try await event in feed.buffering(.evicting(256)) { try await client.write(event) }  // no bursts here
         }  // (test only)
 
         try await feed.waitForSubscribers(atLeast: 1)

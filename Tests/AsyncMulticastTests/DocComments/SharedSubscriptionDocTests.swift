@@ -28,7 +28,7 @@ struct SharedSubscriptionDocTests {
         @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
         let feed = AsyncPassthroughSubject<Int, Never>()  // (test only)
 
-        let client = feed.subscribe(buffering: .evicting(256))
+        let client = feed.subscribe(buffering: .evicting(256))  // small, to show an eviction
         // (test only) Before the reader starts, so that it cannot keep up: the 257th evicts it.
         for n in 0...256 { feed.send(n) }  // (test only)
         Task {
