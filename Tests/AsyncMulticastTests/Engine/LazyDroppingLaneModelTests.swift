@@ -119,23 +119,8 @@ extension HeavyAndTimingSensitive {
                 let config = Self.config(seed: seed)
                 let steps = Self.steps(seed: seed, config: config, count: 600, onlyDropping: onlyDropping)
                 guard let failure = await Self.run(steps, config: config) else { continue }
-                var best = Array(steps.prefix(failure.step + 1))
-                var bestFailure = failure
-                var chunk = Swift.max(1, best.count / 2)
-                while true {
-                    var index = 0
-                    while index < best.count {
-                        var candidate = best
-                        candidate.removeSubrange(index..<Swift.min(index + chunk, best.count))
-                        if let failure = await Self.run(candidate, config: config) {
-                            best = Array(candidate.prefix(failure.step + 1))
-                            bestFailure = failure
-                        } else {
-                            index += chunk
-                        }
-                    }
-                    if chunk == 1 { break }
-                    chunk /= 2
+                let (best, bestFailure) = await shortestFailing(steps, config: config, failure: failure) {
+                    await Self.run($0, config: $1)
                 }
                 Issue.record(
                     """

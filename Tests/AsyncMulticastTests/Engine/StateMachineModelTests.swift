@@ -1153,8 +1153,10 @@ struct ModelRun {
 // MARK: - Shrinking
 
 /// The shortest sequence found that still fails: deletes runs of steps, halving their length.
+/// `run` replays a sequence (`ModelRun.run`, or a suite's own with more checks).
 func shortestFailing(
-    _ steps: [ModelStep], config: ModelConfig, failure: ModelFailure
+    _ steps: [ModelStep], config: ModelConfig, failure: ModelFailure,
+    run: ([ModelStep], ModelConfig) async -> ModelFailure? = { await ModelRun.run($0, config: $1) }
 ) async -> ([ModelStep], ModelFailure) {
     var best = Array(steps.prefix(failure.step + 1))
     var bestFailure = failure
@@ -1164,7 +1166,7 @@ func shortestFailing(
         while index < best.count {
             var candidate = best
             candidate.removeSubrange(index..<Swift.min(index + chunk, best.count))
-            if let failure = await ModelRun.run(candidate, config: config) {
+            if let failure = await run(candidate, config) {
                 best = Array(candidate.prefix(failure.step + 1))
                 bestFailure = failure
             } else {
