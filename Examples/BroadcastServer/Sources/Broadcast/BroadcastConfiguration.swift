@@ -18,8 +18,8 @@ public struct BroadcastConfiguration: Sendable {
     /// for ``softLimitDuration`` is evicted. From 0 to `hardLimit - 1`.
     public var softLimit: Int
     /// How long a client may hold more than ``softLimit`` events on a feed before it is
-    /// evicted. Timed on the hub's clock, and checked each time an event is produced on that
-    /// feed (an idle feed evicts nobody).
+    /// evicted. Timed on the hub's clock: a client still above ``softLimit`` when it ends is
+    /// evicted then, whether or not the feed has produced anything since.
     public var softLimitDuration: Duration
     /// How long one write to a client may stay pending before the server closes the
     /// connection. A backstop: a client that stops reading is evicted by the limits, and its
