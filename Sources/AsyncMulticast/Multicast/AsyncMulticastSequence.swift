@@ -135,8 +135,9 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// keep-alive window: only the connection stops its upstream.
     ///
     /// ```swift
-    /// let room = messages.multicast(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))),
-    ///                               clock: ContinuousClock())
+    /// let room = messages.multicast(
+    ///     buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))),
+    ///     clock: ContinuousClock())
     /// room.connect()
     /// ```
     ///

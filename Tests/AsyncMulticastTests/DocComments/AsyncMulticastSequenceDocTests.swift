@@ -34,8 +34,9 @@ struct AsyncMulticastSequenceDocTests {
     // multicast(replay:buffering:clock:)
     @Test func multicastTimedOnAClock() async {
         let (messages, sender) = AsyncStream.makeStream(of: String.self)  // (test only)
-        let room = messages.multicast(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))),
-                                      clock: ContinuousClock())
+        let room = messages.multicast(
+            buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))),
+            clock: ContinuousClock())
         let client = room.subscribe()  // (test only)
         room.connect()
         sender.yield("hello")  // (test only)

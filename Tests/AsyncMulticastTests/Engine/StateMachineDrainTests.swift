@@ -29,7 +29,9 @@ struct StateMachineDrainTests {
         // The read of the end leaves, and the event itself takes the notice into its effects.
         var noBatch: [Int]? = nil
         var report = ReadReport()
-        guard case .terminalNoticed(.success(nil), let effects) = machine.nextRequested(a, batch: &noBatch, report: &report)
+        guard
+            case .terminalNoticed(.success(nil), let effects) = machine.nextRequested(
+                a, batch: &noBatch, report: &report)
         else {
             Issue.record("reading the end did not carry the drain notice")
             return

@@ -21,7 +21,8 @@ struct StateMachineReliabilityTests {
             var report = ReadReport()
             switch machine.nextRequested(self.id, batch: &lending, report: &report) {
             case .element(let element, _): return element
-            case .terminal, .terminalNoticed, .suspend, .suspendStartingUpstream, .gap: return nil  // no gap: this reader does not report gaps
+            // No gap: this reader does not report gaps.
+            case .terminal, .terminalNoticed, .suspend, .suspendStartingUpstream, .gap: return nil
             case .elementReleasingSenders: preconditionFailure("no sender waits for room in these tests")
             }
         }

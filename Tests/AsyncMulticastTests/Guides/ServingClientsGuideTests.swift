@@ -133,7 +133,8 @@ func servingClientsGuideSubscribe() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
 
-    let room = AsyncPassthroughSubject<String, Never>(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
+    let room = AsyncPassthroughSubject<String, Never>(
+        buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
     let client = room.subscribe()  // in the request handler: joined from here on
     room.send("welcome")  // sent before the body runs: still received
     room.finish()
