@@ -610,8 +610,8 @@ private func nearLimitExpiry() async throws {
 /// Serialized: one test spins a timer that never suspends (holding a thread of the
 /// cooperative pool), another blocks a pool thread in a slow `stop`; together, on two cores,
 /// they would starve the pool. Each test is short.
-@Suite("AttackClock", .serialized, .timeLimit(.minutes(15)))
-struct AttackClockTests {
+@Suite("Misbehaving clocks: the keep-alive and replay-expiry timer", .serialized, .timeLimit(.minutes(15)))
+struct MisbehavingClockTimerTests {
     // MARK: Sleeps that throw
 
     @Test("share: a sleep that throws every other time closes every other window at once, the others at their deadline")

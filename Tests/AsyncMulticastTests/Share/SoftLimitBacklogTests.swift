@@ -259,8 +259,8 @@ private struct SoftLimitModel {
 
 // MARK: - The suite
 
-@Suite("Attack: evicting soft limits, backlog, waitForEviction", .timeLimit(.minutes(5)))
-struct AttackEvictingTests {
+@Suite("Evicting: soft limits, backlog, waitForEviction", .timeLimit(.minutes(5)))
+struct SoftLimitBacklogTests {
     // MARK: The machine against the model
 
     @Test(
