@@ -13,7 +13,7 @@
 ///     switch event {
 ///     case .element(let price): show(price)
 ///     case .missed(let count): print("skipped \(count) stale prices")
-///     case .evicted: break   // only with an .evicting policy; the iteration ends next
+///     case .evicted(let eviction): print("evicted", eviction)   // only with .evicting; the last event
 ///     }
 /// }
 /// ```
@@ -23,9 +23,10 @@ public enum SharedEvent<Element: Sendable>: Sendable {
     /// This subscriber's policy dropped this many elements here: after the previous event's
     /// element and before the next one (or before the end).
     case missed(Int)
-    /// This subscriber held more elements than its ``SharedBufferingPolicy/evicting(_:softLimit:)``
-    /// limit and was evicted. Its last event: the iteration ends after it.
-    case evicted
+    /// This subscriber held more elements than a limit of its
+    /// ``SharedBufferingPolicy/evicting(_:softLimit:)`` policy allows, and was evicted: which
+    /// limit, and how far behind it was. Its last event: the iteration ends after it.
+    case evicted(SubscriberEviction)
 }
 
 extension SharedEvent: Equatable where Element: Equatable {}
@@ -34,22 +35,34 @@ extension SharedEvent: Hashable where Element: Hashable {}
 /// The error that ends the iteration of a subscriber evicted by an
 /// ``SharedBufferingPolicy/evicting(_:softLimit:)`` policy, when the sequence's `Failure` can hold it
 /// (`any Error`). Where it cannot (`Never`, or a concrete error type) the iteration returns
-/// `nil`; `events(buffering:)` reports ``SharedEvent/evicted`` whatever the `Failure`.
+/// `nil`; `events(buffering:)` reports ``SharedEvent/evicted(_:)`` whatever the `Failure`.
+/// It carries the ``SubscriberEviction``: which limit, and how far behind the subscriber was.
 ///
 /// ```swift
 /// do {
 ///     for try await line in feed.buffering(.evicting(100)) { try await client.send(line) }
-/// } catch is SubscriberEvictedError {
-///     await client.close(reason: "too slow")
+/// } catch let error as SubscriberEvictedError {
+///     await client.close(reason: "too slow, evicted \(error.eviction)")
 /// }
 /// ```
 public struct SubscriberEvictedError: Error, Sendable, Hashable, CustomStringConvertible {
-    /// Creates the error.
-    public init() {}
+    /// Why the subscriber was evicted, and what it held.
+    public let eviction: SubscriberEviction
 
-    /// A description for logs.
+    /// The error of `eviction`. The library creates it; a test of code that handles it may too.
+    ///
+    /// ```swift
+    /// let error = SubscriberEvictedError(SubscriberEviction(reason: .softLimit, backlog: 300, highWaterMark: 310))
+    /// ```
+    @inlinable
+    public init(_ eviction: SubscriberEviction) {
+        self.eviction = eviction
+    }
+
+    /// One line for a log: `SubscriberEvictedError: evicted at its hard limit, holding 100
+    /// elements (high-water mark 100)`.
     public var description: String {
-        "SubscriberEvictedError: the subscriber held more elements than its .evicting limit"
+        "SubscriberEvictedError: evicted \(self.eviction)"
     }
 }
 
@@ -157,9 +170,9 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
             if report.missed > 0 { return .missed(report.missed) }
         }
         guard let element else {
-            guard report.evicted else { return nil }
-            self.subscription.recordEviction()
-            return .evicted
+            guard let eviction = report.eviction else { return nil }
+            self.subscription.recordEviction(eviction)
+            return .evicted(eviction)
         }
         return .element(element)
     }

@@ -76,7 +76,9 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let refill = self.batch.refill(
             from: self.subscription.storage, subscriber: self.subscription.id, report: &report,
             mayWaitForOffers: mayWaitForOffers)
-        if case .ended(.success(nil)) = refill, report.evicted { return .ended(self.endedByEviction()) }
+        if case .ended(.success(nil)) = refill, let eviction = report.eviction {
+            return .ended(self.endedByEviction(eviction))
+        }
         return refill
     }
 
@@ -87,7 +89,7 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         let element = try await self.subscription.storage.wait(
             self.subscription.id, report: &report,
             isolation: actor)
-        if element == nil, report.evicted { return try self.endedByEviction().get() }
+        if element == nil, let eviction = report.eviction { return try self.endedByEviction(eviction).get() }
         return element
     }
 
@@ -97,9 +99,9 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     /// stay small enough to be inlined into the caller's loop.
     @inlinable
     @inline(never)
-    func endedByEviction() -> Result<Element?, Failure> {
-        self.subscription.recordEviction()
-        if let error = SubscriberEvictedError() as? Failure { return .failure(error) }
+    func endedByEviction(_ eviction: SubscriberEviction) -> Result<Element?, Failure> {
+        self.subscription.recordEviction(eviction)
+        if let error = SubscriberEvictedError(eviction) as? Failure { return .failure(error) }
         return .success(nil)
     }
 
@@ -119,13 +121,13 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         /// Where a ``SharedSubscription`` learns that this subscriber's iteration ended by its
         /// eviction (`recordEviction()`), after it has left; `nil` for a plain iterator.
         @usableFromInline
-        let evictionRecord: Lock<Bool>?
+        let evictionRecord: Lock<SubscriberEviction?>?
 
         /// Subscribes to `storage`; see ``ConnectRule`` for `connectRule`.
         @inlinable
         init(
             storage: MulticastStorage<Element, Failure>, policy: SharedBufferingPolicy?, connectRule: ConnectRule,
-            evictionRecord: Lock<Bool>? = nil
+            evictionRecord: Lock<SubscriberEviction?>? = nil
         ) {
             self.storage = storage
             self.evictionRecord = evictionRecord
@@ -135,8 +137,8 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
 
         /// The iteration learned that the subscriber was evicted (it is leaving).
         @inlinable
-        func recordEviction() {
-            self.evictionRecord?.withLock { $0 = true }
+        func recordEviction(_ eviction: SubscriberEviction) {
+            self.evictionRecord?.withLock { $0 = eviction }
         }
 
         deinit {

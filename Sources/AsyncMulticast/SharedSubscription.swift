@@ -32,7 +32,7 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
 
     @inlinable
     init(_ core: _SharedCore<Element, Failure>, policy: SharedBufferingPolicy?) {
-        let evictionRecord = Lock(false)
+        let evictionRecord = Lock<SubscriberEviction?>(nil)
         self.subscriber = Subscriber(
             SharedIterator.Subscription(
                 storage: core.storage, policy: policy ?? core.policy, connectRule: core.connectRule,
@@ -54,7 +54,7 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     /// let client = feed.subscribe(buffering: .evicting(256))  // small, to show an eviction
     /// Task {
     ///     for await event in client.events {
-    ///         if case .evicted = event { print("too slow: disconnected") }
+    ///         if case .evicted(let eviction) = event { print("disconnected, evicted \(eviction)") }
     ///     }
     /// }
     /// ```
@@ -64,7 +64,10 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     }
 
     /// How far behind this subscriber runs: what it holds now and the most it has held since
-    /// it joined (see ``SubscriberBacklog``). `nil` once it has left or was evicted. Any
+    /// it joined (see ``SubscriberBacklog``). `nil` once it has left or was evicted: an
+    /// evicted subscriber holds nothing, and its ``SubscriberEviction`` (from
+    /// ``waitForEviction()``, the `.evicted` event or the error) keeps what it held then and
+    /// its high-water mark. Any
     /// task may read it, while another one iterates the subscription: a server samples
     /// its clients' high-water marks under a real burst to size their limits.
     ///
@@ -81,10 +84,12 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
         }
     }
 
-    /// Returns `true` once this subscriber is evicted (``SharedBufferingPolicy/evicting(_:softLimit:)``),
-    /// at once if it already was, even if its iteration has since ended by learning of it;
-    /// `false` once it leaves otherwise (its iteration ended, was cancelled or was released),
-    /// or at once if it has left that way; `false` at once if the waiting task is cancelled.
+    /// Returns this subscriber's eviction (``SharedBufferingPolicy/evicting(_:softLimit:)``)
+    /// once it is evicted, at once if it already was, even if its iteration has since ended
+    /// by learning of it; `nil` once it leaves otherwise (its iteration ended, was cancelled
+    /// or was released), or at once if it has left that way; `nil` at once if the waiting
+    /// task is cancelled. The ``SubscriberEviction`` says which limit and how far behind the
+    /// subscriber was, in one line for a log.
     ///
     /// An iteration learns of its eviction when it next asks for an element. A server's
     /// handler stuck in a write to a client that stopped reading never asks, so it never
@@ -94,15 +99,33 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     ///
     /// ```swift
     /// let client = feed.subscribe(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
-    /// Task { if await client.waitForEviction() { try await connection.close() } }
+    /// Task {
+    ///     if let eviction = await client.waitForEviction() {
+    ///         print("closing, evicted", eviction)  // closing, evicted at its soft limit, holding 300 elements …
+    ///         try await connection.close()
+    ///     }
+    /// }
     /// for await event in client { try await connection.write(event) }
     /// ```
     @inlinable
-    public func waitForEviction() async -> Bool {
+    public func waitForEviction() async -> SubscriberEviction? {
         // Read after the wait too: the iteration may learn of the eviction and leave while
         // this task is on its way to wait, and then the storage knows the subscriber no more.
-        if self.subscriber.wasEvicted { return true }
-        return await self.subscriber.storage.waitForEviction(self.subscriber.id) || self.subscriber.wasEvicted
+        if let eviction = self.subscriber.recordedEviction { return eviction }
+        return await self.subscriber.storage.waitForEviction(self.subscriber.id) ?? self.subscriber.recordedEviction
+    }
+
+    /// Whether this subscriber was evicted: the form of ``waitForEviction()`` before it
+    /// returned the eviction.
+    @available(
+        *, deprecated,
+        message: "waitForEviction() returns the eviction, or nil: write `if await client.waitForEviction() != nil`"
+    )
+    @_disfavoredOverload
+    @inlinable
+    public func waitForEviction() async -> Bool {
+        let eviction: SubscriberEviction? = await self.waitForEviction()
+        return eviction != nil
     }
 
     /// The events of a ``SharedSubscription``: see ``SharedSubscription/events``.
@@ -138,22 +161,24 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
         let id: SubscriberID
 
         /// Set by the iteration when it ends by learning of the eviction (see
-        /// `SharedIterator.Subscription.recordEviction()`): `waitForEviction()` still answers
-        /// `true` after the subscriber has left.
+        /// `SharedIterator.Subscription.recordEviction(_:)`): `waitForEviction()` and
+        /// `backlog` still answer with it after the subscriber has left.
         @usableFromInline
-        let evictionRecord: Lock<Bool>
+        let evictionRecord: Lock<SubscriberEviction?>
 
         @inlinable
-        init(_ subscription: SharedIterator<Element, Failure>.Subscription, evictionRecord: Lock<Bool>) {
+        init(
+            _ subscription: SharedIterator<Element, Failure>.Subscription, evictionRecord: Lock<SubscriberEviction?>
+        ) {
             self.waiting = Lock(subscription)
             self.storage = subscription.storage
             self.id = subscription.id
             self.evictionRecord = evictionRecord
         }
 
-        /// Whether the iteration ended by learning of the eviction.
+        /// The eviction the iteration ended with, if it did.
         @inlinable
-        var wasEvicted: Bool { self.evictionRecord.withLock { $0 } }
+        var recordedEviction: SubscriberEviction? { self.evictionRecord.withLock { $0 } }
 
         /// The joined subscriber the first time; afterwards a subscriber of a completed
         /// stream of its own (so its iterator returns `nil` at once).

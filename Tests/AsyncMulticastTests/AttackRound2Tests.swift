@@ -594,7 +594,7 @@ struct AttackRound2Tests {
         #expect(kept == (replayed + Array(100..<100 + n)).map { .element($0) }, "k \(k), n \(n)")
         subject.send(1_000)  // `keeping` holds 1; `stalled` would hold n + 1
         #expect(subject.subscriberCount == 1, "an evicted subscriber stops counting at its eviction")
-        #expect(await stalled.next() == .evicted, "k \(k), n \(n)")
+        #expect(await stalled.next() == .evicted(.hardLimit(n)), "k \(k), n \(n)")
         #expect(await stalled.next() == nil)
         #expect(subject.subscriberCount == 1)
         subject.finish()
@@ -615,7 +615,7 @@ struct AttackRound2Tests {
         #expect(await reader.next() == .element(3))  // takes 4 as well
         subject.send(8)  // three live ones not taken: evicted
         #expect(await reader.next() == .element(4), "already taken by the iterator")
-        #expect(await reader.next() == .evicted)
+        #expect(await reader.next() == .evicted(.hardLimit(2)))
         #expect(await reader.next() == nil)
 
         // .evicting(1) takes nothing extra: after the greeting's first element, two live ones evict.
@@ -626,7 +626,7 @@ struct AttackRound2Tests {
         one.send(4)
         #expect(await single.next() == .element(2))
         one.send(5)
-        #expect(await single.next() == .evicted)
+        #expect(await single.next() == .evicted(.hardLimit(1)))
     }
 
     @Test("the batch that ends the greeting goes on into the live elements, which then no longer count")
@@ -646,7 +646,7 @@ struct AttackRound2Tests {
         for value in 7...10 { subject.send(value) }
         #expect(await reader.next() == .element(4))
         #expect(await reader.next() == .element(5))
-        #expect(await reader.next() == .evicted)
+        #expect(await reader.next() == .evicted(.hardLimit(4)))
     }
 
     @Test("AsyncCurrentValueSubject(_, buffering: .evicting(1)): the current value greets, two live ones evict")
@@ -660,7 +660,7 @@ struct AttackRound2Tests {
         subject.send(2)
         #expect(subject.value == 2)
         #expect(subject.subscriberCount == 1, "evicted: it stopped counting")
-        #expect(await stalled.next() == .evicted, "1 and 2 arrived after it joined")
+        #expect(await stalled.next() == .evicted(.hardLimit(1)), "1 and 2 arrived after it joined")
         #expect(await stalled.next() == nil)
         #expect(subject.subscriberCount == 1)
         var late = subject.makeAsyncIterator()
@@ -710,8 +710,8 @@ struct AttackRound2Tests {
             for value in 5...8 { #expect(await late.next() == .element(value)) }
             source.control.yield(9, 10, 11)
             #expect(await first.take(3) == [9, 10, 11])
-            #expect(await stalled.next() == .evicted, "five live ones")
-            #expect(await late.next() == .evicted, "9, 10, 11: three live ones not taken")
+            #expect(await stalled.next() == .evicted(.hardLimit(2)), "five live ones")
+            #expect(await late.next() == .evicted(.hardLimit(2)), "9, 10, 11: three live ones not taken")
             source.control.finish()
             #expect(await first.next() == nil)
 
@@ -800,7 +800,7 @@ struct AttackRound2Tests {
                 // What its iterator had taken ahead (a batch of one), then the eviction.
                 let read = index % 5
                 let taken = read % 2 == 1 ? [SharedEvent.element(greeting[read])] : []
-                #expect(rest == taken + [.evicted], "subscriber \(index), read \(read)")
+                #expect(rest == taken + [.evicted(.hardLimit(3))], "subscriber \(index), read \(read)")
             }
         }
         for index in late.indices {
@@ -879,10 +879,10 @@ struct AttackRound2Tests {
             source.control.yield(8, 9, 10)
             for value in 5...10 { #expect(await witness2.next() == value, "replayed 5…7, then live") }
             second.cancel()
-            #expect(await drain(&evicted) == [.evicted])
+            #expect(await drain(&evicted) == [.evicted(.hardLimit(2))])
             #expect(await evictedPlain.next() == nil)
             #expect(multicast.subscriberCount == 1, "`witness2` has not read its end yet; `between` was evicted")
-            #expect(await drain(&between) == [.evicted])
+            #expect(await drain(&between) == [.evicted(.hardLimit(2))])
         }
     }
 
@@ -1450,7 +1450,7 @@ struct AttackRound2Tests {
                     #expect(isConsecutive(summary.elements), "round \(round): \(summary.elements.prefix(20))")
                     if summary.evicted {
                         evictions += 1
-                        #expect(events.last == .evicted)
+                        #expect(events.last == .evicted(.hardLimit(3)))
                     } else {
                         completions += 1
                         #expect(summary.elements.last == total, "round \(round)")

@@ -1235,7 +1235,7 @@ struct AttackRound3Tests {
         #expect(rest == [.element(102), .element(103)])
         var stalledEvents: [SharedEvent<Int>] = []
         while let event = await stalled.next() { stalledEvents.append(event) }
-        #expect(stalledEvents.last == .evicted, "\(stalledEvents)")
+        #expect(stalledEvents.last == .evicted(.hardLimit(2)), "\(stalledEvents)")
         #expect(!stalledEvents.contains { if case .missed = $0 { return true } else { return false } })
     }
 

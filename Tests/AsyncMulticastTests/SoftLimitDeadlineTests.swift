@@ -31,7 +31,7 @@ struct SoftLimitDeadlineTests {
         clock.advance(by: .milliseconds(9_999))
         #expect(stalled.backlog?.count == 4, "9.999 s of 10: no sleeper woke, it is kept")
         clock.advance(by: .milliseconds(1))
-        #expect(await stalled.waitForEviction(), "evicted at the deadline, with nothing produced")
+        #expect(await stalled.waitForEviction()?.reason == .softLimit, "evicted at the deadline, with nothing produced")
         #expect(subject.subscriberCount == 1, "it stopped counting when it was evicted")
         #expect(subject.storage.invariantViolation == nil)
         subject.send(5)
@@ -55,7 +55,7 @@ struct SoftLimitDeadlineTests {
         await clock.waitForSleepers(count: 1)
         #expect(shared.subscriberCount == 2)
         clock.advance(by: .seconds(10))
-        #expect(await stalled.waitForEviction())
+        #expect(await stalled.waitForEviction()?.reason == .softLimit)
         #expect(shared.subscriberCount == 1)
         feed.yield(5)
         #expect(await reader.next() == 5)
@@ -76,7 +76,7 @@ struct SoftLimitDeadlineTests {
         for n in 1...4 { #expect(await iterator.next() == n) }
         await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(10))
-        #expect(await stalled.waitForEviction())
+        #expect(await stalled.waitForEviction()?.reason == .softLimit)
         #expect(room.subscriberCount == 1)
         connection.cancel()
     }
@@ -146,7 +146,7 @@ struct SoftLimitDeadlineTests {
         subject.send(1)
         subject.send(2)  // both hold 2 > 1: both evicted
         #expect(await counts.next() == 0)
-        #expect(await stalled.waitForEviction())
-        #expect(await other.waitForEviction())
+        #expect(await stalled.waitForEviction() == .hardLimit(1))
+        #expect(await other.waitForEviction() == .hardLimit(1))
     }
 }

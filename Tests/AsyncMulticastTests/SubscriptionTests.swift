@@ -105,7 +105,7 @@ struct SubscriptionTests {
         #expect(lossyEvents == [.missed(2), .element(3)])
         var evictedEvents: [SharedEvent<Int>] = []
         for await event in evictable.events { evictedEvents.append(event) }
-        #expect(evictedEvents == [.evicted])
+        #expect(evictedEvents == [.evicted(.hardLimit(2))])
     }
 
     @Test("nil keeps the face's policy; a view's subscription takes the view's")

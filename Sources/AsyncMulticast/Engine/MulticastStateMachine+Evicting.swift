@@ -28,7 +28,80 @@ extension MulticastStateMachine {
     }
 }
 
+extension MulticastStateMachine {
+    /// Why the members of a lane whose cursors are in `cursors` were evicted, kept until they
+    /// have all left (`Lane.evictions`): each of them held `heldAt - cursor` elements then.
+    /// One record stands for the cells one limit evicted at one tail, so an append or a
+    /// deadline adds at most one per lane; it goes with its last member, so a lane holds no
+    /// more records than members not yet gone.
+    @usableFromInline
+    struct EvictionRecord: Sendable {
+        @usableFromInline
+        var cursors: Range<Int>
+        @usableFromInline
+        let reason: SubscriberEviction.Reason
+        @usableFromInline
+        let heldAt: Int
+        /// Its evicted members that have not left yet.
+        @usableFromInline
+        var members: Int
+
+        @inlinable
+        init(cursors: Range<Int>, reason: SubscriberEviction.Reason, heldAt: Int, members: Int) {
+            self.cursors = cursors
+            self.reason = reason
+            self.heldAt = heldAt
+            self.members = members
+        }
+    }
+
+    /// The eviction of the live subscriber in `slotIndex`, if it was evicted and has not read
+    /// since (`isEvicted(_:)`): the limit, what it held, and the most it ever held.
+    @inlinable
+    func eviction(of slotIndex: Int) -> SubscriberEviction? {
+        let slot = self.slots[slotIndex]
+        if slot.lane == Slot.noLane { return self.privateQueues[UInt32(slotIndex)]?.eviction }
+        guard !slot.readsPrivateQueue, case .evict = self.lanes[Int(slot.lane)].overflow,
+            slot.cursor < self.lanes[Int(slot.lane)].minCursor
+        else { return nil }
+        guard let record = self.lanes[Int(slot.lane)].evictions.last(where: { $0.cursors.contains(slot.cursor) })
+        else { preconditionFailure("an evicted subscriber without a record of its eviction") }
+        let backlog = record.heldAt - slot.cursor
+        return SubscriberEviction(
+            reason: record.reason, backlog: backlog, highWaterMark: Swift.max(backlog, slot.highWaterMark))
+    }
+}
+
 extension MulticastStateMachine.Lane {
+    /// The `members` of the cell at `position` were just evicted for `reason`, holding
+    /// `heldAt - position` elements: recorded for them (`evictions`), in the previous record
+    /// when the same limit evicted it at the same tail (the cells one eviction takes are
+    /// consecutive, and no other record lies between them).
+    @inlinable
+    mutating func recordEviction(
+        at position: Int, members: Int, for reason: SubscriberEviction.Reason, heldAt: Int
+    ) {
+        if let last = self.evictions.last, last.reason == reason, last.heldAt == heldAt {
+            self.evictions[self.evictions.count - 1].cursors = last.cursors.lowerBound..<position + 1
+            self.evictions[self.evictions.count - 1].members += members
+        } else {
+            self.evictions.append(
+                MulticastStateMachine.EvictionRecord(
+                    cursors: position..<position + 1, reason: reason, heldAt: heldAt, members: members))
+        }
+    }
+
+    /// An evicted member whose cursor is `cursor` left: its record goes with the last of its
+    /// members.
+    @inlinable
+    mutating func evictedMemberLeft(cursor: Int) {
+        guard let index = self.evictions.lastIndex(where: { $0.cursors.contains(cursor) }) else {
+            preconditionFailure("an evicted member without a record of its eviction")
+        }
+        self.evictions[index].members -= 1
+        if self.evictions[index].members == 0 { self.evictions.remove(at: index) }
+    }
+
     /// An `.evicting` policy's soft limit, read only on an `.evict` lane.
     @inlinable
     var softLimit: SharedBufferingPolicy.SoftLimit? {
@@ -56,7 +129,7 @@ extension MulticastStateMachine.Lane {
         }
         guard soft.duration > .zero else {
             let evicted = self.evicted
-            self.evictCells(before: pastSoft)
+            self.evictCells(before: pastSoft, for: .softLimit, heldAt: newTail)
             return (self.evicted - evicted, false)
         }
         return (0, self.softDeadlines.endIndex < pastSoft || self.softDeadlines.startIndex > self.minCursor)
@@ -100,7 +173,7 @@ extension MulticastStateMachine.Lane {
         while !self.counts.isEmpty, self.minCursor < pastSoft,
             Self.isReached(self.softDeadlines[self.minCursor], at: now)
         {
-            self.evictOldestCell()
+            self.evictOldestCell(for: .softLimit, heldAt: tail)
         }
         return self.evicted - evicted
     }
@@ -237,7 +310,8 @@ extension MulticastStateMachine {
 
     /// How many elements subscriber `id` holds (produced after it joined, not yet handed to
     /// its iterator; a replaying `.evicting` subscriber's greeting does not count), and the
-    /// most it held since it joined. `nil` once it has left or was evicted.
+    /// most it held since it joined. `nil` once it has left or was evicted (its eviction
+    /// says what it held then: `eviction(of:)`).
     ///
     /// The most it held is seen when it reads: between two reads what it holds only grows
     /// (or is dropped by its policy), so its largest value is the one its next read finds,

@@ -2,10 +2,15 @@
 // eviction does at once (+Evicting holds the limits that cause it).
 
 extension MulticastStateMachine {
-    /// Resumed with `true` when the watched subscriber is evicted, `false` when it left
+    /// Resumed with the eviction when the watched subscriber is evicted, `nil` when it left
     /// otherwise (or the waiting task was cancelled).
     @usableFromInline
-    typealias EvictionContinuation = UnsafeContinuation<Bool, Never>
+    typealias EvictionContinuation = UnsafeContinuation<SubscriberEviction?, Never>
+
+    /// An eviction watcher resolved, with what it learns (the eviction, or `nil`: the
+    /// subscriber left otherwise), for the storage to resume outside the lock.
+    @usableFromInline
+    typealias EvictionNotice = (continuation: EvictionContinuation, eviction: SubscriberEviction?)
 
     /// A task waiting in `SharedSubscription.waitForEviction()`; `token` finds it when that
     /// task is cancelled. Told outside the lock, through the notices (`takeNotices()`).
@@ -29,28 +34,38 @@ extension MulticastStateMachine {
         let slot = self.slots[slotIndex]
         if slot.lane == Slot.noLane {
             // An ended connection left it a private queue; it says whether it was evicted.
-            return self.privateQueues[UInt32(slotIndex)]?.endsEvicted ?? false
+            return self.privateQueues[UInt32(slotIndex)]?.eviction != nil
         }
         guard !slot.readsPrivateQueue, case .evict = self.lanes[Int(slot.lane)].overflow else { return false }
         return slot.cursor < self.lanes[Int(slot.lane)].minCursor
     }
 
-    /// A task asks to learn whether subscriber `id` is evicted: `true` if it already is,
-    /// `false` if it has left; `nil` when the watcher is stored, to be resumed when the
-    /// subscriber is evicted (with `true`) or leaves (with `false`).
+    /// What a task asking to learn whether a subscriber is evicted finds at once.
+    @usableFromInline
+    enum EvictionWatch: Sendable {
+        /// It already was: with its eviction.
+        case evicted(SubscriberEviction)
+        /// It has left (or the asking task was cancelled): it will not be evicted.
+        case left
+        /// The watcher is stored, to be resumed when the subscriber is evicted (with the
+        /// eviction) or leaves (with `nil`).
+        case stored
+    }
+
+    /// A task asks to learn whether subscriber `id` is evicted (`EvictionWatch`).
     @inlinable
     mutating func evictionWatchRequested(
         _ id: SubscriberID, token: UInt64, continuation: EvictionContinuation
-    ) -> Bool? {
-        guard let slotIndex = self.liveSlot(id) else { return false }
-        if self.isEvicted(slotIndex) { return true }
+    ) -> EvictionWatch {
+        guard let slotIndex = self.liveSlot(id) else { return .left }
+        if let eviction = self.eviction(of: slotIndex) { return .evicted(eviction) }
         self.evictionWatchers[UInt32(slotIndex), default: []].append(
             EvictionWatcher(token: token, continuation: continuation))
-        return nil
+        return .stored
     }
 
     /// The task waiting with `token` was cancelled: its continuation, if still stored (the
-    /// caller resumes it with `false`: not evicted).
+    /// caller resumes it with `nil`: not evicted).
     @inlinable
     mutating func evictionWatchCancelled(
         _ id: SubscriberID, token: UInt64
@@ -87,31 +102,32 @@ extension MulticastStateMachine {
         }
     }
 
-    /// Members were just evicted: the watchers of those that were learn it (`true`) at the
-    /// end of the critical section. Scans the watchers, not the subscribers; only when some
-    /// were evicted and some are watched.
+    /// Members were just evicted: the watchers of those that were learn it (with the
+    /// eviction) at the end of the critical section. Scans the watchers, not the subscribers;
+    /// only when some were evicted and some are watched.
     @inlinable
     mutating func noticeEvictions() {
-        for (slot, watchers) in self.evictionWatchers where self.isEvicted(Int(slot)) {
+        for (slot, watchers) in self.evictionWatchers {
+            guard let eviction = self.eviction(of: Int(slot)) else { continue }
             self.evictionWatchers[slot] = nil
-            for watcher in watchers { self.evictionNotices.append((watcher.continuation, true)) }
+            for watcher in watchers { self.evictionNotices.append((watcher.continuation, eviction)) }
         }
     }
 
     /// The subscriber in `slotIndex` is leaving, not evicted (every eviction resolved its
     /// watchers when it happened, `noticeEvictions()`): its watchers learn it, resumed with
-    /// `false` outside the lock (`takeEvictionNotices()`).
+    /// `nil` outside the lock (`takeEvictionNotices()`).
     @inlinable
     mutating func endEvictionWatch(_ slotIndex: Int) {
         guard let watchers = self.evictionWatchers.removeValue(forKey: UInt32(slotIndex)) else { return }
         assert(!self.isEvicted(slotIndex), "an evicted subscriber's watchers are told when it is evicted")
-        for watcher in watchers { self.evictionNotices.append((watcher.continuation, false)) }
+        for watcher in watchers { self.evictionNotices.append((watcher.continuation, nil)) }
     }
 
     /// The watchers resolved since the last call, with what each learns, for the storage to
     /// resume outside the lock; `nil` if none (the usual case: a test of an empty array).
     @inlinable
-    mutating func takeEvictionNotices() -> [(continuation: EvictionContinuation, evicted: Bool)]? {
+    mutating func takeEvictionNotices() -> [EvictionNotice]? {
         guard !self.evictionNotices.isEmpty else { return nil }
         defer { self.evictionNotices = [] }
         return self.evictionNotices

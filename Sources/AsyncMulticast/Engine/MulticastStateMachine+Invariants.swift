@@ -109,6 +109,13 @@ extension MulticastStateMachine {
         }
         // An evicted subscriber stops counting when it is evicted, not when it learns it.
         let evictedLive = self.slots.indices.filter { self.slots[$0].isLive && self.isEvicted($0) }.count
+        for slotIndex in self.slots.indices where self.slots[slotIndex].isLive && self.isEvicted(slotIndex) {
+            let slot = self.slots[slotIndex]
+            guard
+                slot.lane == Slot.noLane
+                    || self.lanes[Int(slot.lane)].evictions.contains(where: { $0.cursors.contains(slot.cursor) })
+            else { return "evicted slot \(slotIndex) has no record of its eviction" }
+        }
         guard self.evictedMembers == self.lanes.reduce(0, { $0 + $1.evicted }) else {
             return
                 "\(self.evictedMembers) evicted members counted out, the lanes hold \(self.lanes.reduce(0, { $0 + $1.evicted }))"
@@ -259,6 +266,16 @@ extension MulticastStateMachine {
             (evicts, freezes) = (false, true)
         }
         guard evicts || lane.evicted == 0 else { return "\(lane.evicted) evicted members" }
+        guard lane.evictions.reduce(0, { $0 + $1.members }) == lane.evicted,
+            !lane.evictions.contains(where: { $0.members <= 0 })
+        else { return "the eviction records count other members than the \(lane.evicted) evicted" }
+        var recordsEnd = Int.min
+        for record in lane.evictions {
+            guard recordsEnd <= record.cursors.lowerBound, record.cursors.upperBound <= lane.minCursor,
+                record.heldAt >= record.cursors.upperBound - 1
+            else { return "eviction records out of order, past minCursor or held below their cursors" }
+            recordsEnd = record.cursors.upperBound
+        }
         guard evicts || lane.softDeadlines.isEmpty else { return "soft deadlines without a soft limit" }
         guard freezes || (lane.frozen.isEmpty && lane.roomList.isEmpty && readingPrivateQueues == 0) else {
             return "frozen cells or private queues"

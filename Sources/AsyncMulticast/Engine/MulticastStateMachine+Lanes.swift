@@ -42,6 +42,10 @@ extension MulticastStateMachine {
         /// element, only while a member is past the soft limit. Empty otherwise.
         @usableFromInline
         var softDeadlines = IndexedRing<Duration>()
+        /// `.evict`: why the members not yet gone were evicted, oldest first (see
+        /// `EvictionRecord`).
+        @usableFromInline
+        var evictions: [EvictionRecord] = []
 
         @inlinable
         init(policy: SharedBufferingPolicy, tail: Int) {
@@ -163,19 +167,25 @@ extension MulticastStateMachine {
             self.waiting = 0
         }
 
-        /// Evicts every cell before `position`: `.evict` members that would hold too much.
+        /// Evicts every cell before `position`: `.evict` members that would hold too much,
+        /// for `reason`, each holding `heldAt` minus its cursor (see `evictOldestCell`).
         @inlinable
-        mutating func evictCells(before position: Int) {
+        mutating func evictCells(before position: Int, for reason: SubscriberEviction.Reason, heldAt: Int) {
             while !self.counts.isEmpty && self.counts.startIndex < position {
-                self.evictOldestCell()
+                self.evictOldestCell(for: reason, heldAt: heldAt)
             }
         }
 
         /// Evicts the members of the oldest histogram cell: they leave the histogram (and stop
-        /// holding the shared buffer) and learn it when they next read.
+        /// holding the shared buffer) and learn it when they next read. Why, and what they
+        /// held (`heldAt - cursor`), is kept for them in `evictions` until they learn it.
         @inlinable
-        mutating func evictOldestCell() {
-            self.evicted += self.counts.removeFirst().count
+        mutating func evictOldestCell(for reason: SubscriberEviction.Reason, heldAt: Int) {
+            let position = self.counts.startIndex
+            let members = self.counts.removeFirst().count
+            guard members > 0 else { return }
+            self.evicted += members
+            self.recordEviction(at: position, members: members, for: reason, heldAt: heldAt)
         }
     }
 
@@ -316,6 +326,7 @@ extension MulticastStateMachine {
             case .evict:
                 self.lanes[laneIndex].evicted -= 1
                 self.evictedMembers -= 1
+                self.lanes[laneIndex].evictedMemberLeft(cursor: slot.cursor)
             case .park, .keepAll:
                 preconditionFailure("lossless subscriber behind the shared window")
             }

@@ -23,7 +23,7 @@ extension MulticastStateMachine {
         var completionObservers: [CompletionObserver]?
         /// Eviction watchers resolved: resumed with whether their subscriber was evicted.
         @usableFromInline
-        var evictionNotices: [(continuation: EvictionContinuation, evicted: Bool)]?
+        var evictionNotices: [EvictionNotice]?
         /// The machine has ended and no subscriber is left: the drain observers to tell
         /// (MulticastStateMachine+Draining.swift).
         @usableFromInline
@@ -32,7 +32,7 @@ extension MulticastStateMachine {
         @inlinable
         init(
             change: SubscriberCountObservers.Change? = nil, completionObservers: [CompletionObserver]? = nil,
-            evictionNotices: [(continuation: EvictionContinuation, evicted: Bool)]? = nil,
+            evictionNotices: [EvictionNotice]? = nil,
             drained: [DrainCell]? = nil
         ) {
             self.change = change

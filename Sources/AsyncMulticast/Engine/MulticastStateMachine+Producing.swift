@@ -90,7 +90,7 @@ extension MulticastStateMachine {
                 case .evict(let limit):
                     // Members that would now hold `limit + 1` are evicted: the cell goes.
                     let evicted = lanes[laneIndex].evicted
-                    lanes[laneIndex].evictCells(before: newTail - limit)
+                    lanes[laneIndex].evictCells(before: newTail - limit, for: .hardLimit, heldAt: newTail - 1)
                     if lanes[laneIndex].evicted != evicted { evictedAny = true }
                     if hasSoftLimits { softLimited = true }  // applied after this pass
                 case .park, .freeze, .keepAll:
@@ -136,7 +136,7 @@ extension MulticastStateMachine {
         case .evict(let limit):
             // Members that would now hold `limit + 1` are evicted (the whole cell).
             let evicted = self.lanes[0].evicted
-            self.lanes[0].evictCells(before: newTail - limit)
+            self.lanes[0].evictCells(before: newTail - limit, for: .hardLimit, heldAt: newTail - 1)
             var evictedAny = self.lanes[0].evicted != evicted
             if let soft = self.lanes[0].softLimit, self.applySoleSoftLimit(soft, newTail: newTail) {
                 evictedAny = true

@@ -17,9 +17,13 @@ struct ReadReport: Sendable {
     /// `reportsGaps`: the gap found, and nothing was read).
     @usableFromInline
     var missed = 0
-    /// The read ended the subscriber because it had been evicted (`.evicting`).
+    /// The read ended the subscriber because it had been evicted (`.evicting`): why, and
+    /// what it held.
     @usableFromInline
-    var evicted = false
+    var eviction: SubscriberEviction? = nil
+    /// Whether the read ended the subscriber because it had been evicted.
+    @inlinable
+    var evicted: Bool { self.eviction != nil }
     /// The read took every element produced so far: the subscriber's cursor is at the
     /// tail. Until another element is produced, its next read finds no element (it may
     /// still find the end, an error or an eviction).
@@ -86,8 +90,8 @@ extension MulticastStateMachine {
                 if group.members > 0 { self.lanes[laneIndex].frozen[cursor] = group }
                 return self.readPrivateQueue(slotIndex, report: &report)
             case .evict:
+                report.eviction = self.eviction(of: slotIndex)
                 self.removeSubscriber(slotIndex)
-                report.evicted = true
                 return .terminal(.success(nil))
             case .park, .keepAll:
                 preconditionFailure("lossless subscriber behind the shared window")
@@ -166,7 +170,7 @@ extension MulticastStateMachine {
                     self.privateQueues[key]!.gaps = []
                     return .gap
                 }
-                report.evicted = self.privateQueues[key]!.endsEvicted
+                report.eviction = self.privateQueues[key]!.eviction
                 self.removeSubscriber(slotIndex)
                 return .terminal(.success(nil))
             }

@@ -129,11 +129,7 @@ extension MulticastStateMachine {
         where self.slots[slotIndex].isLive && self.slots[slotIndex].lane != Slot.noLane {
             let slot = self.slots[slotIndex]
             let lane = self.lanes[Int(slot.lane)]
-            let wasEvicted: Bool
-            switch lane.overflow {
-            case .evict: wasEvicted = slot.cursor < lane.minCursor
-            case .park, .dropOldest, .freeze, .keepAll: wasEvicted = false
-            }
+            let eviction = self.eviction(of: slotIndex)
             let pending: [Element]
             var gaps: [(index: Int, missed: Int)] = []
             if slot.readsPrivateQueue || slot.cursor < lane.minCursor || self.greetings[UInt32(slotIndex)] != nil {
@@ -148,7 +144,7 @@ extension MulticastStateMachine {
             self.leaveLane(slotIndex)
             self.privateQueues[UInt32(slotIndex)] = PrivateQueue(queue: pending, endsWhenEmpty: true)
             self.privateQueues[UInt32(slotIndex)]!.greeting = greeting
-            self.privateQueues[UInt32(slotIndex)]!.endsEvicted = wasEvicted
+            self.privateQueues[UInt32(slotIndex)]!.eviction = eviction
             // What its policy had dropped is still reported where it was (lag reports).
             self.privateQueues[UInt32(slotIndex)]!.gaps = gaps
             self.slots[slotIndex].readsPrivateQueue = true

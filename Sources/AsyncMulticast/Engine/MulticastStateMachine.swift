@@ -27,7 +27,8 @@
 //     member then reads a private queue (`privateQueues`) with room for keep, and rejoins
 //     at the tail when it is empty.
 //   - `.evict(limit)` (`.evicting(limit)`): a cell that would hold limit + 1 leaves the
-//     histogram; its members are `evicted` and learn it on their next read. They stop
+//     histogram; its members are `evicted` and learn it on their next read, with why and
+//     what they held then (`Lane.evictions`, one record per limit and tail). They stop
 //     counting in `subscriberCount` at once (an eviction is a leave for the count, and for
 //     an `.automatic` upstream whose last subscriber it was). A soft limit is a deadline per
 //     position past its count (`Lane.softDeadlines`), written at a clock reading the storage
@@ -54,6 +55,9 @@
 //   which cannot wait.)
 // - Evicted members are on `.evict` lanes only; frozen cells, room lists and members reading
 //   a private queue on `.freeze` lanes only.
+// - Every evicted member's cursor lies in one of its lane's eviction records, which are
+//   disjoint, in order, below minCursor, held at or above their cursors, and count exactly
+//   the lane's evicted members (none is empty).
 // - A subscriber of an ended connection (`Slot.noLane`) reads only its private queue, which
 //   ends it, and is never waiting.
 // - An upstream's producer is parked only while some member holds more than its lane's
@@ -311,7 +315,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// storage takes them at the end of the critical section (`takeEvictionNotices()`) and
     /// resumes them outside the lock.
     @usableFromInline
-    var evictionNotices: [(continuation: EvictionContinuation, evicted: Bool)] = []
+    var evictionNotices: [EvictionNotice] = []
 
     /// The evicted members of every lane (the sum of `Lane.evicted`) that `subscriberCount`
     /// no longer counts (`evictionsHappened()`).

@@ -65,10 +65,10 @@ extension MulticastStorage {
     }
 
     /// Outside the lock: tells the tasks waiting to learn of an eviction
-    /// (`waitForEviction(_:)`) whether their subscriber was evicted.
+    /// (`waitForEviction(_:)`) their subscriber's eviction, or `nil` when it left otherwise.
     @inlinable
-    static func resume(_ notices: [(continuation: Machine.EvictionContinuation, evicted: Bool)]) {
-        for notice in notices { notice.continuation.resume(returning: notice.evicted) }
+    static func resume(_ notices: [Machine.EvictionNotice]) {
+        for notice in notices { notice.continuation.resume(returning: notice.eviction) }
     }
 
     /// An upstream iteration's producer, told to `.park`: suspends until a bounded subscriber

@@ -97,39 +97,42 @@ extension MulticastStorage {
 
     // MARK: Evictions and backlogs
 
-    /// Returns `true` once subscriber `id` is evicted, `false` once it has left otherwise (or
-    /// had left already), or at once, `false`, if the waiting task is cancelled.
+    /// Returns subscriber `id`'s eviction once it is evicted, `nil` once it has left
+    /// otherwise (or had left already), or at once, `nil`, if the waiting task is cancelled.
     @inlinable
-    func waitForEviction(_ id: SubscriberID) async -> Bool {
+    func waitForEviction(_ id: SubscriberID) async -> SubscriberEviction? {
         let token = self.state.withLock { $0.machine.takeToken() }
-        // Decided before the task waits (already evicted, already left, already cancelled).
-        var decided: Bool? = nil
-        let evicted = await withTaskCancellationHandler {
+        // Resumed at the end of the critical section that evicted the subscriber (with the
+        // eviction), or that it left otherwise in, or by this task's cancellation (`nil`);
+        // at once, outside the lock, when that was decided before the task could wait.
+        return await withTaskCancellationHandler {
             await withUnsafeContinuation { (continuation: Machine.EvictionContinuation) in
                 // Read before the lock: if the cancellation handler already ran, it found
                 // nothing to resume, so storing the watcher now would never be undone.
                 let cancelled = Task.isCancelled
                 let work = self.state.withLock { state -> OutsideLock? in
-                    decided =
-                        cancelled
-                        ? false : state.machine.evictionWatchRequested(id, token: token, continuation: continuation)
-                    return decided.map {
-                        OutsideLock(notices: Machine.Notices(evictionNotices: [(continuation, $0)]))
+                    let found: SubscriberEviction?
+                    if cancelled {
+                        found = nil
+                    } else {
+                        switch state.machine.evictionWatchRequested(id, token: token, continuation: continuation) {
+                        case .stored: return nil
+                        case .evicted(let eviction): found = eviction
+                        case .left: found = nil
+                        }
                     }
+                    return OutsideLock(notices: Machine.Notices(evictionNotices: [(continuation, found)]))
                 }
                 self.perform(work)
             }
         } onCancel: {
             let work = self.state.withLock { state in
                 state.machine.evictionWatchCancelled(id, token: token).map {
-                    OutsideLock(notices: Machine.Notices(evictionNotices: [($0, false)]))
+                    OutsideLock(notices: Machine.Notices(evictionNotices: [($0, nil)]))
                 }
             }
             self.perform(work)
         }
-        // Resumed at the end of the critical section that evicted the subscriber (`true`),
-        // or that it left otherwise in, or by this task's cancellation (`false`).
-        return decided ?? evicted
     }
 
     /// What subscriber `id` holds and the most it held; `nil` once it has left or was evicted.

@@ -42,9 +42,10 @@ extension MulticastStateMachine {
         /// subscriber ends (its multicast connection was cancelled).
         @usableFromInline
         var endsWhenEmpty = false
-        /// With `endsWhenEmpty`: the subscriber had been evicted, and ends as evicted.
+        /// With `endsWhenEmpty`: the subscriber had been evicted, and ends as evicted, with
+        /// this eviction.
         @usableFromInline
-        var endsEvicted = false
+        var eviction: SubscriberEviction? = nil
         /// The absolute position following the last element queued: an element queued
         /// later at a higher position means the ones in between were missed.
         @usableFromInline

@@ -20,7 +20,7 @@ struct SharedEventDocTests {
                 switch event {
                 case .element(let price): show(price)
                 case .missed(let count): print("skipped \(count) stale prices")
-                case .evicted: break  // only with an .evicting policy; the iteration ends next
+                case .evicted(let eviction): print("evicted", eviction)  // only with .evicting; the last event
                 }
             }
         }  // (test only)
@@ -44,8 +44,8 @@ struct SharedEventDocTests {
         let connection = Task {  // (test only)
             do {
                 for try await line in feed.buffering(.evicting(100)) { try await client.send(line) }
-            } catch is SubscriberEvictedError {
-                await client.close(reason: "too slow")
+            } catch let error as SubscriberEvictedError {
+                await client.close(reason: "too slow, evicted \(error.eviction)")
             }
         }  // (test only)
 
@@ -54,7 +54,8 @@ struct SharedEventDocTests {
         try await connection.value
 
         #expect(client.written.lines == ["line 1"], "handed to it while it waited; the others were dropped with it")
-        #expect(client.closed.lines == ["too slow"])
+        #expect(
+            client.closed.lines == ["too slow, evicted at its hard limit, holding 100 elements (high-water mark 100)"])
         #expect(feed.subscriberCount == 0)
     }
 
@@ -99,7 +100,7 @@ struct SharedEventDocTests {
         for n in 1...100 { subject.send(n) }  // (test only)
         while let event = await events.next() { handle(event) }
 
-        #expect(handled.values == [.evicted], "its buffer was released when it was evicted")
+        #expect(handled.values == [.evicted(.hardLimit(64))], "its buffer was released when it was evicted")
         #expect(subject.subscriberCount == 0)
     }
 }

@@ -33,11 +33,14 @@ struct SharedSubscriptionDocTests {
         for n in 0...256 { feed.send(n) }  // (test only)
         Task {
             for await event in client.events {
-                if case .evicted = event { print("too slow: disconnected") }
+                if case .evicted(let eviction) = event { print("disconnected, evicted \(eviction)") }
             }
         }
 
-        #expect(await printed.lines(waitingFor: 1) == ["too slow: disconnected"])
+        #expect(
+            await printed.lines(waitingFor: 1) == [
+                "disconnected, evicted at its hard limit, holding 256 elements (high-water mark 256)"
+            ])
     }
 
     // subscribe(buffering:)
@@ -72,18 +75,25 @@ struct SharedSubscriptionDocTests {
 
     // waitForEviction()
     @Test func waitForEviction() async throws {
+        let printed = PrintedLines()  // (test only)
+        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
         let clock = ManualClock()  // (test only)
         let feed = AsyncPassthroughSubject<Int, Never>(clock: clock)  // (test only)
         let connection = StalledConnection()  // (test only)
 
         let client = feed.subscribe(buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
-        Task { if await client.waitForEviction() { try await connection.close() } }
+        Task {
+            if let eviction = await client.waitForEviction() {
+                print("closing, evicted", eviction)  // closing, evicted at its soft limit, holding 300 elements …
+                try await connection.close()
+            }
+        }
         let burst = Task {  // (test only) the client stops reading while the feed goes on
             feed.send(0)  // (test only)
             await connection.stalled.next("the first write hangs")  // (test only)
             for n in 1...300 { feed.send(n) }  // (test only) more than 256 behind...
-            clock.advance(by: .seconds(11))  // (test only) ...for more than 10 s
-            feed.send(301)  // (test only) checked when an element is produced: evicted
+            await clock.waitForSleepers(count: 1)  // (test only) the soft deadline's timer
+            clock.advance(by: .seconds(11))  // (test only) ...for more than 10 s: evicted then
         }  // (test only)
         await #expect(throws: StalledConnection.Closed.self) {  // (test only)
             for await event in client { try await connection.write(event) }
@@ -92,6 +102,7 @@ struct SharedSubscriptionDocTests {
         await burst.value
         #expect(connection.isClosed)
         #expect(connection.written.lines == ["0"], "stuck in its first write until closed")
+        #expect(printed.lines == ["closing, evicted at its soft limit, holding 300 elements (high-water mark 300)"])
         #expect(client.backlog == nil)
         #expect(feed.subscriberCount == 0)
     }

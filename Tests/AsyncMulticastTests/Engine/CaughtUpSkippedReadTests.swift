@@ -189,7 +189,7 @@ struct CaughtUpSkippedReadTests {
     @Test func uncountedOffersStillReportTheEviction() async throws {
         let skip = await Self.scenario(.evicting(2), burst: 3, counted: false)
         #expect(!skip.skipped, "an evicting lane does not skip")
-        #expect(skip.events == [.element(0), .evicted])
+        #expect(skip.events == [.element(0), .evicted(.hardLimit(2))])
     }
 
     // MARK: Who skips

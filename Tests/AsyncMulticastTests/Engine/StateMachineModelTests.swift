@@ -244,8 +244,10 @@ struct ModelRun {
         /// What a read that found nothing reported: the iterator keeps it for its next read,
         /// as `MulticastStorage.refill` keeps it across a catch-up wait (and `wait` while suspended).
         var carried = 0
-        /// Evicted by its `.evicting` policy; its next read ends it as evicted.
-        var evicted = false
+        /// Evicted by its `.evicting` policy (a hard limit: the model has no soft ones); its next
+        /// read ends it as evicted, with this eviction.
+        var eviction: SubscriberEviction?
+        var evicted: Bool { self.eviction != nil }
         /// Its multicast connection ended: it drains `pending`, then ends.
         var ending = false
         /// `.evicting`: how many of the first `pending` are its greeting (replayed when it
@@ -319,7 +321,8 @@ struct ModelRun {
                 self.pending.append(value)
                 self.gaps.append(0)
                 if self.pending.count - self.greeting > limit {
-                    self.evicted = true
+                    // It never held more than the limit: the limit is its backlog and its high-water mark.
+                    self.eviction = SubscriberEviction(reason: .hardLimit, backlog: limit, highWaterMark: limit)
                     self.greeting = 0
                     self.pending.removeAll()
                     self.gaps.removeAll()
@@ -1049,12 +1052,14 @@ struct ModelRun {
     // MARK: Comparing
 
     /// Checks what a read of subscriber `k` reported: `missed` elements dropped just before
-    /// what it returned, and whether its end is an eviction.
+    /// what it returned, and whether its end is an eviction (then, with the model's eviction).
     func checkReport(_ report: ReadReport, of k: Int, missed: Int, evicted: Bool) throws(ModelFailure) {
         let sub = self.subscribers[k]
+        let expected = evicted ? sub.eviction : nil
         try self.check(
-            report.evicted == evicted,
-            "subscriber #\(k) (\(sub.policy)): report.evicted \(report.evicted), expected \(evicted)")
+            report.eviction == expected,
+            "subscriber #\(k) (\(sub.policy)): report.eviction \(report.eviction.map { "\($0)" } ?? "nil"), expected \(expected.map { "\($0)" } ?? "nil")"
+        )
         try self.check(
             report.missed == missed,
             "subscriber #\(k) (\(sub.policy)): reported \(report.missed) missed, expected \(missed)")

@@ -189,7 +189,7 @@ struct EvictionTests {
             do throws(Failure) {
                 let first = try await stalledEvents!.next()
                 let second = try await stalledEvents!.next()
-                #expect(first == .evicted)
+                #expect(first == .evicted(.hardLimit(Self.limit)))
                 #expect(second == nil, ".evicted is the last event")
             } catch {
                 Issue.record("an evicted events() subscriber threw \(error)")
@@ -202,7 +202,8 @@ struct EvictionTests {
             } catch {
                 #expect(
                     kind == .throwing, "with Failure \(Failure.self) eviction should return nil, not throw \(error)")
-                #expect(error is SubscriberEvictedError, "threw \(error)")
+                #expect(
+                    (error as? SubscriberEvictedError)?.eviction == .hardLimit(Self.limit), "threw \(error)")
             }
         }
         #expect(face.storage.subscriberCount == readerCount, "noticing the eviction leaves")
@@ -242,7 +243,7 @@ struct EvictionTests {
 
             var events: [SharedEvent<Int>] = []
             while let event = await client.next() { events.append(event) }
-            #expect(events == [.element(2), .element(3), .evicted])
+            #expect(events == [.element(2), .element(3), .evicted(.hardLimit(4))])
             #expect(subject.subscriberCount == 0)
         }
     }
@@ -265,7 +266,7 @@ struct EvictionTests {
         try await waitUntil("the subscriber waits again") { subject.storage.waitingCount == 1 }
         subject.send(3)
         subject.send(4)
-        #expect(await idle.next() == .evicted)
+        #expect(await idle.next() == .evicted(.hardLimit(1)))
         #expect(await waiting.answer() == 3)
         #expect(await waiting.next() == 4)
         await waiting.leave()
@@ -303,7 +304,7 @@ struct EvictionTests {
         subject.send(2)
         subject.fail(.boom)
         do throws(TestError) {
-            #expect(try await events.next() == .evicted)
+            #expect(try await events.next() == .evicted(.hardLimit(1)))
             #expect(try await events.next() == nil)
             // TestError cannot hold SubscriberEvictedError: the plain iteration returns nil.
             #expect(try await plain.next() == nil)
@@ -327,7 +328,7 @@ struct EvictionTests {
         input.finish()
         let drained = await reader.drain()
         #expect(drained.elements == Array(0..<10), "a .bounded(4) reader paced the upstream; the stalled view did not")
-        #expect(await stalled.next() == .evicted)
+        #expect(await stalled.next() == .evicted(.hardLimit(3)))
         #expect(await stalled.next() == nil)
     }
 
@@ -343,7 +344,7 @@ struct EvictionTests {
         #expect(await reader.take(3) == [1, 2, 3])
         #expect(multicast.storage.evictedCount(.evicting(2)) == 2)
         connection.cancel()
-        #expect(await stalled.next() == .evicted)
+        #expect(await stalled.next() == .evicted(.hardLimit(2)))
         #expect(await stalled.next() == nil)
         #expect(await stalledPlain.next() == nil)
         #expect(await reader.next() == nil)
@@ -408,7 +409,7 @@ struct EvictionTests {
         #expect(await keepsUp.next() == .element(1))
         state.send(2)  // stalls now holds 1 and 2 that came after it joined: evicted
         #expect(await keepsUp.next() == .element(2))
-        #expect(await stalls.next() == .evicted)
+        #expect(await stalls.next() == .evicted(.hardLimit(1)))
         #expect(await stalls.next() == nil)
         state.finish()
         #expect(await keepsUp.next() == nil)

@@ -86,9 +86,9 @@ struct LagReference {
         if !self.batch.isEmpty {
             return .element(self.batch.removeFirst())
         }
-        if self.evicted {
+        if self.evicted, case .evicting(let limit, _) = self.policy {
             self.ended = true
-            return .evicted
+            return .evicted(.hardLimit(limit))  // the reference applies only hard limits
         }
         if self.queue[0].missed > 0 {
             // The gap alone: the element after it stays queued.

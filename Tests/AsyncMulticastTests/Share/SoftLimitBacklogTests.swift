@@ -61,7 +61,7 @@ private func startWatchers<Element: Sendable, Failure: Error>(
     storage: MulticastStorage<Element, Failure>, sourceLocation: SourceLocation = #_sourceLocation
 ) async throws -> [Task<Bool, Never>] {
     let before = storage.evictionWatcherCount
-    let watchers = (0..<count).map { _ in Task { await subscription.waitForEviction() } }
+    let watchers = (0..<count).map { _ in Task { await subscription.waitForEviction() != nil } }
     try await waitUntil("\(count) eviction watchers stored", sourceLocation: sourceLocation) {
         storage.evictionWatcherCount == before + count
     }
@@ -367,7 +367,8 @@ struct SoftLimitBacklogTests {
         #expect(await watcher.value)
         #expect(stalled.backlog == nil)
         var events = stalled.events.makeAsyncIterator()
-        #expect(await events.next() == .evicted, "its buffer was released: the eviction comes first")
+        #expect(
+            await events.next()?.eviction?.reason == .softLimit, "its buffer was released: the eviction comes first")
         #expect(await events.next() == nil)
     }
 
@@ -416,7 +417,7 @@ struct SoftLimitBacklogTests {
         await received.wait(for: 21)
         await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(1_000_000))
-        #expect(await silent.waitForEviction(), "nothing produced since: evicted at its deadline")
+        #expect(await silent.waitForEviction() != nil, "nothing produced since: evicted at its deadline")
         subject.finish()
         #expect(await readerTask.value == Array(1...21))
     }
@@ -439,7 +440,7 @@ struct SoftLimitBacklogTests {
         try await waitUntil("healthy waits again") { subject.storage.waitingCount == 1 }
         subject.send(2)  // `stalled` holds 2 > 1: evicted; `healthy` is handed 2
         #expect(await second.value == 2)
-        #expect(await stalled.waitForEviction())
+        #expect(await stalled.waitForEviction() != nil)
         #expect(healthy.backlog == SubscriberBacklog(count: 0, highWaterMark: 0))
         let stillWaiting = subject.storage.evictionWatcherCount == 1
         #expect(stillWaiting, "healthy was not evicted: its watcher must still wait")
@@ -471,7 +472,7 @@ struct SoftLimitBacklogTests {
         // The ServingClients pattern: a task per client closes it when it is evicted.
         let closers = clients.map { client in
             Task {
-                let evicted = await client.waitForEviction()
+                let evicted = await client.waitForEviction() != nil
                 if evicted { closed.add() }
                 return evicted
             }
@@ -528,7 +529,7 @@ struct SoftLimitBacklogTests {
             }
         }
         #expect(stalled.backlog == nil, "the 5th element passed its hard limit")
-        #expect(await stalled.waitForEviction())
+        #expect(await stalled.waitForEviction() != nil)
         #expect(oscillating.backlog != nil, "never evicted")
     }
 
@@ -618,7 +619,7 @@ struct SoftLimitBacklogTests {
         #expect(await reader.next() == 9)  // d holds 2 (one in its batch at most): not past
         while let backlog = d.backlog, backlog.count > 2 { _ = await reader.next() }
         clock.jump(to: .seconds(1_000_000))
-        #expect(await c.waitForEviction(), "no element since the jump: the timer evicted it")
+        #expect(await c.waitForEviction() != nil, "no element since the jump: the timer evicted it")
         subject.send(12)
         #expect(d.backlog?.count == 1, "d read its three: it holds only the element just produced")
     }
@@ -736,7 +737,7 @@ struct SoftLimitBacklogTests {
         subject.send(10)
         #expect(greeted.backlog == nil)
         var events = greeted.events.makeAsyncIterator()
-        #expect(await events.next() == .evicted, "its greeting went with its buffer")
+        #expect(await events.next()?.eviction?.reason == .softLimit, "its greeting went with its buffer")
         #expect(await events.next() == nil)
         #expect(subject.storage.invariantViolation == nil)
     }
@@ -757,14 +758,14 @@ struct SoftLimitBacklogTests {
         try await waitUntil("lenient holds 3") { lenient.backlog?.count == 3 }
         #expect(multicast.storage.evictionWatcherCount == 1)
         connection.cancel()
-        #expect(await strict.waitForEviction(), "still evicted after the connection ended")
+        #expect(await strict.waitForEviction() != nil, "still evicted after the connection ended")
         #expect(lenient.backlog == SubscriberBacklog(count: 3, highWaterMark: 3))
         #expect(multicast.storage.evictionWatcherCount == 1, "lenient still has to drain")
         var lenientReader = lenient.makeAsyncIterator()
         #expect(await lenientReader.take(4) == [1, 2, 3])
         #expect(await lenientWatcher.value == false, "it ended without being evicted")
         var strictReader = strict.events.makeAsyncIterator()
-        #expect(await strictReader.next() == .evicted)
+        #expect(await strictReader.next()?.eviction?.reason == .softLimit)
 
         // Connected again (the stream ended with its cancelled iteration): a new subscriber is
         // greeted with the replay (2, 3), then the end.
@@ -812,7 +813,7 @@ struct SoftLimitBacklogTests {
                 let watchers = (0..<8).map { _ in
                     Task {
                         await start.wait()
-                        return await subscription.waitForEviction()
+                        return await subscription.waitForEviction() != nil
                     }
                 }
                 let cancelled = Set((0..<8).filter { ($0 + iteration) % 3 == 0 })
@@ -869,7 +870,7 @@ struct SoftLimitBacklogTests {
                     tookFirst.send(())
                     await hold.wait()  // holding: it can be evicted now
                     while let event = await events.next() {
-                        if event == .evicted { return "evicted" }
+                        if event.eviction != nil { return "evicted" }
                     }
                     return "ended"
                 }
@@ -879,7 +880,7 @@ struct SoftLimitBacklogTests {
                 let watchers = (0..<6).map { _ in
                     Task {
                         await start.wait()
-                        return await subscription.waitForEviction()
+                        return await subscription.waitForEviction() != nil
                     }
                 }
                 let evictor = Task {
@@ -913,7 +914,7 @@ struct SoftLimitBacklogTests {
                 #expect(subject.storage.evictionWatcherCount == 0, "iteration \(iteration)")
                 #expect(subject.subscriberCount == 0, "iteration \(iteration)")
                 #expect(
-                    await subscription.waitForEviction() == (ending == "evicted"),
+                    (await subscription.waitForEviction() != nil) == (ending == "evicted"),
                     "it has left: true only if its iteration ended by its eviction")
             }
             #expect(endings["evicted", default: 0] > 0 && endings["ended", default: 0] > 0, "\(endings)")
@@ -928,13 +929,13 @@ struct SoftLimitBacklogTests {
         _ = old.makeAsyncIterator()  // taken and released: it left
         let new = subject.subscribe()
         #expect(new.subscriber.id.slot == old.subscriber.id.slot, "the slot is reused")
-        #expect(await old.waitForEviction() == false)
+        #expect(await old.waitForEviction() == nil)
         #expect(subject.storage.evictionWatcherCount == 0, "nothing stored for the old id")
         let newWatcher = try await startWatchers(1, of: new, storage: subject.storage)[0]
         subject.send(1)
         subject.send(2)
         #expect(await newWatcher.value)
-        #expect(await old.waitForEviction() == false)
+        #expect(await old.waitForEviction() == nil)
         #expect(old.backlog == nil, "the old id does not read the new subscriber's backlog")
 
         // Raced: old's watchers start as it leaves and the next subscriber joins its slot and
@@ -950,7 +951,7 @@ struct SoftLimitBacklogTests {
                 let oldWatchers = (0..<4).map { _ in
                     Task {
                         await start.wait()
-                        return await old.waitForEviction()
+                        return await old.waitForEviction() != nil
                     }
                 }
                 let churn = Task {
@@ -965,7 +966,7 @@ struct SoftLimitBacklogTests {
                 let new = await churn.value
                 if new.subscriber.id.slot == old.subscriber.id.slot { reused += 1 }
                 for watcher in oldWatchers { #expect(await watcher.value == false) }
-                #expect(await new.waitForEviction())
+                #expect(await new.waitForEviction() != nil)
                 #expect(subject.storage.evictionWatcherCount == 0)
             }
             #expect(reused == 300)
@@ -1028,10 +1029,10 @@ struct SoftLimitBacklogTests {
         #expect(copy.backlog == SubscriberBacklog(count: 2, highWaterMark: 2))
         subject.send(4)
         #expect(await watcher.value)
-        #expect(await copy.waitForEviction(), "evicted, not yet learnt")
+        #expect(await copy.waitForEviction() != nil, "evicted, not yet learnt")
         resume.release()
         #expect(await reader.value == "evicted")
-        #expect(await copy.waitForEviction(), "it has left by its eviction: still true")
+        #expect(await copy.waitForEviction() != nil, "it has left by its eviction: still true")
         #expect(copy.backlog == nil)
         #expect(subject.subscriberCount == 0)
     }
@@ -1067,7 +1068,7 @@ struct SoftLimitBacklogTests {
         }
         let watchers = subscriptions.enumerated().map { index, subscription in
             Task {
-                let evicted = await subscription.waitForEviction()
+                let evicted = await subscription.waitForEviction() != nil
                 if evicted { subject.send(100 + index) }  // the echo: from the watcher's task
                 return evicted
             }
@@ -1104,7 +1105,7 @@ struct SoftLimitBacklogTests {
 
         let double = subject.subscribe()
         let doubleWatcher = Task {
-            let evicted = await double.waitForEviction()
+            let evicted = await double.waitForEviction() != nil
             if evicted { subject.send(-1) }  // the watcher's own echo
             return evicted
         }

@@ -182,7 +182,7 @@ struct SubscriberCountTests {
         subject.send(2)
         #expect(subject.storage.evictedCount(.evicting(1)) == 1)
         #expect(await counts.next() == 0, "being evicted is leaving, for the count")
-        #expect(await stalled.next() == .evicted)
+        #expect(await stalled.next() == .evicted(.hardLimit(1)))
         #expect(!counts.hasCountReady, "noticing the eviction changes the count no more")
 
         // Reaching the end.

@@ -157,6 +157,11 @@ extension ModelRun {
             code.add(lane.atTail)
             code.add(lane.waiting)
             code.add(lane.evicted)
+            code.add(lane.evictions.count)
+            for record in lane.evictions {
+                code.add([record.cursors.lowerBound, record.cursors.upperBound, record.heldAt])
+                code.add(record.reason == .softLimit)
+            }
             code.add(lane.softDeadlines.count)
             Self.encode(lane.counts, into: &code)
             code.add(lane.roomList.map(rank))
@@ -324,7 +329,7 @@ extension ModelRun {
             code.add(queue.nextPosition)
             code.add(queue.greeting - queue.popped)
             code.add(queue.endsWhenEmpty)
-            code.add(queue.endsEvicted)
+            code.add(queue.eviction.map { [$0.reason == .softLimit ? 1 : 0, $0.backlog, $0.highWaterMark] } ?? [-1])
             code.add(queue.gaps.count)
             for gap in queue.gaps {
                 code.add(gap.index - queue.popped)
