@@ -8,8 +8,10 @@
 #   2. `swift package diagnose-api-breaking-changes BASELINE --products AsyncMulticast` (the
 #      toolchain's API digester) compares the library's public API with the baseline's;
 #   3. a breaking change passes only when the `## [Unreleased]` section has a line
-#      `Next version: X.Y.Z` whose major number is above the baseline's: users who depend on
-#      `from: "BASELINE"` then never receive it.
+#      `Next version: X.Y.Z` that SemVer lets break: a major number above the baseline's;
+#      or, while the baseline is 0.y.z (SemVer 0.x: anything may change), a minor number above
+#      the baseline's. Users who depend on `from: "BASELINE"` (up to the next major) or, in
+#      0.x, `.upToNextMinor(from: "BASELINE")` then never receive it.
 #
 # Before the first release (no `## [X.Y.Z]` heading) there is nothing to compare with: it says
 # so and passes.
@@ -52,14 +54,28 @@ fi
 grep -q "API breakage:" "$CI_LOGS/api.log" \
     || ci_fail "the API digester failed (exit $status) without listing a breaking change: see above"
 
-ci_step "breaking changes: does the CHANGELOG announce a new major version?"
+ci_step "breaking changes: does the CHANGELOG announce a version that may break?"
 unreleased="$(awk '/^## \[Unreleased\]/ { inside = 1; next } /^## \[/ { inside = 0 } inside' CHANGELOG.md)"
 next="$(printf '%s\n' "$unreleased" | grep -Eo '^Next version: [0-9]+\.[0-9]+\.[0-9]+' | head -1 \
     | grep -Eo '[0-9]+\.[0-9]+\.[0-9]+' || true)"
-if [[ -n "$next" && "${next%%.*}" -gt "${release%%.*}" ]]; then
-    echo "the breaking changes above are announced: Next version: $next (a new major version after $release)"
-    ci_end
-    exit 0
+IFS=. read -r release_major release_minor _ <<<"$release"
+if [[ -n "$next" ]]; then
+    IFS=. read -r next_major next_minor _ <<<"$next"
+    if (( next_major > release_major )); then
+        echo "the breaking changes above are announced: Next version: $next (a new major version after $release)"
+        ci_end
+        exit 0
+    fi
+    if (( release_major == 0 && next_major == 0 && next_minor > release_minor )); then
+        echo "the breaking changes above are announced: Next version: $next (a new minor version of 0.x after $release, which SemVer lets break)"
+        ci_end
+        exit 0
+    fi
+fi
+if (( release_major == 0 )); then
+    wanted="0.$((release_minor + 1)).0"
+else
+    wanted="$((release_major + 1)).0.0"
 fi
 ci_fail "breaking changes since $release (listed above). Keep the old API (deprecate it), or announce \
-a new major version: a line \"Next version: $((${release%%.*} + 1)).0.0\" in CHANGELOG.md's [Unreleased] section"
+a version that may break them: a line \"Next version: $wanted\" in CHANGELOG.md's [Unreleased] section"
