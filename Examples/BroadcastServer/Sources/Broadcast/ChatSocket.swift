@@ -62,8 +62,8 @@ extension BroadcastHub {
                         try await outbound.write(.text(json))
                     case .missed:
                         break  // only lossy policies miss elements; .evicting does not
-                    case .evicted:
-                        self.clientEvicted()
+                    case .evicted(let eviction):
+                        self.clientEvicted(eviction)
                         try await outbound.close(.policyViolation, reason: "fell too far behind; reconnect")
                         return .server
                     }

@@ -57,7 +57,7 @@ extension BroadcastHub {
     /// learns of it only when it next asks for an event, and when the client is not reading
     /// that task is stuck behind the blocked writer. So two more child tasks wait in
     /// `waitForEviction()`, one per subscription, and act at once (see
-    /// ``evicted(_:feed:)``): if the connection is not writable, the client is not taking
+    /// ``evicted(_:feed:_:)``): if the connection is not writable, the client is not taking
     /// what it was sent, so the connection is closed, the pending write fails and the handler
     /// ends; otherwise the writer gets a last `event: evicted` and ends the response. Either
     /// way the client stops counting as connected (``connectedClients``) right away, not when
@@ -118,12 +118,16 @@ extension BroadcastHub {
                         let ended = await (ticksEnded, messagesEnded)
                         if ended == (true, true) { await self.feedsEnded(connection) }
                     }
-                    // `false`: the subscription left otherwise, or the response ended first.
+                    // `nil`: the subscription left otherwise, or the response ended first.
                     group.addTask {
-                        if await ticks.waitForEviction() { self.evicted(connection, feed: "ticks") }
+                        if let eviction = await ticks.waitForEviction() {
+                            self.evicted(connection, feed: "ticks", eviction)
+                        }
                     }
                     group.addTask {
-                        if await messages.waitForEviction() { self.evicted(connection, feed: "messages") }
+                        if let eviction = await messages.waitForEviction() {
+                            self.evicted(connection, feed: "messages", eviction)
+                        }
                     }
                     group.addTask {
                         try await self.keepAlive(connection)
@@ -160,9 +164,9 @@ extension BroadcastHub {
                 await connection.outbox.send(waitingForRoom: outgoing(element))
             case .missed:
                 break  // only lossy policies miss elements; .evicting does not
-            case .evicted:
+            case .evicted(let eviction):
                 // The watching task has usually acted already; if not, this does.
-                self.evicted(connection, feed: feed)
+                self.evicted(connection, feed: feed, eviction)
                 return false
             }
         }
@@ -192,9 +196,9 @@ extension BroadcastHub {
     ///   waiting (a synchronous send goes past the outbox's bound, behind at most one event
     ///   already handed), writes it, and ends the response. Should the client stop reading
     ///   from here on, the write timeout closes the connection.
-    private func evicted(_ connection: ClientConnection, feed: String) {
+    private func evicted(_ connection: ClientConnection, feed: String, _ eviction: SubscriberEviction) {
         guard connection.ending.set() else { return }
-        self.clientEvicted()
+        self.clientEvicted(eviction)
         if connection.channel.isWritable {
             connection.outbox.send(.evicted(feed: feed))
         } else {

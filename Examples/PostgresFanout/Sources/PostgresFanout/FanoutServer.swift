@@ -132,7 +132,7 @@ public final class FanoutServer: Sendable {
     ///
     /// The handler learns of an eviction only when it next asks for an event, and a handler
     /// whose client stopped reading is stuck in a write and never asks. The waiting task
-    /// learns at once, and ``evicted(_:)`` closes such a connection, which fails the write.
+    /// learns at once, and ``evicted(_:_:)`` closes such a connection, which fails the write.
     func watchingForEviction(
         _ subscription: SharedSubscription<FeedEvent, Never>, of connection: ClientConnection,
         _ body: () async throws -> Void
@@ -145,8 +145,8 @@ public final class FanoutServer: Sendable {
         defer { self.clients.withLock { _ = $0.connected.removeValue(forKey: id) } }
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                // `false`: the subscription left otherwise, or the response ended first.
-                if await subscription.waitForEviction() { self.evicted(connection) }
+                // `nil`: the subscription left otherwise, or the response ended first.
+                if let eviction = await subscription.waitForEviction() { self.evicted(connection, eviction) }
             }
             defer { group.cancelAll() }
             try await body()
@@ -162,15 +162,18 @@ public final class FanoutServer: Sendable {
     ///   be). Closing the connection fails that write, and the handler ends.
     /// - It is writable: the handler is not stuck, and its next read of the subscription
     ///   returns `.evicted`: it writes `event: evicted` and ends the response.
-    func evicted(_ connection: ClientConnection) {
+    ///
+    /// The eviction is logged in one line: which limit, and how far behind the client was.
+    func evicted(_ connection: ClientConnection, _ eviction: SubscriberEviction) {
         guard connection.noticeEviction() else { return }
+        self.logger.info("client evicted \(eviction)")
         if !connection.channel.isWritable { connection.channel.close(promise: nil) }
         // Counted after the close: whoever sees the count sees a connection already closing.
         self.clients.withLock { $0.evictions += 1 }
     }
 
     /// Writes the shared feed to one client until the client leaves (a write fails) or is
-    /// evicted (see ``evicted(_:)``).
+    /// evicted (see ``evicted(_:_:)``).
     ///
     /// The client sees `event: ready` once the instance's LISTEN connection is in effect for it
     /// (what is committed after that reaches it), `data:` lines for each message, and, if the
@@ -205,10 +208,10 @@ public final class FanoutServer: Sendable {
                 break
             case .missed:
                 break  // only dropping policies report gaps; `.evicting` evicts instead
-            case .evicted:
+            case .evicted(let eviction):
                 // This client fell too far behind: it reconnects and resyncs. (If its
                 // connection is not writable, `evicted` closes it and this write fails.)
-                self.evicted(connection)
+                self.evicted(connection, eviction)
                 try await writer.write(ServerSentEvent.event("evicted", data: instance))
                 return
             }
