@@ -94,7 +94,7 @@ struct CompareArguments: ParsableCommand {
         help: """
             Start each of AsyncMulticast's cells by allocating a few small blocks chosen by \
             this number, so that its storage is laid out differently from one number to \
-            another (Benchmarks/against.py passes a new number each round).
+            another (Benchmarks/Tools/against.py passes a new number each round).
             """)
     var heapJitter: UInt64?
 
@@ -103,14 +103,14 @@ struct CompareArguments: ParsableCommand {
         help: """
             Cancellation samples per implementation in the cancel scenario (default: 10 with \
             --smoke, 100 with --quick, 300 with --full). Its p99 is the second-largest of 100 \
-            samples in --quick: Benchmarks/against.py asks for more.
+            samples in --quick: Benchmarks/Tools/against.py asks for more.
             """)
     var cancelSamples: Int?
 
     @Option(
         help: """
             Also write every measured value the tables are computed from (all repetitions) into \
-            this file as JSON (what Benchmarks/figures.sh merges into Results/figures.json).
+            this file as JSON (what Benchmarks/Tools/figures.sh merges into Results/figures.json).
             """)
     var json: String?
 
