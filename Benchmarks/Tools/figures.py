@@ -348,26 +348,26 @@ def bench_block(r):
     for policy, name in (("bounded64", ".bounded(64)"), ("unbounded", ".unbounded"),
                          ("newest64", ".bufferingNewest(64) (lossy)")):
         for n in r.ns("fanout"):
-            row(f"1. Fan-out `{name}`", n, "M del/s", {
+            row(f"`fanout`, `{name}`", n, "M del/s", {
                 impl: mid(r.per_run("fanout", "rate", impl, n=n, policy=policy), 1e-6)
                 for impl in ("ours", "saa", "handRolled")})
-    row("1. Fan-out, fused upstream iterated directly", 1, "M del/s",
+    row("`fanout`, fused upstream iterated directly", 1, "M del/s",
         {"base": mid(r.per_run("fanout", "base-rate", "base"), 1e-6)})
     for policy, name in (("bounded64", ".bounded(64)"), ("unbounded", ".unbounded")):
-        row(f"1. Opaque upstream `{name}`", 1, "M del/s",
+        row(f"`fanout`, opaque upstream `{name}`", 1, "M del/s",
             {impl: mid(r.per_run("fanout", "opaque-rate", impl, policy=policy), 1e-6) for impl in ("ours", "base")})
     for n in r.ns("subject"):
-        row("2. Subject fan-out", n, "M del/s",
+        row("`subject`", n, "M del/s",
             {impl: mid(r.per_run("subject", "rate", impl, n=n), 1e-6)
              for impl in ("ours", "saa", "handRolled", "openCombine")})
-    row("3. Join/leave churn", "", "k joins/s",
+    row("`churn`", "", "k joins/s",
         {impl: mid(r.per_run("churn", "joins", impl), 1e-3) for impl in ("ours", "saa", "handRolled")})
     for count in sorted({rec["n"] for run in r.runs for rec in run["records"] if rec["scenario"] == "memory"}):
-        row("4. Idle subscriber, heap", f"{count:,}", "B/subscriber",
+        row("`memory`, idle subscriber, heap", f"{count:,}", "B/subscriber",
             {impl: mid(r.per_run("memory", "heap", impl, n=count)) for impl in ("ours", "saa", "handRolled")})
     for metric, name in (("return", "cancel \u2192 `next()` returns"), ("upstream-end", "cancel \u2192 upstream ends")):
         for q in ("p50", "p99"):
-            row(f"5. Cancellation, {name}, {q}", 1, "\u00b5s",
+            row(f"`cancel`, {name}, {q}", 1, "\u00b5s",
                 {impl: mid(r.per_run("cancel", f"{metric}-{q}", impl)) for impl in ("ours", "saa", "handRolled", "base")})
     for n in r.ns("cost", "cpu"):
         for cell, name in (("share", "`share()`"), ("subject", "subject")):
@@ -375,7 +375,7 @@ def bench_block(r):
                      "openCombine": mid(r.per_run("cost", "cpu", "opencombine", n=n))}
             if cell == "share" and n == 1:
                 cells["base"] = mid(r.per_run("cost", "cpu", "base", n=1))
-            row(f"6. CPU per delivery, {name}", n, "\u00b5s", cells)
+            row(f"`cost`, CPU per delivery, {name}", n, "\u00b5s", cells)
     if r.instructions:
         # The per-delivery counts ("ir"); the join-and-leave ones ("ir-join-leave") have no N.
         for n in sorted({rec["n"] for rec in r.instructions["records"] if rec["metric"] == "ir"}):
@@ -385,7 +385,7 @@ def bench_block(r):
                          "openCombine": whole(r.instruction_range("opencombine", n))}
                 if cell == "share" and n == 1:
                     cells["base"] = whole(r.instruction_range("base", 1))
-                row(f"7. Instructions per delivery, {name}", n, "instructions", cells)
+                row(f"`instructions` per delivery, {name}", n, "instructions", cells)
     def latency(variant, n, origin):
         p50 = r.per_run("latency", "p50", variant, n=n, **{"from": origin})
         p99 = r.per_run("latency", "p99", variant, n=n, **{"from": origin})
@@ -400,13 +400,13 @@ def bench_block(r):
             if n == 1 and origin != "upstream next()":
                 cells["base"] = latency("stream", 1, "yield")
             if cells["ours"]:
-                row(f"8. Wake-up {name}, p50 / p99", n, "\u00b5s", cells)
+                row(f"`latency`, wake-up {name}, p50 / p99", n, "\u00b5s", cells)
     stream = mid(r.per_run("slowproducer", "cpu", "stream"))
     if r.per_run("slowproducer", "cpu", "stream"):
-        row("9. Slow producer, process CPU: (b) `share()`, (d) `forward()`; base (a)", 1, "\u00b5s/element",
+        row("`slowproducer`, process CPU: (b) `share()`, (d) `forward()`; base (a)", 1, "\u00b5s/element",
             {"ours": mid(r.per_run("slowproducer", "cpu", "oursShare")),
              "handRolled": mid(r.per_run("slowproducer", "cpu", "handShare")), "base": stream})
-        row("9. Slow producer, process CPU: (c) subject; base (a)", 1, "\u00b5s/element",
+        row("`slowproducer`, process CPU: (c) subject; base (a)", 1, "\u00b5s/element",
             {"ours": mid(r.per_run("slowproducer", "cpu", "oursSubject")), "base": stream})
     header = "| Scenario | N | Unit | " + " | ".join(name for _, name in IMPLS) + " |"
     rule = "| --- | --- | --- | " + " | ".join("---" for _ in IMPLS) + " |"
@@ -421,11 +421,11 @@ def bench_block(r):
                 f" of the machine's CPU during the runs"
                 if data.get("other_processes_cpu_percent_during_each_run") else "")
              + f". Each cell is the median over the runs of the run's value (itself the median of the run's "
-             f"repetitions), with the lowest and highest in parentheses; scenario 7 gives its pairs' range. Written by `Tools/figures.sh` from "
+             f"repetitions), with the lowest and highest in parentheses; `instructions` gives its pairs' range. Written by `Tools/figures.sh` from "
              f"[Results/figures.json](Results/figures.json) (raw samples, machine, Swift version).")
     notes = ("n/a: swift-async-algorithms is not run with 100,000 idle subscribers (releasing them takes minutes) "
-             "and does not end its upstream when its last subscriber leaves. Scenario 8's base is a plain "
-             "`AsyncStream` (`yield` to its one consumer), scenario 9's is variant (a).")
+             "and does not end its upstream when its last subscriber leaves. `latency`'s base is a plain "
+             "`AsyncStream` (`yield` to its one consumer), `slowproducer`'s is variant (a).")
     return "\n".join([intro, "", header, rule] + rows + ["", notes, "", targets_block(r)])
 
 
@@ -513,9 +513,9 @@ def chart_caption(data, markdown=False):
     text = (f"Deliveries per second, wall clock (M\u00b7N / time, setup included), against subscribers N; both "
             f"axes logarithmic. A point is the median over {plural(runs, 'run')} of `compare` (each run: the "
             f"median of {plural(reps, 'repetition')}, implementations interleaved); bars: the range over the runs. "
-            f"Solid: scenario 1, one upstream shared, `.bounded(64)` (hand-rolled: one `AsyncStream` per "
+            f"Solid: `fanout`, one upstream shared, `.bounded(64)` (hand-rolled: one `AsyncStream` per "
             f"subscriber, `.unbounded`, fed by a forwarding task; swift-async-algorithms ran fewer elements per cell, "
-            f"its cost per delivery grows with N). Dashed: scenario 2, one task sends to a subject. "
+            f"its cost per delivery grows with N). Dashed: `subject`, one task sends to a subject. "
             f"Measured {data['date']} on {machine_line(data)}"
             + ("" if data["mode"] == "full" else f", `--{data['mode']}` mode") + ".")
     return text if markdown else text.replace("`", "")
