@@ -1,4 +1,4 @@
-# The steps every CI script here has in common, sourced by .ci/run, Benchmarks/smoke.sh,
+# The steps every CI script here has in common, sourced by .ci/run, Benchmarks/Tools/smoke.sh,
 # Compatibility/ci.sh and Examples/*/ci.sh, so that they all print, time, log and clean up the
 # same way:
 #

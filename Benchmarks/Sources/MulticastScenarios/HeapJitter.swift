@@ -8,7 +8,7 @@
 // with one 128-byte allocation more at the storage's creation. A comparison that runs each
 // side in one heap layout measures that layout (Mytkowicz et al., "Producing wrong data
 // without doing anything obviously wrong!", ASPLOS 2009, for the same effect from the
-// environment and link order). `Benchmarks/against.py` therefore passes a new number every
+// environment and link order). `Benchmarks/Tools/against.py` therefore passes a new number every
 // round, the same to both sides, so that each side's median is taken over many layouts.
 //
 // The blocks are allocated at the start of each cell (`around(_:)`), or of each sample of the

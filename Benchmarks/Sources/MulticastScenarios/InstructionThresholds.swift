@@ -8,10 +8,15 @@
 /// The thresholds file: `#` comment lines (kept when the file is rewritten), then
 /// `key value` lines: `mode quick` (the `compare` mode the values were measured in: a check
 /// in another mode is refused), `tolerance-percent 5`, and one line per cell and subscriber
-/// count, such as `share N=64 143` (instructions per delivery, rounded up).
+/// count, such as `share N=64 143` (instructions per delivery, rounded up). A `key value`
+/// line may end with `# why` (its note), which a rewrite keeps on that line, the notes
+/// aligned one column after the longest `key value` that has one.
 public struct InstructionThresholds: Equatable, Sendable {
     /// The `#` lines, kept as they are.
     public var comments: [String]
+    /// The note ending each `key value` line that has one, by key (`mode`,
+    /// `tolerance-percent`, `share N=64`), without its `#`.
+    public var notes: [String: String]
     /// The `compare` mode the values were measured in (`quick`, `full`, `smoke`).
     public var mode: String
     /// How far above its threshold a measured count may be, in percent.
@@ -29,8 +34,12 @@ public struct InstructionThresholds: Equatable, Sendable {
         }
     }
 
-    public init(comments: [String] = [], mode: String, tolerancePercent: Double, values: [Entry]) {
+    public init(
+        comments: [String] = [], notes: [String: String] = [:], mode: String, tolerancePercent: Double,
+        values: [Entry]
+    ) {
         self.comments = comments
+        self.notes = notes
         self.mode = mode
         self.tolerancePercent = tolerancePercent
         self.values = values
@@ -55,24 +64,30 @@ public struct InstructionThresholds: Equatable, Sendable {
     public static func parse(_ text: String) -> Result<InstructionThresholds, ThresholdFileError> {
         var thresholds = InstructionThresholds(mode: "", tolerancePercent: -1, values: [])
         for (index, raw) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-            let words = raw.split(separator: " ", omittingEmptySubsequences: true).map(String.init)
-            guard let first = words.first else { continue }
+            guard let first = raw.split(separator: " ", omittingEmptySubsequences: true).first else { continue }
             if first.hasPrefix("#") {
                 thresholds.comments.append(String(raw))
                 continue
             }
             let malformed = ThresholdFileError(line: index + 1, text: String(raw))
+            // `key value # note`: the words before the first `#`, and the note after it.
+            let (words, note) = splitNote(raw)
             guard words.count >= 2, let last = words.last else { return .failure(malformed) }
-            switch first {
+            let key: String
+            switch words[0] {
             case "mode" where words.count == 2:
+                key = "mode"
                 thresholds.mode = last
             case "tolerance-percent" where words.count == 2:
                 guard let value = Double(last), value >= 0 else { return .failure(malformed) }
+                key = "tolerance-percent"
                 thresholds.tolerancePercent = value
             default:
                 guard let value = Int(last), value > 0 else { return .failure(malformed) }
-                thresholds.values.append(Entry(key: words.dropLast().joined(separator: " "), instructions: value))
+                key = words.dropLast().joined(separator: " ")
+                thresholds.values.append(Entry(key: key, instructions: value))
             }
+            if let note, !note.isEmpty { thresholds.notes[key] = note }
         }
         guard !thresholds.mode.isEmpty, thresholds.tolerancePercent >= 0, !thresholds.values.isEmpty else {
             return .failure(ThresholdFileError(line: 0, text: "needs a mode, a tolerance-percent and a threshold"))
@@ -80,12 +95,21 @@ public struct InstructionThresholds: Equatable, Sendable {
         return .success(thresholds)
     }
 
-    /// The file's text: the comments, then the settings and the thresholds.
+    /// The file's text: the comments, then the settings and the thresholds, each with its note.
     public var text: String {
+        let tolerance = "tolerance-percent \(percentText(self.tolerancePercent))"
+        let settings: [(key: String, line: String)] =
+            [("mode", "mode \(self.mode)"), ("tolerance-percent", tolerance)]
+            + self.values.map { ($0.key, "\($0.key) \($0.instructions)") }
+        let column = settings.filter { self.notes[$0.key] != nil }.map(\.line.count).max().map { $0 + 2 } ?? 0
         var lines = self.comments
-        lines.append("mode \(self.mode)")
-        lines.append("tolerance-percent \(percentText(self.tolerancePercent))")
-        for entry in self.values { lines.append("\(entry.key) \(entry.instructions)") }
+        for (key, line) in settings {
+            guard let note = self.notes[key] else {
+                lines.append(line)
+                continue
+            }
+            lines.append(line + String(repeating: " ", count: column - line.count) + "# " + note)
+        }
         return lines.joined(separator: "\n") + "\n"
     }
 
@@ -138,6 +162,16 @@ public struct ThresholdFileError: Error, Equatable, CustomStringConvertible {
     }
 
     public var description: String { self.line > 0 ? "line \(self.line): \(self.text)" : self.text }
+}
+
+/// A `key value # note` line's words before the `#`, and the note after it (its spaces trimmed).
+func splitNote(_ line: Substring) -> (words: [String], note: String?) {
+    guard let hash = line.firstIndex(of: "#") else {
+        return (line.split(separator: " ", omittingEmptySubsequences: true).map(String.init), nil)
+    }
+    let words = line[..<hash].split(separator: " ", omittingEmptySubsequences: true).map(String.init)
+    let note = line[line.index(after: hash)...].drop(while: { $0 == " " })
+    return (words, String(note.reversed().drop(while: { $0 == " " }).reversed()))
 }
 
 /// `value` with one decimal, or none when it is whole (`5`, `-2.5`).

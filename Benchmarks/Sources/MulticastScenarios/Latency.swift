@@ -1,4 +1,4 @@
-// Scenario 6, wake-up latency: how long after `send` (a subject) or after the upstream
+// The latency scenario (wake-up latency): how long after `send` (a subject) or after the upstream
 // produced an element (share()) a subscriber that is suspended in `next()` receives it.
 //
 // Every element is sent by a dedicated OS thread (the driver), one at a time: it waits

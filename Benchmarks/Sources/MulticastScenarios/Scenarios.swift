@@ -106,10 +106,10 @@ public enum Scenarios {
     /// leaving as it holds delivering.
     public enum JoinLeaveCell: String, Sendable, CaseIterable {
         /// COUNT subscribers of one `share(buffering: .bounded(64))` join and leave without
-        /// reading: scenario 4's idle subscribers.
+        /// reading: the memory scenario's idle subscribers.
         case idle
         /// COUNT short subscribers join, take 3 elements and leave, 4 at a time, while a
-        /// long-lived one reads everything: scenario 3's churn.
+        /// long-lived one reads everything: the churn scenario.
         case churn
 
         /// Its line in the thresholds file.
@@ -175,7 +175,7 @@ public enum Scenarios {
         /// `OpaqueCountingSequence(M).share(buffering: .unbounded)`: the `share` cell under the
         /// keep-all policy (no back-pressure: the upstream runs ahead, every subscriber's backlog
         /// grows until it reads). Counted by `compare --instructions` only, so that the instruction
-        /// gate covers the keep-all path of `share()`; scenario 6 (CPU) does not run it.
+        /// gate covers the keep-all path of `share()`; the cost scenario (CPU) does not run it.
         case shareUnbounded = "share-unbounded"
         /// `AsyncPassthroughSubject<Int, Never>()` (its default policy, `.unbounded`): one task
         /// sends `0..<M` and finishes, N subscribers each in its own task, registered first.
@@ -214,7 +214,7 @@ public enum Scenarios {
             }
         }
 
-        /// Whether only `compare --instructions` runs it (not scenario 6's CPU table).
+        /// Whether only `compare --instructions` runs it (not the cost scenario's CPU table).
         public var isCountedOnly: Bool {
             switch self {
             case .shareUnbounded, .share1024, .lockstep, .resumeFloor, .lossySend: true

@@ -1,4 +1,4 @@
-// Scenario 7, slow-producer CPU: what one subscriber costs the process when the source
+// The slowproducer scenario (slow-producer CPU): what one subscriber costs the process when the source
 // is slow (one element every 100 µs, so the subscriber is suspended between elements and
 // every element is a wake-up). The producer is a dedicated OS thread sleeping until
 // precise deadlines; it does the same work in every variant except the one call that

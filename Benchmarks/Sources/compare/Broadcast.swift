@@ -37,7 +37,7 @@ func runBroadcast(_ options: Options) async {
     stamp(
         """
 
-        == Against tokio's broadcast (wall time) ==
+        \(Options.heading("broadcast"))
         Lossless fan-out: share(buffering: .bounded(64)) and .bounded(1024) over the opaque upstream, N
         subscribers each in its own task, M·N about \(options.deliveriesPerCell) deliveries; M deliveries/s (wall).
         Lockstep: a subject of capacity 1000, N subscribers; each send waits until all N received the one

@@ -1,5 +1,5 @@
-// compare's scenarios 3 (join/leave churn, `--only churn`), 4 (idle subscriber memory,
-// `--only memory`) and 5 (cancellation latency, `--only cancel`).
+// compare's scenarios churn (join/leave churn, `--only churn`), memory (idle subscriber memory,
+// `--only memory`) and cancel (cancellation latency, `--only cancel`).
 
 import MulticastScenarios
 
@@ -11,14 +11,14 @@ import MulticastScenarios
     import Darwin
 #endif
 
-// MARK: - Scenario 3: churn
+// MARK: - churn: join/leave churn
 
 @MainActor
 func runChurn(_ options: Options) async {
     stamp(
         """
 
-        == 3. Join/leave churn ==
+        \(Options.heading("churn"))
         One long-lived subscriber reads an endless counter from the start; 4 tasks run \(options.churnJoins)
         short subscribers in total, each joining, taking 3 elements and leaving (iterator dropped).
         joins/s = short subscribers / churn wall time (median of \(options.repetitions)). Then the upstream stops and
@@ -58,7 +58,7 @@ func runChurn(_ options: Options) async {
     stamp(" after the churn, before the upstream stops; 1 = the long-lived one; n/a = not observable.)")
 }
 
-// MARK: - Scenario 4: idle memory
+// MARK: - memory: idle subscriber memory
 
 @MainActor
 func runMemory(_ options: Options) async {
@@ -68,7 +68,7 @@ func runMemory(_ options: Options) async {
     stamp(
         """
 
-        == 4. Idle subscriber memory ==
+        \(Options.heading("memory"))
         \(counts.map(String.init).joined(separator: " and ")) subscribers whose iterators exist (kept in a pre-reserved
         array) but are never iterated, no tasks. Heap growth from glibc mallinfo2() (arena + mmap bytes) before/after,
         per subscriber; "iterator B" is the inline size of one iterator (in the array, not in the heap growth).
@@ -111,14 +111,14 @@ func runMemory(_ options: Options) async {
     }
 }
 
-// MARK: - Scenario 5: cancellation
+// MARK: - cancel: cancellation latency
 
 @MainActor
 func runCancellation(_ options: Options) async {
     stamp(
         """
 
-        == 5. Cancellation latency ==
+        \(Options.heading("cancel"))
         \(options.cancellationSamples) samples each. One subscriber waits in next() on a shared, never-yielding
         AsyncStream upstream; 1 ms after the upstream was first pulled its task is cancelled.
         cancel->return: task.cancel() to that next() returning. cancel->upstream end: the same

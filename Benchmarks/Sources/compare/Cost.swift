@@ -1,4 +1,4 @@
-// Scenario 6 (cost per delivery, `--only cost`) and the instructions-per-delivery mode
+// The cost scenario (cost per delivery, `--only cost`) and the instructions-per-delivery mode
 // (`--instructions`): share() and AsyncPassthroughSubject against OpenCombine's
 // synchronous PassthroughSubject with N sinks.
 
@@ -36,14 +36,14 @@ func baseLine(_ value: Double?, share: Double?, unit: String, decimals: Int, siz
     return line
 }
 
-// MARK: - Scenario 6: CPU per delivery
+// MARK: - cost: CPU per delivery
 
 @MainActor
 func runCost(_ options: Options) async {
     stamp(
         """
 
-        == 6. Cost per delivery (CPU) ==
+        \(Options.heading("cost"))
         CPU time of the whole process (user + sys from getrusage(RUSAGE_SELF), every thread,
         setup included) / (M·N deliveries), in microseconds; median of \(options.costRepetitions), the
         implementations interleaved. Every subscriber must receive 0..<M in order.
@@ -224,10 +224,10 @@ func runInstructions(_ options: Options) {
         stamp(
             """
 
-            == Instructions per delivery (callgrind) ==
+            \(Options.heading("instructions"))
             Each run is one process: valgrind --tool=callgrind delivery-cell CELL N M
             (\(cellBinary == builtCell ? builtCell : "a copy of \(builtCell) without debug info"); the cells of
-            scenario 6, and share() over the same upstream with .unbounded, run in a detached task while the
+            the cost scenario, and share() over the same upstream with .unbounded, run in a detached task while the
             synchronous main waits). Ir = instructions executed
             by the whole process, every thread. Instructions per delivery = (Ir(M2) - Ir(M1)) / ((M2 - M1)·N),
             so start-up and tear-down cancel out; median of \(repetitions) such pairs (range in brackets).

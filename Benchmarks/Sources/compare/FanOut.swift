@@ -1,4 +1,4 @@
-// compare's scenarios 1 (fan-out throughput, `--only fanout`) and 2 (subject fan-out,
+// compare's scenarios fanout (fan-out throughput, `--only fanout`) and subject (subject fan-out,
 // `--only subject`).
 
 import MulticastScenarios
@@ -11,7 +11,7 @@ import MulticastScenarios
     import Darwin
 #endif
 
-// MARK: - Scenario 1: fan-out
+// MARK: - fanout: fan-out throughput
 
 /// One fan-out run: offered rate M·N / wall time, and the share of M·N actually delivered.
 struct FanOutRun {
@@ -43,7 +43,7 @@ func runFanOut(_ options: Options) async {
     stamp(
         """
 
-        == 1. Fan-out throughput ==
+        \(Options.heading("fanout"))
         One upstream of M Ints (an AsyncSequence over 0..<M), N subscribers each in its own task,
         all registered before the upstream starts. Rate = M·N / wall time in millions of deliveries
         per second (Mdel/s), setup included, median of \(options.repetitions) (1 if the first run took over
@@ -200,18 +200,18 @@ extension BenchPolicy {
     }
 }
 
-// MARK: - Scenario 2: subject fan-out
+// MARK: - subject: subject fan-out
 
 @MainActor
 func runSubject(_ options: Options) async {
     stamp(
         """
 
-        == 2. Subject fan-out ==
+        \(Options.heading("subject"))
         One task sends 0..<M, then finishes; N subscribers (registered first), each in its own task,
         must see all M in order. AsyncMulticast: AsyncPassthroughSubject(buffering: .unbounded).
         SAA has no subject: an AsyncStream continuation shared with share(bufferingPolicy: .unbounded)
-        (M·N capped as in scenario 1, marked *). hand-rolled: the same broadcaster's send().
+        (M·N capped as in fanout, marked *). hand-rolled: the same broadcaster's send().
         OC: OpenCombine's PassthroughSubject<Int, Never> with N sinks, sent to synchronously.
         """)
     var table = Table([

@@ -1,5 +1,5 @@
 // `compare --json FILE`: every value the printed tables are computed from, as JSON, for
-// `figures.sh` (which merges several runs into Results/figures.json and renders the READMEs'
+// `Tools/figures.sh` (which merges several runs into Results/figures.json and renders the READMEs'
 // tables and the chart from it). The tables stay what compare prints; this is the raw data.
 
 #if canImport(Glibc)

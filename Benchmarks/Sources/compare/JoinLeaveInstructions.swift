@@ -86,9 +86,9 @@ import MulticastScenarios
             """
 
             Joining and leaving: valgrind --tool=callgrind delivery-cell idle|churn COUNT, twice per pair.
-            idle: COUNT subscribers of share(buffering: .bounded(64)) join and leave without reading (scenario 4);
+            idle: COUNT subscribers of share(buffering: .bounded(64)) join and leave without reading (as in memory);
             churn: COUNT short subscribers join, take 3 elements and leave, 4 at a time, beside a long-lived
-            reader (scenario 3). Ir/subscriber = (Ir(COUNT2) - Ir(COUNT1)) / (COUNT2 - COUNT1).
+            reader (as in churn). Ir/subscriber = (Ir(COUNT2) - Ir(COUNT1)) / (COUNT2 - COUNT1).
             """)
         var medians: [(key: String, median: Double?)] = []
         for cell in Scenarios.JoinLeaveCell.allCases {

@@ -1,4 +1,4 @@
-// compare's scenarios 6 (wake-up latency, `--only latency`) and 7 (slow-producer CPU,
+// compare's scenarios latency (wake-up latency, `--only latency`) and slowproducer (slow-producer CPU,
 // `--only slowproducer`). The measuring code is in MulticastScenarios (Latency.swift,
 // SlowProducer.swift); this file runs it interleaved and prints the tables.
 
@@ -58,7 +58,7 @@ func leaveRealtime(_ switched: Bool) {
     }
 }
 
-// MARK: - Scenario 6: wake-up latency
+// MARK: - latency: wake-up latency
 
 @MainActor
 func runLatency(_ options: Options) async {
@@ -67,7 +67,7 @@ func runLatency(_ options: Options) async {
     stamp(
         """
 
-        == 8. Wake-up latency ==
+        \(Options.heading("latency"))
         Time from send() (subject) or yield (AsyncStream) / from the upstream's next() returning
         the element (share) to a subscriber that is suspended in next() receiving it. A driver
         thread sends one element at a time: it waits until every subscriber is back in next(),
@@ -223,7 +223,7 @@ func runLatency(_ options: Options) async {
     }
 }
 
-// MARK: - Scenario 7: slow-producer CPU
+// MARK: - slowproducer: slow-producer CPU
 
 @MainActor
 func runSlowProducer(_ options: Options) async {
@@ -232,7 +232,7 @@ func runSlowProducer(_ options: Options) async {
     stamp(
         """
 
-        == 9. Slow-producer CPU ==
+        \(Options.heading("slowproducer"))
         A producer thread offers \(elements) Ints, one every 100 µs (absolute deadlines), to one
         subscriber (a task iterating with for-await), which is suspended between elements.
         CPU = getrusage(RUSAGE_SELF) user+sys of the whole process over the run; "producer" is

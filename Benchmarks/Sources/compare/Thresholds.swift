@@ -44,7 +44,7 @@ import MulticastScenarios
                     """
                     A count rose above its threshold. If the change is meant to cost that, write the new counts:
                       swift run -c release compare --instructions --\(options.mode.rawValue) --impls ours --write-thresholds \(path)
-                    and say why in the commit.
+                    then update that count's note (# why) in the file and say why in the commit.
                     """)
             }
         }

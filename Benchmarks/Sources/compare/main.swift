@@ -94,7 +94,7 @@ struct CompareArguments: ParsableCommand {
         help: """
             Start each of AsyncMulticast's cells by allocating a few small blocks chosen by \
             this number, so that its storage is laid out differently from one number to \
-            another (Benchmarks/against.py passes a new number each round).
+            another (Benchmarks/Tools/against.py passes a new number each round).
             """)
     var heapJitter: UInt64?
 
@@ -103,14 +103,14 @@ struct CompareArguments: ParsableCommand {
         help: """
             Cancellation samples per implementation in the cancel scenario (default: 10 with \
             --smoke, 100 with --quick, 300 with --full). Its p99 is the second-largest of 100 \
-            samples in --quick: Benchmarks/against.py asks for more.
+            samples in --quick: Benchmarks/Tools/against.py asks for more.
             """)
     var cancelSamples: Int?
 
     @Option(
         help: """
             Also write every measured value the tables are computed from (all repetitions) into \
-            this file as JSON (what Benchmarks/figures.sh merges into Results/figures.json).
+            this file as JSON (what Benchmarks/Tools/figures.sh merges into Results/figures.json).
             """)
     var json: String?
 
@@ -149,6 +149,26 @@ struct Options {
     enum Mode: String, EnumerableFlag { case smoke, quick, full }
 
     static let allScenarios = ["fanout", "subject", "churn", "memory", "cancel", "cost"] + latencyScenarios
+    /// What each scenario measures, under the name `--only` takes, which the Benchmarks README's
+    /// headings and the figures' rows use too (`instructions` is `--instructions`): scenarios are
+    /// named, never numbered, so that this output and the README cannot drift apart.
+    static let scenarioTitles: [String: String] = [
+        "fanout": "fan-out throughput",
+        "subject": "subject fan-out",
+        "churn": "join/leave churn",
+        "memory": "idle subscriber memory",
+        "cancel": "cancellation latency",
+        "cost": "cost per delivery (CPU)",
+        "instructions": "instructions per delivery (callgrind)",
+        "latency": "wake-up latency",
+        "slowproducer": "slow-producer CPU",
+        "broadcast": "against tokio's broadcast (wall time)",
+    ]
+
+    /// The line compare prints above a scenario's tables: `== fanout: fan-out throughput ==`.
+    static func heading(_ scenario: String) -> String {
+        "== \(scenario): \(scenarioTitles[scenario, default: scenario]) =="
+    }
     /// Scenarios that run only when `--only` names them: the comparison with tokio's broadcast
     /// (Broadcast.swift) is not part of the figures the READMEs quote.
     static let onRequestScenarios = ["broadcast"]
@@ -226,7 +246,7 @@ struct Options {
     var idleSubscribers: Int { mode == .smoke ? 2_000 : 100_000 }
     var cancellationSamples: Int { cancelSamples ?? (mode == .smoke ? 10 : mode == .quick ? 100 : 300) }
 
-    // Cost per delivery (scenario 6).
+    // Cost per delivery (the cost scenario).
     var costSubscriberCounts: [Int] {
         switch mode {
         case .smoke: [1, 16]

@@ -1,4 +1,4 @@
-// compare's `--heap-jitter N` (Benchmarks/against.py passes a new N every round): one N is
+// compare's `--heap-jitter N` (Benchmarks/Tools/against.py passes a new N every round): one N is
 // one layout, and different N give different layouts.
 
 import MulticastScenarios

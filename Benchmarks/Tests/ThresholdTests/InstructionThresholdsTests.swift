@@ -1,6 +1,7 @@
 // The instruction gate's file (Thresholds/instructions.txt): what CI fails on, and what
 // `--write-thresholds` writes.
 
+import Foundation
 import MulticastScenarios
 import Testing
 
@@ -81,9 +82,55 @@ struct InstructionThresholdsTests {
                 """)
     }
 
+    @Test("a line's note (# why) is kept on its line when the file is written, the notes aligned")
+    func notes() throws {
+        let file = """
+            # the gate
+            mode quick           # compare's mode
+            tolerance-percent 5
+            share N=1 845        # 01fa0c8's count
+            subject N=64 49      # a # in a note is kept
+
+            """
+        let thresholds = try InstructionThresholds.parse(file).get()
+        #expect(thresholds.comments == ["# the gate"])
+        #expect(thresholds.mode == "quick")
+        #expect(
+            thresholds.values == [
+                .init(key: "share N=1", instructions: 845), .init(key: "subject N=64", instructions: 49),
+            ])
+        #expect(
+            thresholds.notes == [
+                "mode": "compare's mode", "share N=1": "01fa0c8's count", "subject N=64": "a # in a note is kept",
+            ])
+        let new = thresholds.updated(with: ["share N=1": 850, "subject N=64": 49], order: [])
+        #expect(
+            new.text == """
+                # the gate
+                mode quick       # compare's mode
+                tolerance-percent 5
+                share N=1 850    # 01fa0c8's count
+                subject N=64 49  # a # in a note is kept
+
+                """)
+    }
+
+    @Test("the checked-in thresholds file parses, and --write-thresholds would write it back unchanged")
+    func checkedInFile() throws {
+        let benchmarks = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(
+            contentsOf: benchmarks.appendingPathComponent("Thresholds/instructions.txt"), encoding: .utf8)
+        let thresholds = try InstructionThresholds.parse(text).get()
+        #expect(thresholds.mode == "quick")
+        #expect(thresholds.tolerancePercent == 5)
+        #expect(thresholds.values.allSatisfy { thresholds.notes[$0.key] != nil }, "every number says why")
+        #expect(thresholds.text == text)
+    }
+
     @Test(
         "a malformed line is refused with its number",
-        arguments: ["share N=1", "share N=1 many", "mode", "share N=1 0"])
+        arguments: ["share N=1", "share N=1 many", "mode", "share N=1 0", "share N=1 # 845"])
     func malformed(line: String) {
         let text = "mode quick\ntolerance-percent 5\n\(line)\n"
         #expect(throws: ThresholdFileError(line: 3, text: line)) { try InstructionThresholds.parse(text).get() }

@@ -107,8 +107,8 @@ def svg(runs, caption):
                        f'{_si(round(v, -3 if v >= 1e4 else 0))} deliveries/s</title></circle>')
     # Legend, right of the plot, grouped by scenario.
     lx, yy = LEFT + PLOT_W + 22, TOP + 2
-    groups = [("One upstream, share() (scenario 1)", [s for s in series if not s[3]]),
-              ("A subject, send() (scenario 2)", [s for s in series if s[3]])]
+    groups = [("One upstream, share() (fanout)", [s for s in series if not s[3]]),
+              ("A subject, send() (subject)", [s for s in series if s[3]])]
     for title, members in groups:
         out.append(f'<text x="{lx}" y="{yy + 4}" {FONT} font-size="12" font-weight="600" fill="#555">'
                    f"{escape(title)}</text>")

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Regenerates every figure the READMEs quote, from one measurement:
 #
-#   Benchmarks/figures.sh            measure (about 10 minutes on 2 cores), then render
-#   Benchmarks/figures.sh --quick    the same with `compare --quick` (a few minutes; says so in the READMEs)
-#   Benchmarks/figures.sh --smoke    seconds: checks the pipeline, the numbers mean nothing (not to commit)
-#   Benchmarks/figures.sh --runs K   K runs of compare instead of 3
-#   Benchmarks/figures.sh --render   no measuring: re-render from Results/figures.json
-#   Benchmarks/figures.sh --check    no measuring: exit 1 if README.md, Benchmarks/README.md or
-#                                    Results/deliveries.svg differ from what Results/figures.json renders (CI)
+#   Benchmarks/Tools/figures.sh            measure (about 10 minutes on 2 cores), then render
+#   Benchmarks/Tools/figures.sh --quick    the same with `compare --quick` (a few minutes; says so in the READMEs)
+#   Benchmarks/Tools/figures.sh --smoke    seconds: checks the pipeline, the numbers mean nothing (not to commit)
+#   Benchmarks/Tools/figures.sh --runs K   K runs of compare instead of 3
+#   Benchmarks/Tools/figures.sh --render   no measuring: re-render from Results/figures.json
+#   Benchmarks/Tools/figures.sh --check    no measuring: exit 1 if README.md, Benchmarks/README.md or
+#                                          Results/deliveries.svg differ from what Results/figures.json renders (CI)
 #
 # Measuring: builds compare and delivery-cell (release), runs `compare --json` K times in a row
 # (every scenario; implementations interleaved inside each run; latency and slow-producer switch
@@ -19,7 +19,8 @@
 # Run it on an otherwise idle machine; the raw outputs stay in a temporary folder (printed).
 set -euo pipefail
 
-cd "$(dirname "$0")"
+self="$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+cd "$(dirname "$0")/.."   # Benchmarks/, the package
 
 mode=full
 runs=3
@@ -34,7 +35,7 @@ while [[ $# -gt 0 ]]; do
         --render) action=render ;;
         --check) action=check ;;
         -h | --help)
-            sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+            sed -n '2,19p' "$self" | sed 's/^# \{0,1\}//'
             exit 0
             ;;
         *)
@@ -46,8 +47,8 @@ while [[ $# -gt 0 ]]; do
 done
 
 case "$action" in
-    check) exec python3 figures.py check ;;
-    render) exec python3 figures.py render ;;
+    check) exec python3 Tools/figures.py check ;;
+    render) exec python3 Tools/figures.py render ;;
 esac
 
 # How much of the machine's CPU other processes used while this script waited or measured: the
@@ -119,8 +120,8 @@ else
     echo "figures.sh: valgrind is not installed: no instruction counts (the README row is left out)" >&2
 fi
 
-python3 figures.py merge --mode "$mode" --seconds "$((SECONDS - started))" "${loads[@]}" "${others[@]}" \
+python3 Tools/figures.py merge --mode "$mode" --seconds "$((SECONDS - started))" "${loads[@]}" "${others[@]}" \
     "${instructions[@]}" "${files[@]}"
-python3 figures.py render
+python3 Tools/figures.py render
 rm -f "$raw/.times"
 echo "figures.sh: done in $((SECONDS - started)) s; commit Results/figures.json, Results/deliveries.svg and both READMEs"

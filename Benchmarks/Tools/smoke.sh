@@ -13,7 +13,7 @@
 # Exits non-zero on the first failure. Jobs: SWIFT_BUILD_JOBS (default: all cores).
 set -euo pipefail
 
-cd "$(dirname "$0")"
+cd "$(dirname "$0")/.."   # Benchmarks/, the package
 # Headers, timing and the failure report: the repository's shared CI helper.
 source ../.ci/lib.sh
 ci_begin "Benchmarks smoke"
@@ -43,8 +43,8 @@ fi
 ci_step "compare --smoke"
 .build/release/compare --smoke
 
-ci_step "against.py --self-test (the interleaved A/B's table; it builds and runs nothing)"
-python3 against.py --self-test
+ci_step "Tools/against.py --self-test (the interleaved A/B's table; it builds and runs nothing)"
+python3 Tools/against.py --self-test
 
 if command -v valgrind >/dev/null 2>&1; then
     ci_step "compare --smoke --instructions (callgrind)"

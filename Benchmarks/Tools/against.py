@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Interleaved A/B of `compare` between a base commit and the working tree.
 
-    python3 Benchmarks/against.py BASE [--runs K] [--rounds N] [--builds B] [--only S,S] [--json FILE]
+    python3 Benchmarks/Tools/against.py BASE [--runs K] [--rounds N] [--builds B] [--only S,S] [--json FILE]
 
 Both sides run the working tree's harness (Benchmarks/): only the library's sources differ
 (`git archive BASE Package.swift Sources` on one side, the working tree's on the other), so
@@ -49,8 +49,9 @@ import subprocess
 import sys
 import tempfile
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
+HERE = os.path.dirname(os.path.abspath(__file__))  # Benchmarks/Tools
+BENCH = os.path.dirname(HERE)
+ROOT = os.path.dirname(BENCH)
 SCENARIOS = ["fanout", "subject", "churn", "memory", "cancel"]
 # The smallest difference a verdict reports, whatever the spread: 1% (a heap figure that
 # moves by 0.02 bytes in 88 is not worse).
@@ -70,7 +71,7 @@ def prepare(folder, base):
     (a commit) or of the working tree (`base` None)."""
     os.makedirs(folder)
     shutil.copytree(
-        HERE, os.path.join(folder, "Benchmarks"),
+        BENCH, os.path.join(folder, "Benchmarks"),
         ignore=shutil.ignore_patterns(".build", ".build-*", "Package.resolved", "Results"))
     if base is None:
         shutil.copy(os.path.join(ROOT, "Package.swift"), folder)
