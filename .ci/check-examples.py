@@ -8,10 +8,11 @@ Examples checked:
   - every ```swift block inside `///` doc comments of Sources/AsyncMulticast/**/*.swift.
 
 An example is checked when its lines appear, as one contiguous run, in one file among
-Tests/**/*.swift and Examples/**/*.swift (folders whose name starts with "." skipped, so no
-.build*). The guides' tests live in Tests/AsyncMulticastTests/Guides/, the doc comments'
-in Tests/AsyncMulticastTests/DocComments/, and Examples/ holds example packages built on
-their own (snippets of Guides/ScalingOut.md).
+Tests/**/*.swift, Examples/**/*.swift and Compatibility/Tests/**/*.swift (folders whose name
+starts with "." skipped, so no .build*). The guides' tests live in
+Tests/AsyncMulticastTests/Guides/, the doc comments' in Tests/AsyncMulticastTests/DocComments/,
+Examples/ holds example packages built on their own (snippets of Guides/ScalingOut.md), and
+Compatibility/Tests the guides' snippets that use another library (the metrics adapter).
 
 Normalisation, the same on both sides, line by line:
   - doc comments: the leading whitespace and `///` are removed first;
@@ -315,7 +316,7 @@ def main(argv):
     for path in swift_files(os.path.join(ROOT, "Sources", "AsyncMulticast")):
         blocks += doc_comment_blocks(path)
 
-    candidates = [Candidate(p) for top in ("Tests", "Examples")
+    candidates = [Candidate(p) for top in ("Tests", "Examples", os.path.join("Compatibility", "Tests"))
                   if os.path.isdir(os.path.join(ROOT, top))
                   for p in swift_files(os.path.join(ROOT, top))]
 
@@ -344,7 +345,7 @@ def main(argv):
             unchecked.append(block)
 
     for block in unchecked:
-        print("%s:%d: unchecked ```swift block: not found in Tests/ or Examples/, not marked "
+        print("%s:%d: unchecked ```swift block: not found in Tests/, Examples/ or Compatibility/Tests/, not marked "
               "as not compiled" % (block.path, block.line))
         explain(block, candidates)
 

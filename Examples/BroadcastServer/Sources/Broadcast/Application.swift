@@ -29,7 +29,7 @@ public struct BroadcastRequestContext: RequestContext {
 extension Stats: ResponseEncodable {}
 
 extension BroadcastHub {
-    /// The routes: `GET /events`, `POST /messages`, `GET /stats`.
+    /// The routes: `GET /events`, `POST /messages`, `GET /stats`, `GET /metrics` (Prometheus).
     public func router() -> Router<BroadcastRequestContext> {
         let router = Router(context: BroadcastRequestContext.self)
 
@@ -60,6 +60,14 @@ extension BroadcastHub {
 
         router.get("stats") { _, _ -> Stats in
             self.stats
+        }
+
+        router.get("metrics") { _, _ -> Response in
+            Response(
+                status: .ok,
+                headers: [.contentType: "text/plain; version=0.0.4"],
+                body: ResponseBody(byteBuffer: ByteBuffer(string: self.renderMetrics()))
+            )
         }
         return router
     }
@@ -111,6 +119,8 @@ extension BroadcastHub {
     ///    (closing the connections of clients that are not reading them), and closes the
     ///    connections (hummingbird-websocket closes the WebSockets still open at once). Then
     ///    `run()` returns.
+    /// 4. the subscriber gauges of `GET /metrics` (``MetricsService``), first in the group so
+    ///    that they follow the counts to the end.
     ///
     /// Not through `Application(services:)`: the application runs those before its server,
     /// and stops them after it. The other way round, the server would stop first and would have to cut the streams
@@ -128,6 +138,7 @@ extension BroadcastHub {
         return ServiceGroup(
             configuration: .init(
                 services: [
+                    .init(service: MetricsService(hub: self)),
                     .init(service: self.application(logger: logger, onServerRunning: onServerRunning)),
                     .init(service: DrainingService(subject: self.messages, drainDeadline: deadline)),
                     .init(

@@ -1,4 +1,7 @@
 import AsyncMulticast
+import CoreMetrics
+import MulticastMetrics
+import Prometheus
 import Synchronization
 
 /// A message posted to `POST /messages`.
@@ -33,6 +36,15 @@ public final class BroadcastHub: Sendable {
     /// graceful shutdown: every client receives the messages buffered for it, then the end.
     public let messages: AsyncPassthroughSubject<Message, Never>
 
+    /// Where `GET /metrics` reads from: the feeds' metrics (``FeedMetrics``), in
+    /// Prometheus's text format. One registry per hub, so that tests do not share one.
+    public let metricsRegistry = PrometheusCollectorRegistry()
+
+    /// Each feed's subscribers, evictions (by reason) and backlog high-water marks, through
+    /// the library's swift-metrics adapter (`MulticastMetrics`): `broadcast_…{feed="ticks"}`
+    /// and `broadcast_…{feed="messages"}`.
+    let metrics: FeedMetrics
+
     private let counters = Mutex(Counters())
 
     struct Counters {
@@ -66,6 +78,7 @@ public final class BroadcastHub: Sendable {
         self.ticks = source.monitored(by: self.upstreamStates).sharedService(
             replay: 1, buffering: evicting, started: .whileSubscribed(), clock: clock)
         self.messages = AsyncPassthroughSubject(buffering: evicting, clock: clock)
+        self.metrics = FeedMetrics(factory: PrometheusMetricsFactory(registry: self.metricsRegistry))
     }
 
     /// Sends `text` to every connected client, with the next message id.
@@ -123,8 +136,39 @@ public final class BroadcastHub: Sendable {
         self.connectedClients.update { $0 - 1 }
     }
 
-    func clientEvicted() { self.counters.withLock { $0.evictions += 1 } }
+    /// A client was evicted (counted once, by whichever of its feeds evicted it first).
+    func clientEvicted(feed: String, _ eviction: SubscriberEviction) {
+        self.counters.withLock { $0.evictions += 1 }
+        self.metrics[feed].recordEviction(eviction)
+    }
+
+    /// `GET /metrics`: samples the connected clients' backlog high-water marks, then renders
+    /// the registry.
+    public func renderMetrics() -> String {
+        let clients = self.counters.withLock { Array($0.clients.values) }
+        // Read outside the hub's lock: each read takes its feed's lock.
+        for client in clients {
+            if let backlog = client.ticks.backlog { self.metrics.ticks.recordBacklog(backlog) }
+            if let backlog = client.messages.backlog { self.metrics.messages.recordBacklog(backlog) }
+        }
+        return self.metricsRegistry.emitToString()
+    }
     func clientTimedOut() { self.counters.withLock { $0.writeTimeouts += 1 } }
+}
+
+/// The metrics of the two feeds, named `broadcast_…` with a `feed` dimension.
+struct FeedMetrics: Sendable {
+    let ticks: SharedSequenceMetrics
+    let messages: SharedSequenceMetrics
+
+    init(factory: any MetricsFactory) {
+        self.ticks = SharedSequenceMetrics(label: "broadcast", dimensions: [("feed", "ticks")], factory: factory)
+        self.messages = SharedSequenceMetrics(label: "broadcast", dimensions: [("feed", "messages")], factory: factory)
+    }
+
+    subscript(feed: String) -> SharedSequenceMetrics {
+        feed == "ticks" ? self.ticks : self.messages
+    }
 }
 
 /// The JSON of `GET /stats`.

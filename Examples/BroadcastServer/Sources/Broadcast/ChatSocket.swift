@@ -63,7 +63,7 @@ extension BroadcastHub {
                     case .missed:
                         break  // only lossy policies miss elements; .evicting does not
                     case .evicted(let eviction):
-                        self.clientEvicted(eviction)
+                        self.clientEvicted(feed: "messages", eviction)
                         try await outbound.close(.policyViolation, reason: "fell too far behind; reconnect")
                         return .server
                     }

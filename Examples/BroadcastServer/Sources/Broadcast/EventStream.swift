@@ -198,7 +198,7 @@ extension BroadcastHub {
     ///   from here on, the write timeout closes the connection.
     private func evicted(_ connection: ClientConnection, feed: String, _ eviction: SubscriberEviction) {
         guard connection.ending.set() else { return }
-        self.clientEvicted(eviction)
+        self.clientEvicted(feed: feed, eviction)
         if connection.channel.isWritable {
             connection.outbox.send(.evicted(feed: feed))
         } else {

@@ -35,3 +35,18 @@ struct DrainingService<Subject: AsyncSubject>: Service {
         await subject.finish(drainingWithin: drainDeadline)
     }
 }
+
+/// Keeps the feeds' subscriber gauges current (`broadcast_subscribers{feed=…}`) until the
+/// group shuts down.
+struct MetricsService: Service {
+    let hub: BroadcastHub
+
+    func run() async {
+        // Each tracking ends when cancelled: at graceful shutdown, or when the group is.
+        await cancelWhenGracefulShutdown {
+            async let ticks: Void = hub.metrics.ticks.trackSubscribers(of: hub.ticks)
+            async let messages: Void = hub.metrics.messages.trackSubscribers(of: hub.messages)
+            _ = await (ticks, messages)
+        }
+    }
+}

@@ -356,6 +356,14 @@ struct BroadcastServerTests {
             #expect(stats.evictions == 0)
             #expect(stats.clients == 2)
             let heldBeforeEviction = stats.maxBacklog
+            // What an operator's dashboard sees during the stall (GET /metrics, Prometheus).
+            _ = try await waitForSample("broadcast_subscribers", #"feed="ticks""#, toBe: 2, port: server.port)
+            var metrics = try await waitForSample(
+                "broadcast_subscribers", #"feed="messages""#, toBe: 2, port: server.port)
+            #expect(sample("broadcast_evictions_total", #"feed="messages",reason="softLimit""#, in: metrics) ?? 0 == 0)
+            #expect(
+                sample("broadcast_backlog_high_water_mark_count", #"feed="messages""#, in: metrics) ?? 0 >= 2,
+                "each client's backlog is sampled at the scrape")
 
             // Past the duration, with nothing produced: the deadline evicts the stalled
             // client, and its connection is closed at once.
@@ -371,6 +379,12 @@ struct BroadcastServerTests {
             #expect(stats.clients == 1)
             #expect(stats.subscribers == 1)
             #expect(stats.messageSubscribers == 1)
+            // The eviction, counted under its reason; presence down to the reader.
+            metrics = try await waitForSample("broadcast_subscribers", #"feed="messages""#, toBe: 1, port: server.port)
+            #expect(
+                sample("broadcast_evictions_total", #"feed="messages",reason="softLimit""#, in: metrics) == 1,
+                "\(metrics)")
+            #expect(sample("broadcast_evictions_total", #"feed="messages",reason="hardLimit""#, in: metrics) ?? 0 == 0)
 
             // Its connection was closed: it reads what its socket buffers held, then the end.
             try await stalled.read(within: .seconds(10), "the stalled client's connection to close") { _ in false }

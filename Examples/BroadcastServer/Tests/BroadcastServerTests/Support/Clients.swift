@@ -173,6 +173,37 @@ struct HTTPConnection {
     }
 }
 
+/// `GET /metrics` on a connection of its own: the Prometheus text, one line per sample.
+func fetchMetrics(port: Int) async throws -> [String] {
+    try await HTTPConnection.with(port: port) { http in
+        let result = try await http.request("GET", "/metrics")
+        guard result.status == 200 else { throw HTTPConnection.ProtocolError() }
+        return result.body.split(separator: "\n").map(String.init)
+    }
+}
+
+/// The value of the sample named `name` with exactly these `labels` (in the order the
+/// registry writes them), or `nil` if the scrape has none.
+func sample(_ name: String, _ labels: String, in lines: [String]) -> Double? {
+    let prefix = "\(name){\(labels)} "
+    return lines.first { $0.hasPrefix(prefix) }.flatMap { Double($0.dropFirst(prefix.count)) }
+}
+
+/// Scrapes `GET /metrics` until the sample `name{labels}` is `value`, and returns that
+/// scrape; throws ``TimedOut`` after `limit`. For the subscriber gauges, which follow the
+/// counts in a task of their own.
+func waitForSample(
+    _ name: String, _ labels: String, toBe value: Double, port: Int, within limit: Duration = .seconds(10)
+) async throws -> [String] {
+    try await withTimeout(limit, "\(name){\(labels)} to be \(value)") {
+        while true {
+            let lines = try await fetchMetrics(port: port)
+            if sample(name, labels, in: lines) == value { return lines }
+            try await Task.sleep(for: .milliseconds(10))  // between scrapes; the wait is for the value
+        }
+    }
+}
+
 /// `GET /stats` on a connection of its own.
 func fetchStats(port: Int) async throws -> Stats {
     try await HTTPConnection.with(port: port) { try await $0.stats() }
