@@ -2,7 +2,8 @@
 # Builds and tests Compatibility/, from a clean clone as from a warm one:
 #
 #   swift build --build-tests   the library (..), swift-clocks, swift-async-algorithms,
-#                               OpenCombine, the CombineBridge target and the tests
+#                               OpenCombine, swift-metrics, the CombineBridge and
+#                               MulticastMetrics targets and the tests
 #   swift test                  the compatibility tests (no network, no real waiting)
 #
 # Fails (non-zero) on a build error, on a compiler warning in this package's own Sources/ or
