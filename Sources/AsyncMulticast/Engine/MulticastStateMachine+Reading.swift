@@ -13,22 +13,53 @@ struct ReadReport: Sendable {
     /// a later read that finds the next element dropped too reports a second gap.
     @usableFromInline
     var reportsGaps = false
-    /// Elements this subscriber's policy dropped just before the element read (with
-    /// `reportsGaps`: the gap found, and nothing was read).
-    @usableFromInline
-    var missed = 0
-    /// The read ended the subscriber because it had been evicted (`.evicting`): why, and
-    /// what it held.
-    @usableFromInline
-    var eviction: SubscriberEviction? = nil
-    /// Whether the read ended the subscriber because it had been evicted.
-    @inlinable
-    var evicted: Bool { self.eviction != nil }
     /// The read took every element produced so far: the subscriber's cursor is at the
     /// tail. Until another element is produced, its next read finds no element (it may
     /// still find the end, an error or an eviction).
     @usableFromInline
     var caughtUp = false
+    /// Elements this subscriber's policy dropped just before the element read (with
+    /// `reportsGaps`: the gap found, and nothing was read).
+    @usableFromInline
+    var missed = 0
+    /// The read ended the subscriber because it had been evicted (`.evicting`): why, and
+    /// what it held; 0 when it was not. Packed into one word (a flag, the reason, and the
+    /// backlog and high-water mark clamped to 31 bits each), which the iterator's cold path
+    /// takes alone (`SharedIterator.endedByEviction(_:)`), so that its `next()` stays small.
+    @usableFromInline
+    var evictionCode: UInt64 = 0
+
+    /// The eviction packed in `code` (`evictionCode`), if any.
+    @inlinable
+    static func eviction(from code: UInt64) -> SubscriberEviction? {
+        guard code != 0 else { return nil }
+        let mask: UInt64 = (1 << 31) - 1
+        return SubscriberEviction(
+            reason: code & (1 << 62) != 0 ? .softLimit : .hardLimit,
+            backlog: Int((code >> 31) & mask), highWaterMark: Int(code & mask))
+    }
+
+    /// The read ended the subscriber because it had been evicted: why, and what it held
+    /// (each count clamped to 2^31 - 1).
+    @inlinable
+    var eviction: SubscriberEviction? {
+        get { Self.eviction(from: self.evictionCode) }
+        set {
+            guard let eviction = newValue else {
+                self.evictionCode = 0
+                return
+            }
+            let mask: UInt64 = (1 << 31) - 1
+            self.evictionCode =
+                1 << 63 | (eviction.reason == .softLimit ? 1 << 62 : 0)
+                | Swift.min(UInt64(clamping: eviction.backlog), mask) << 31
+                | Swift.min(UInt64(clamping: eviction.highWaterMark), mask)
+        }
+    }
+
+    /// Whether the read ended the subscriber because it had been evicted.
+    @inlinable
+    var evicted: Bool { self.evictionCode != 0 }
 
     @inlinable
     init() {}
