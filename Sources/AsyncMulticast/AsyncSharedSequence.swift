@@ -109,7 +109,7 @@ extension AsyncSharedSequence {
     /// `waitForSubscribers(atLeast:)` and in autoconnect thresholds), not when its iteration
     /// learns of it; for `share()` the eviction of the last subscriber stops the upstream as
     /// its leave would (after the keep-alive window). A server closes the stalled client
-    /// through ``SharedSubscription/waitForEviction()``.
+    /// through ``SharedSubscription/waitForEviction()->SubscriberEviction?``.
     ///
     /// ```swift
     /// let logs = events.buffering(.bufferingNewest(100))
@@ -123,7 +123,7 @@ extension AsyncSharedSequence {
 
     /// Iterates this sequence as a lag-reporting subscriber: besides the elements, it yields
     /// how many elements its policy dropped and where (``SharedEvent/missed(_:)``), and
-    /// whether it was evicted (``SharedEvent/evicted``). `nil` takes this sequence's policy.
+    /// whether it was evicted (``SharedEvent/evicted(_:)``). `nil` takes this sequence's policy.
     ///
     /// ```swift
     /// for await event in feed.events(buffering: .bufferingNewest(16)) {

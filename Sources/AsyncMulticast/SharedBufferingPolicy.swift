@@ -53,9 +53,9 @@ public enum SharedBufferingPolicy: Sendable, Hashable {
     /// an element:
     /// - a sequence whose `Failure` can hold it (`any Error`) throws ``SubscriberEvictedError``;
     /// - otherwise (`Never`, or a concrete error type) the iteration returns `nil`, and
-    ///   `events(buffering:)` (``SharedEvent/evicted``) tells the two endings apart.
+    ///   `events(buffering:)` (``SharedEvent/evicted(_:)``) tells the two endings apart.
     /// A subscriber that is not reading (a server's handler stuck in a write) learns of its
-    /// eviction through ``SharedSubscription/waitForEviction()``, and
+    /// eviction through ``SharedSubscription/waitForEviction()->SubscriberEviction?``, and
     /// ``SharedSubscription/backlog`` shows how far behind it runs, to size the limits from
     /// data (see [Sizing the two limits](<doc:ServingClients#Sizing-the-two-limits>)).
     ///

@@ -66,7 +66,7 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     /// How far behind this subscriber runs: what it holds now and the most it has held since
     /// it joined (see ``SubscriberBacklog``). `nil` once it has left or was evicted: an
     /// evicted subscriber holds nothing, and its ``SubscriberEviction`` (from
-    /// ``waitForEviction()``, the `.evicted` event or the error) keeps what it held then and
+    /// ``waitForEviction()->SubscriberEviction?``, the `.evicted` event or the error) keeps what it held then and
     /// its high-water mark. Any
     /// task may read it, while another one iterates the subscription: a server samples
     /// its clients' high-water marks under a real burst to size their limits.
@@ -115,7 +115,7 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
         return await self.subscriber.storage.waitForEviction(self.subscriber.id) ?? self.subscriber.recordedEviction
     }
 
-    /// Whether this subscriber was evicted: the form of ``waitForEviction()`` before it
+    /// Whether this subscriber was evicted: the form of ``waitForEviction()->SubscriberEviction?`` before it
     /// returned the eviction.
     @available(
         *, deprecated,

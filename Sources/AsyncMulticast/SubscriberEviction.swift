@@ -1,5 +1,5 @@
 /// Why a subscriber of an ``SharedBufferingPolicy/evicting(_:softLimit:)`` policy was evicted,
-/// and how far behind it was: what ``SharedSubscription/waitForEviction()`` returns, what
+/// and how far behind it was: what ``SharedSubscription/waitForEviction()->SubscriberEviction?`` returns, what
 /// ``SharedEvent/evicted(_:)`` and ``SubscriberEvictedError`` carry, in one line for a log.
 ///
 /// `backlog` is what the subscriber held when it was evicted: at a hard limit of `n`, `n`

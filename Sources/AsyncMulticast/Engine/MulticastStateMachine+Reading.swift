@@ -3,7 +3,7 @@
 
 /// What a read tells a subscriber besides its element: what it missed just before it, and
 /// whether its ending is an eviction. Lag-reporting iterators (`events(buffering:)`) turn
-/// it into ``SharedEvent/missed(_:)`` and ``SharedEvent/evicted``; plain ones ignore `missed`.
+/// it into ``SharedEvent/missed(_:)`` and ``SharedEvent/evicted(_:)``; plain ones ignore `missed`.
 @usableFromInline
 struct ReadReport: Sendable {
     /// Set by the reader, not by the read: a gap is an event of its own (a lag-reporting
