@@ -3,10 +3,11 @@
 /// declared on, once.
 ///
 /// ``AsyncShareSequence`` (from `share()` and `replay(_:)`), ``AsyncMulticastSequence``,
-/// ``AsyncSharedSource``, ``AsyncSharedView`` and the subjects conform. Code outside the
-/// package cannot conform (the requirement is an engine only the package can create), so
-/// every conforming type behaves as the members below say. Use it to store or pass any of
-/// them by what they deliver:
+/// ``AsyncSharedSource``, ``AsyncSharedView`` and the subjects conform. Its requirement is
+/// an engine that only the package creates: a type outside the package can conform only by
+/// handing on the engine of one of those (a wrapper that returns its `_core`), and then
+/// behaves exactly as that one does. So every conforming type behaves as the members below
+/// say. Use it to store or pass any of them by what they deliver:
 ///
 /// ```swift
 /// struct Dashboard {

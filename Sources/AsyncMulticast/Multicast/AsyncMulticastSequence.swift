@@ -145,7 +145,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///   - replay: how many of the latest elements a new subscriber receives first; `>= 0`.
     ///   - buffering: how unconsumed elements are kept for each subscriber.
     ///   - clock: the clock that times soft limits: its `now` is read (never under the lock)
-    ///     and its `sleep(until:)` awaited.
+    ///     and its `sleep(until:)` awaited (<doc:Clocks>).
     @inlinable
     public func multicast(
         replay: Int = 0, buffering: SharedBufferingPolicy = .bounded(64), clock: some Clock<Duration>

@@ -112,16 +112,8 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///     `.seconds(Int64.max)`, is not timed at all: subscribers leaving never stop the
     ///     upstream, whatever the clock does.
     ///   - clock: the clock that times the window and a soft limit: its `now` is read and its
-    ///     `sleep(until:)` awaited. A clock that misbehaves does not break the window. A
-    ///     sleep that returns is trusted: the window closes when its sleep returns, even
-    ///     early, whatever the clock reads afterwards (so a clock that jumps past the
-    ///     deadline closes it then). A sleep that throws without being cancelled closes the
-    ///     open window at once; the next windows are timed as usual. A clock set back never
-    ///     delays a window opened after the jump: it ends when the clock reads its own
-    ///     deadline. A sleep must return once the clock reaches its deadline, and throw when
-    ///     its task is cancelled (the timer is cancelled when the upstream ends): a sleep
-    ///     that never returns keeps the window open, and so the upstream running, until the
-    ///     upstream ends.
+    ///     `sleep(until:)` awaited. What it must do, and what a clock that misbehaves does:
+    ///     <doc:Clocks>.
     @inlinable
     public func share(
         buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero, clock: some Clock<Duration>
@@ -190,15 +182,8 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///     stopped because its last subscriber left; not negative. One of 2^40 seconds or
     ///     longer keeps them for the life of the process, whatever the clock does.
     ///   - clock: the clock that times both windows and a soft limit: its `now` is read and its
-    ///     `sleep(until:)` awaited. A clock that misbehaves does not break the windows. A
-    ///     sleep that returns is trusted: the window closes when its sleep returns, even
-    ///     early, whatever the clock reads afterwards (so a clock that jumps past the
-    ///     deadline closes it then). A sleep that throws without being cancelled closes the
-    ///     open window at once (the upstream stops, or the cache expires); the next windows
-    ///     are timed as usual. A clock set back never delays a window opened after the
-    ///     jump: it ends when the clock reads its own deadline. A sleep must return once the clock reaches its deadline, and throw when
-    ///     its task is cancelled (the timer is cancelled when the upstream ends): a sleep
-    ///     that never returns keeps the window open until the upstream ends.
+    ///     `sleep(until:)` awaited. What it must do, and what a clock that misbehaves does:
+    ///     <doc:Clocks>.
     @inlinable
     public func replay(
         _ count: Int, buffering: SharedBufferingPolicy = .bounded(64), keepAlive: Duration = .zero,

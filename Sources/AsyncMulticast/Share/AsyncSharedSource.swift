@@ -141,16 +141,8 @@ public struct AsyncSharedSource<Element: Sendable, Failure: Error>: AsyncReplayi
     ///   - replayExpiration: how long, on `clock`, the replayed values outlive a stopped
     ///     session. One of 2^40 seconds or longer keeps them.
     ///   - clock: the clock that times both windows and a soft limit: its `now` is read and its
-    ///     `sleep(until:)` awaited. A clock that misbehaves does not break the windows. A
-    ///     sleep that returns is trusted: the window closes when its sleep returns, even
-    ///     early, whatever the clock reads afterwards (so a clock that jumps past the
-    ///     deadline closes it then). A sleep that throws without being cancelled closes the
-    ///     open window at once (`stop` is called, or the replayed values expire); the next
-    ///     windows are timed as usual. A clock set back never delays a window opened after
-    ///     the jump: it ends when the clock reads its own deadline. A sleep must return once
-    ///     the clock reaches its deadline, and throw when its task is cancelled (the timer is
-    ///     cancelled when the source ends): a sleep that never returns keeps the window open
-    ///     until the source ends.
+    ///     `sleep(until:)` awaited (a window that closes calls `stop`). What it must do, and
+    ///     what a clock that misbehaves does: <doc:Clocks>.
     ///   - start: starts the producer for a new session and returns the closure that stops
     ///     it, which may be `async`: the next session starts after it returned.
     @inlinable

@@ -30,7 +30,7 @@ public final class AsyncCurrentValueSubject<Element: Sendable, Failure: Error>: 
     ///     Under `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait).
     ///     With `.bufferingNewest(0)` or `.bufferingOldest(0)` a subscriber only receives
     ///     values sent while it waits in `next()`, so it does not receive the current value.
-    ///   - clock: the clock that times a soft limit's duration
+    ///   - clock: the clock that times a soft limit's duration (<doc:Clocks>)
     ///     (``SharedBufferingPolicy/evicting(_:softLimit:)``); `ContinuousClock` by default,
     ///     a test's manual clock for example.
     @inlinable

@@ -31,7 +31,7 @@ public final class AsyncPassthroughSubject<Element: Sendable, Failure: Error>: A
     ///   - buffering: how each subscriber keeps elements it has not consumed yet. Under
     ///     `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait);
     ///     ``send(waitingForRoom:)`` waits instead.
-    ///   - clock: the clock that times a soft limit's duration
+    ///   - clock: the clock that times a soft limit's duration (<doc:Clocks>)
     ///     (``SharedBufferingPolicy/evicting(_:softLimit:)``); `ContinuousClock` by default,
     ///     a test's manual clock for example.
     @inlinable

@@ -34,7 +34,7 @@ public final class AsyncReplaySubject<Element: Sendable, Failure: Error>: AsyncS
     ///     `bufferSize` also limits what a new subscriber is replayed. Under `.evicting(n)` a
     ///     new subscriber gets the whole replay, which counts against no limit: only what is
     ///     sent after it joined can evict it.
-    ///   - clock: the clock that times a soft limit's duration
+    ///   - clock: the clock that times a soft limit's duration (<doc:Clocks>)
     ///     (``SharedBufferingPolicy/evicting(_:softLimit:)``); `ContinuousClock` by default,
     ///     a test's manual clock for example.
     @inlinable
