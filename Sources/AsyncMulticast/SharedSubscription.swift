@@ -91,6 +91,10 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     /// task is cancelled. The ``SubscriberEviction`` says which limit and how far behind the
     /// subscriber was, in one line for a log.
     ///
+    /// Ask before the iteration can end otherwise: an iterator released, or whose cancelled
+    /// task asked again, before it learned of its eviction leaves as any subscriber does, and
+    /// a later call returns `nil` (a task already waiting here has the eviction).
+    ///
     /// An iteration learns of its eviction when it next asks for an element. A server's
     /// handler stuck in a write to a client that stopped reading never asks, so it never
     /// learns: another task waits here instead, and closes the connection, which ends the

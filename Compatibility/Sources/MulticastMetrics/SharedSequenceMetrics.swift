@@ -41,7 +41,9 @@ public struct SharedSequenceMetrics: Sendable {
     let highWaterMarks: Recorder
 
     /// Metrics named `<label>_…`, each with `dimensions`, made by `factory` (by default the
-    /// one `MetricsSystem.bootstrap(_:)` installed).
+    /// one `MetricsSystem.bootstrap(_:)` installed). Give every `SharedSequenceMetrics` of
+    /// one `label` the same dimension names (`feed`, say, with a value per feed): Prometheus
+    /// refuses one name with two sets of label names. `reason` is taken (the evictions).
     ///
     /// ```swift
     /// let metrics = SharedSequenceMetrics(label: "prices", dimensions: [("symbol", "AAPL")])
@@ -49,6 +51,12 @@ public struct SharedSequenceMetrics: Sendable {
     public init(label: String, dimensions: [(String, String)] = [], factory: any MetricsFactory = MetricsSystem.factory)
     {
         precondition(!label.isEmpty, "SharedSequenceMetrics(label:): the label must not be empty")
+        // The evictions counter adds its own `reason` dimension: a second one would make two
+        // label sets of one name, which backends such as Prometheus refuse.
+        precondition(
+            !dimensions.contains { $0.0 == "reason" },
+            "SharedSequenceMetrics(dimensions:): \"reason\" is the evictions counter's own dimension; name yours otherwise"
+        )
         self.label = label
         self.dimensions = dimensions
         self.subscribers = Meter(label: "\(label)_subscribers", dimensions: dimensions, factory: factory)
@@ -90,7 +98,9 @@ public struct SharedSequenceMetrics: Sendable {
     }
 
     /// Records a live subscriber's high-water mark: sample your clients' backlogs (on each
-    /// scrape, say) to size their limits from what they really hold.
+    /// scrape, say) to size their limits from what they really hold. The samples share the
+    /// histogram with the evictions' high-water marks, so its count grows with the sampling:
+    /// read its buckets and maximum, not its rate.
     ///
     /// ```swift
     /// if let backlog = client.backlog { metrics.recordBacklog(backlog) }
@@ -120,7 +130,8 @@ public struct SharedSequenceMetrics: Sendable {
 
     /// Sets `<label>_subscribers` to `sequence`'s subscriber count and keeps it current
     /// (`subscriberCounts`: an eviction counts as a leave at once), until the calling task is
-    /// cancelled. Run it in a task, or as a service beside the feed.
+    /// cancelled; the gauge then keeps its last value. Run it in a task, or as a service
+    /// beside the feed, stopped after the feed.
     ///
     /// ```swift
     /// let tracking = Task { await metrics.trackSubscribers(of: room) }

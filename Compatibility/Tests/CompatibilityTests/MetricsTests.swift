@@ -100,6 +100,13 @@ struct MetricsTests {
             _ = SharedSequenceMetrics(label: "", factory: TestMetrics())
         }
     }
+
+    @Test("a dimension named reason is refused: the evictions counter has its own")
+    func reasonIsTaken() async {
+        await #expect(processExitsWith: .failure) {
+            _ = SharedSequenceMetrics(label: "feed", dimensions: [("reason", "mine")], factory: TestMetrics())
+        }
+    }
 }
 
 /// Guides/ServingClients.md, "Metrics": the guide's example as written, with the metrics
