@@ -170,6 +170,14 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
 
     // MARK: Subscribing and sending
 
+    /// What a join's critical section hands out: the subscription, the subject it created
+    /// (and its number), the timer of the idle window it closed, or the completion it found.
+    @usableFromInline
+    typealias Joined = (
+        subscription: SharedSubscription<Element, Failure>?, created: (Subject, UInt64)?,
+        cancelling: Task<Void, Never>?, completion: TopicsCompletion<Failure>?
+    )
+
     /// Joins `key` now and returns the subscriber, to be iterated later, once, from any task
     /// (see ``SharedSubscription``): it receives what is sent to `key` from now on (after
     /// the key's replay, if it keeps one). The key's subject is created if it has none.
@@ -189,8 +197,7 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
         to key: Key, buffering policy: SharedBufferingPolicy? = nil
     ) -> SharedSubscription<Element, Failure> {
         policy?.validate(parameter: "subscribe(to:buffering:)")
-        let (subscription, created, cancelling, completion) = self.shard(for: key).withLock {
-            shard -> (SharedSubscription<Element, Failure>?, (Subject, UInt64)?, Task<Void, Never>?, TopicsCompletion<Failure>?) in
+        let (subscription, created, cancelling, completion) = self.shard(for: key).withLock { shard -> Joined in
             switch shard.subscriberJoining(key, makeSubject: self.makeSubject) {
             case .join(let subject, let created, let cancelling):
                 // The one call into a subject under the shard lock, so that the key cannot

@@ -164,7 +164,9 @@ struct SubjectTopicsLifetimeTests {
         #expect(await iterator.next() == 4)
         _ = consume iterator
         held.release()
-        try await waitUntil("the second window's timer") { clock.sleeperCount == 1 && clock.sleeperDeadlines.count == 1 }
+        try await waitUntil("the second window's timer") {
+            clock.sleeperCount == 1 && clock.sleeperDeadlines.count == 1
+        }
         clock.advance(by: .seconds(10))
         try await withTimeout("key freed") { try await topics.waitUntilFreed("a") }
     }
