@@ -100,7 +100,9 @@ extension AsyncSubjectTopics {
     func startTimer(of key: Key, number: UInt64, window: UInt64) {
         guard case .timed(let length) = self.window else { return }
         let clock = self.clock
-        let task = Task { [weak self] in
+        // Detached, as a shared sequence's timer is: it inherits nothing of the task whose
+        // leave opened the window (its priority, its task-locals).
+        let task = Task.detached { [weak self] in
             let deadline = clock.now().saturatingAdding(length)
             do {
                 try await clock.sleepUntil(deadline)
