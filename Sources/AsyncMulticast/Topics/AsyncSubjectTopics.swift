@@ -181,8 +181,8 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
     /// Joins `key` now and returns the subscriber, to be iterated later, once, from any task
     /// (see ``SharedSubscription``): it receives what is sent to `key` from now on (after
     /// the key's replay, if it keeps one). The key's subject is created if it has none.
-    /// `nil` takes the policy the topics were created with. After ``finish()`` or
-    /// ``fail(_:)``, the subscription ends at once.
+    /// `nil` takes the policy the topics were created with. After ``finish()`` the
+    /// subscription ends at once; after ``fail(_:)`` it throws the error at once.
     ///
     /// ```swift
     /// let client = rooms.subscribe(to: "swift", buffering: .evicting(4096))
