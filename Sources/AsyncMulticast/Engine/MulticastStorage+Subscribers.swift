@@ -67,9 +67,11 @@ extension MulticastStorage {
     // MARK: Observing the subscriber count
 
     /// Registers an observer of the subscriber count; it is offered the current count first.
+    /// With a `listener`, the observer is that function, told each count as it is offered
+    /// (see `SubscriberCountCell.listener`).
     @inlinable
-    func observeSubscriberCount() -> SubscriberCountCell {
-        let cell = SubscriberCountCell()
+    func observeSubscriberCount(listener: (@Sendable (Int) -> Void)? = nil) -> SubscriberCountCell {
+        let cell = SubscriberCountCell(listener: listener)
         let work = self.state.withLock { state in
             OutsideLock(notices: Machine.Notices(change: state.machine.countObserverAdded(cell)))
         }

@@ -32,12 +32,25 @@ final class SubscriberCountCell: Sendable {
     @usableFromInline
     let state = Lock(State())
 
+    /// Set for an observer that is told every offer as it comes, outside the storage's
+    /// lock, instead of reading counts with `next()`: a topic registry's
+    /// (`AsyncSubjectTopics`), which acts on a count of 0. Offers may come out of order and
+    /// repeat, so it reads the count again under its own lock before it acts.
+    @usableFromInline
+    let listener: (@Sendable (Int) -> Void)?
+
     @inlinable
-    init() {}
+    init(listener: (@Sendable (Int) -> Void)? = nil) {
+        self.listener = listener
+    }
 
     /// Offers count `count`, the storage's change number `version`.
     @inlinable
     func offer(version: UInt64, count: Int) {
+        if let listener = self.listener {
+            listener(count)
+            return
+        }
         let resuming = self.state.withLock { state -> UnsafeContinuation<Int?, Never>? in
             guard version > state.latest.version else { return nil }
             state.latest = (version, count)

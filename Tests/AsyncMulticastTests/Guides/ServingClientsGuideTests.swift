@@ -171,3 +171,40 @@ func servingClientsGuideShuttingDown() async {
         ])
     for handler in handlers { await handler.value }
 }
+
+// Guides/ServingClients.md: Fan-out by key
+@Test("Guides/ServingClients.md: Fan-out by key", .timeLimit(.minutes(3)))
+func servingClientsGuideFanOutByKey() async {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    let rooms = AsyncSubjectTopics<String, String, Never>(
+        replay: 2, buffering: .evicting(4096), keepAlive: .seconds(30))
+    let alice = rooms.subscribe(to: "swift")  // in alice's request handler
+    let bob = rooms.subscribe(to: "rust")  // in bob's
+    rooms.send("hi from swift", to: "swift")
+    rooms.send("hi from rust", to: "rust")
+    print("rooms:", rooms.keyCount, "in swift:", rooms.subscriberCount(of: "swift"))
+    rooms.finish()
+    for await message in alice { print("alice:", message) }
+    for await message in bob { print("bob:", message) }
+
+    #expect(printed.lines == ["rooms: 2 in swift: 1", "alice: hi from swift", "bob: hi from rust"])
+}
+
+// Guides/ServingClients.md: Fan-out by key (a room freed when its last client goes)
+@Test("Guides/ServingClients.md: Fan-out by key (freed)", .timeLimit(.minutes(3)))
+func servingClientsGuideFanOutByKeyFreed() async throws {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    let lobby = AsyncSubjectTopics<String, String, Never>(buffering: .evicting(4096))
+    let client = lobby.subscribe(to: "lobby")
+    let connection = Task { for await message in client { print(message) } }
+    print(lobby.isLive("lobby"))  // true
+    connection.cancel()  // the client went away: its subscriber leaves
+    try await lobby.waitUntilFreed("lobby")
+    print(lobby.isLive("lobby"))  // false
+
+    #expect(printed.lines == ["true", "false"])
+}
