@@ -340,21 +340,6 @@ private let farJump = Duration.seconds(Int64(1) << 41)
 
 // MARK: - Recorded upstreams
 
-/// Set when the object holding it is released.
-private final class GoneFlag: Sendable {
-    private let state = Lock(false)
-    func set() { self.state.withLock { $0 = true } }
-    var isSet: Bool { self.state.withLock { $0 } }
-}
-
-/// Held only by a base (or a source's start closure): released with the shared storage, which
-/// the upstream task and the timer task hold while they run.
-private final class Sentinel: Sendable {
-    let gone: GoneFlag
-    init(_ gone: GoneFlag) { self.gone = gone }
-    deinit { self.gone.set() }
-}
-
 /// A lock-protected list of strings, appended from any task.
 private final class StringLog: Sendable {
     private let state = Lock<[String]>([])
@@ -464,78 +449,6 @@ private struct RecordedBase: AsyncSequence, Sendable {
     func makeAsyncIterator() -> AsyncIterator {
         let (stream, _) = self.log.begin()
         return AsyncIterator(base: stream.makeAsyncIterator(), token: Token(self.log))
-    }
-}
-
-/// The sessions of an `AsyncSharedSource` made by `makeSource`: each `start` sends its session's
-/// index (0, 1, …) first, unless told not to. Records starts and stops, a start while the previous session was not
-/// stopped, and a stop called twice.
-private final class SourceLog: Sendable {
-    private struct State: Sendable {
-        /// The emitter of each session, until it is stopped (an emitter holds the storage).
-        var emitters: [AsyncSharedSource<Int, Never>.Emitter?] = []
-        var stops: [Int] = []
-        var running = false
-        var overlaps = 0
-        var doubleStops = 0
-    }
-    private let state = Lock(State())
-
-    var starts: Int { self.state.withLock { $0.emitters.count } }
-    /// The sessions stopped, in order.
-    var stops: [Int] { self.state.withLock { $0.stops } }
-    /// Starts while the previous session was not stopped.
-    var overlaps: Int { self.state.withLock { $0.overlaps } }
-    var doubleStops: Int { self.state.withLock { $0.doubleStops } }
-    var isRunning: Bool { self.state.withLock { $0.running } }
-
-    func makeSource(
-        replay: Int = 0, keepAlive: Duration, replayExpiration: Duration = .zero, clock: some Clock<Duration>,
-        gone: GoneFlag = GoneFlag(), greets: Bool = true
-    ) -> AsyncSharedSource<Int, Never> {
-        let sentinel = Sentinel(gone)
-        return AsyncSharedSource(
-            replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration, clock: clock
-        ) { emitter in
-            _ = sentinel
-            let index = self.state.withLock { state in
-                if state.running { state.overlaps += 1 }
-                state.running = true
-                state.emitters.append(emitter)
-                return state.emitters.count - 1
-            }
-            if greets { emitter.send(index) }
-            var stopped = false
-            return {
-                self.state.withLock { state in
-                    if stopped { state.doubleStops += 1 }
-                    state.running = false
-                    state.stops.append(index)
-                    state.emitters[index] = nil
-                }
-                stopped = true
-            }
-        }
-    }
-
-    /// Sends `value` through the latest session's emitter, if it runs.
-    func send(_ value: Int) { self.state.withLock { $0.emitters.last ?? nil }?.send(value) }
-
-    /// Ends the latest session's producer (`Emitter.finish()`), if it runs.
-    func finish() { self.state.withLock { $0.emitters.last ?? nil }?.finish() }
-
-    /// Waits until `count` sessions were stopped.
-    func waitForStops(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await waitUntil("\(count) stops", sourceLocation: sourceLocation) { self.stops.count >= count }
-    }
-
-    /// Every session stopped once, in order, none started before the previous one stopped.
-    func expectOrderly(running: Bool, sourceLocation: SourceLocation = #_sourceLocation) {
-        let starts = self.starts
-        #expect(self.stops == Array(0..<(running ? starts - 1 : starts)), sourceLocation: sourceLocation)
-        #expect(self.overlaps == 0, "a start while the previous session ran", sourceLocation: sourceLocation)
-        #expect(self.doubleStops == 0, "a stop called twice", sourceLocation: sourceLocation)
-        #expect(self.isRunning == running, sourceLocation: sourceLocation)
     }
 }
 
@@ -678,7 +591,7 @@ struct MisbehavingClockTimerTests {
     @Test("AsyncSharedSource: a sleep that always throws stops each session at once and expires its cache")
     func sourceSleepAlwaysThrows() async throws {
         let clock = RogueClock { _ in .throwFailure }
-        let sessions = SourceLog()
+        let sessions = SourceSessions()
         let source = sessions.makeSource(
             replay: 1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         for session in 0..<4 {
@@ -694,7 +607,7 @@ struct MisbehavingClockTimerTests {
     @Test("AsyncSharedSource: a window re-armed on a timer whose next sleep throws closes at once, stop in order")
     func sourceSleepThrowsEveryOtherTime() async throws {
         let clock = RogueClock { $0 % 2 == 1 ? .throwFailure : .normal }
-        let sessions = SourceLog()
+        let sessions = SourceSessions()
         let source = sessions.makeSource(keepAlive: .seconds(5), clock: clock)
         for session in 0..<4 {
             let start = clock.reading
@@ -931,7 +844,7 @@ struct MisbehavingClockTimerTests {
     @Test("AsyncSharedSource: ±2^41 s jumps; stop runs once per start, never overlapping the next start")
     func sourceJumps() async throws {
         let clock = RogueClock()
-        let sessions = SourceLog()
+        let sessions = SourceSessions()
         let source = sessions.makeSource(replay: 1, keepAlive: .seconds(3), replayExpiration: .seconds(7), clock: clock)
         var generator = LCG(seed: 7)
         for session in 0..<10 {
@@ -1189,7 +1102,7 @@ struct MisbehavingClockTimerTests {
     @Test("the first subscriber's task cancelled before any element: a window opens for the started upstream")
     func firstSubscriberCancelled() async throws {
         let clock = RogueClock()
-        let sessions = SourceLog()
+        let sessions = SourceSessions()
         let source = sessions.makeSource(keepAlive: .seconds(10), clock: clock, greets: false)
         let first = Task {
             var iterator = source.makeAsyncIterator()
@@ -1257,7 +1170,7 @@ struct MisbehavingClockTimerTests {
     func sourceFinishesAsTheWindowCloses() async throws {
         for round in 0..<50 {
             let clock = RogueClock(wakesOnOtherThread: round % 2 == 0)
-            let sessions = SourceLog()
+            let sessions = SourceSessions()
             let gone = GoneFlag()
             var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
                 replay: 1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock, gone: gone)
@@ -1365,7 +1278,7 @@ struct MisbehavingClockTimerTests {
     @Test("AsyncSharedSource: rapid join/leave cycles; stop once per start, never overlapping the next start")
     func churnSource() async throws {
         let clock = RogueClock { $0 % 5 == 4 ? .throwFailure : .normal }
-        let sessions = SourceLog()
+        let sessions = SourceSessions()
         let gone = GoneFlag()
         var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
             replay: 1, keepAlive: .seconds(1), replayExpiration: .seconds(1), clock: clock, gone: gone)
@@ -1441,7 +1354,7 @@ struct MisbehavingClockTimerTests {
     @Test("AsyncSharedSource dropped while its window is open: stop runs once when the window closes, nothing is left")
     func sourceDroppedDuringWindow() async throws {
         let clock = RogueClock()
-        let sessions = SourceLog()
+        let sessions = SourceSessions()
         let gone = GoneFlag()
         var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
             replay: 1, keepAlive: .seconds(10), replayExpiration: .seconds(20), clock: clock, gone: gone)
@@ -1504,7 +1417,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a real-time clock sleeping on a Dispatch queue: windows close, sessions restart, nothing is left")
     func dispatchSleepingClock() async throws {
-        let sessions = SourceLog()
+        let sessions = SourceSessions()
         let gone = GoneFlag()
         var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
             replay: 1, keepAlive: .milliseconds(2), replayExpiration: .milliseconds(2), clock: DispatchSleepClock(),

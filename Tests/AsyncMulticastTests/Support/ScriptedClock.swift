@@ -1,6 +1,6 @@
 // A clock that misbehaves on demand, an upstream that records its iterations, and a visit
-// that joins, reads and leaves: shared by the outside attack suites (AttackRound3Tests,
-// AttackRound4Tests).
+// that joins, reads and leaves: shared by the suites that time windows on a scripted clock
+// (the timer, sharedService, soft limits, the schedule explorer).
 
 import Testing
 
