@@ -167,7 +167,7 @@ extension MisbehavingClockTimerTests {
         clock.jump(to: day)
         try await waitUntil("the timer's second sleep") { clock.sleepCalls == 2 && clock.sleeperCount == 1 }
         #expect(log.end(of: 0) == nil, "the window, opened before the set-back, stays open")
-        let asked = clock.now.duration(to: clock.sleeperWakes[0])
+        let asked = clock.now.duration(to: clock.sleeperWakes[0]!)
         // Decided (`longestTimerSleep`'s doc): the timer keeps the time its returned sleep
         // vouched for (day 1), so its next sleep is at most a day past that instant: toward
         // day 2, which on a clock set back to -30 days is one sleep of 32 days. Measuring it
@@ -246,7 +246,7 @@ extension MisbehavingClockTimerTests {
             default:
                 try await clock.waitForWakes([left.advanced(by: .seconds(10))])
             }
-            let wake = clock.sleeperWakes[0]
+            let wake = clock.sleeperWakes[0]!
             clock.jump(to: wake.advanced(by: .nanoseconds(-1)))
             await letOthersRun()
             #expect(log.end(of: session) == nil, "session \(session): open until its sleep returns")
@@ -481,11 +481,11 @@ extension MisbehavingClockTimerTests {
                 // Session 0: its windows, with the failure somewhere (or later).
                 #expect(try await visitScripted(replayed) == 0)
                 try await waitUntil("round \(round): cycle 0 done") {
-                    if clock.sleeperCount == 1 { clock.jump(to: clock.sleeperWakes[0]) }
+                    if clock.sleeperCount == 1 { clock.jump(to: clock.sleeperWakes[0]!) }
                     return replayed.replayCache.isEmpty && clock.sleeperCount == 0 && log.stops == 1
                 }
                 // Session 1, after the failure: each window timed exactly, in sleeps of a day.
-                let begin = clock.peek.offset
+                let begin = clock.reading.offset
                 #expect(try await visitScripted(replayed) == 1, "round \(round)")
                 let context = "round \(round), \(halfDays) half-days, sleep \(failing) failed"
                 var time = begin
@@ -607,13 +607,13 @@ extension MisbehavingClockTimerTests {
                 // A cached value greets without starting the upstream: read one more to start it.
                 let values = try await visitScripted(replayed, taking: cached ? 2 : 1)
                 #expect(values.count == (cached ? 2 : 1), "round \(round)")
-                let wake = clock.peek.advanced(by: .seconds(10))
+                let wake = clock.reading.advanced(by: .seconds(10))
                 try await clock.waitForWakes([wake])
                 let jump = Duration.seconds(Int.random(in: -200...200, using: &generator))
                 clock.setBackOnNextWake(to: wake.advanced(by: jump))
                 clock.jump(to: wake)
                 try await waitUntil("round \(round): the upstream stopped") { log.stops == log.starts }
-                let reading = clock.peek
+                let reading = clock.reading
                 try await clock.waitForWakes([reading.advanced(by: .seconds(50))])
                 cached = true
                 if Bool.random(using: &generator) {

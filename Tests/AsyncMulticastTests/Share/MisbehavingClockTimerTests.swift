@@ -1,9 +1,9 @@
-// Adversarial tests of the keep-alive and replay-expiry timer, driven by clocks written here to
-// misbehave: a sleep that throws (once, always, every other time, `CancellationError` without
+// The keep-alive and replay-expiry timer, driven by clocks that misbehave (the scripted clock of
+// Support/ScriptedClock.swift, and a real-time clock written here): a sleep that throws (once, always, every other time, `CancellationError` without
 // being cancelled), never returns (with or without honouring cancellation), returns early or
 // at once; a `now` that moves on every read; jumps forward (2^41 s, up to `Duration`'s limits)
 // and back; a clock that wakes its sleepers on another thread, and one that sleeps in real time
-// on a Dispatch queue. The spec is the documentation of the `clock:` parameters and
+// on a Dispatch queue. More of them, each sleep scripted, in +ScriptedSleeps.swift. The spec is the documentation of the `clock:` parameters and
 // Guides/Replay.md ("Keeping the upstream alive").
 //
 // Everything is observed through the public API: a base whose iterations record their start
@@ -12,7 +12,7 @@
 // that tell when the shared storage (and so its upstream and timer tasks) is gone. Order comes
 // from gates and from driving the clock; deadlines are hang guards only.
 //
-// What this round found: a clock read near `Duration`'s upper limit trapped the timer's
+// Found, and fixed: a clock read near `Duration`'s upper limit trapped the timer's
 // arithmetic (fixed: it saturates; the three child-process tests); a sleep that returned at
 // once while `now` crept made the timer poll the clock until the deadline, and a clock that
 // passed the deadline but was set back before the timer read it kept the window open (both
@@ -27,250 +27,6 @@ import Testing
 @testable import AsyncMulticast
 
 // MARK: - Clocks
-
-/// A clock that moves only when the test says so, whose `sleep(until:)` behaves, call by call,
-/// as its `plan` says. Its `now` can also move on every read (`tickPerRead`), and it can wake
-/// its sleepers on a Dispatch thread instead of the thread that moved the time.
-private final class RogueClock: Clock, Sendable {
-    typealias Duration = Swift.Duration
-
-    /// Its arithmetic saturates at `Duration`'s limits instead of trapping: near them, a trap
-    /// is the library's, not the clock's.
-    struct Instant: InstantProtocol {
-        var offset: Duration
-
-        func advanced(by duration: Duration) -> Instant { Instant(offset: saturating(self.offset, duration)) }
-        func duration(to other: Instant) -> Duration {
-            let (difference, overflow) = other.offset.attoseconds.subtractingReportingOverflow(self.offset.attoseconds)
-            guard overflow else { return Duration(attoseconds: difference) }
-            return Duration(attoseconds: other.offset > self.offset ? .max : .min)
-        }
-        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
-    }
-
-    /// What a failing sleep throws.
-    struct Failure: Error {}
-
-    /// How one call of `sleep(until:)` behaves.
-    enum Sleep: Sendable {
-        /// Returns once the time reaches the deadline; throws `CancellationError` if cancelled.
-        case normal
-        /// Throws `Failure` at once.
-        case throwFailure
-        /// Throws `CancellationError` at once, although its task is not cancelled.
-        case throwCancellation
-        /// Returns at once, whatever the deadline.
-        case returnAtOnce
-        /// Never returns, whatever the time; throws `CancellationError` if cancelled.
-        case never
-        /// Never returns, even when cancelled (until `releaseStuckSleeps()`).
-        case neverEvenIfCancelled
-        /// Returns once the time reaches `by` before the deadline.
-        case early(by: Duration)
-    }
-
-    private struct Sleeper: Sendable {
-        let id: UInt64
-        /// `nil`: no time wakes it.
-        let wake: Instant?
-        let ignoresCancellation: Bool
-        let continuation: CheckedContinuation<Void, any Error>
-    }
-
-    private struct State: Sendable {
-        var now = Instant(offset: .zero)
-        var nextID: UInt64 = 0
-        var sleepCalls = 0
-        var sleepers: [Sleeper] = []
-        var cancelled: Set<UInt64> = []
-        /// While set, the sleepers the time reaches are kept here instead of being woken.
-        var holdsWakes = false
-        var held: [Sleeper] = []
-
-        /// Removes the sleepers whose wake-up time has come, earliest first.
-        mutating func takeDue() -> [Sleeper] {
-            let now = self.now
-            let due = self.sleepers.filter { sleeper in sleeper.wake.map { $0 <= now } ?? false }
-            self.sleepers.removeAll { sleeper in sleeper.wake.map { $0 <= now } ?? false }
-            return due.sorted { $0.wake! < $1.wake! }
-        }
-    }
-
-    private let state = Lock(State())
-    private let plan: @Sendable (Int) -> Sleep
-    private let tickPerRead: Duration
-    private let wakesOnOtherThread: Bool
-
-    /// `plan` receives the index of each `sleep(until:)` call (0, 1, …).
-    init(
-        tickPerRead: Duration = .zero, wakesOnOtherThread: Bool = false,
-        plan: @escaping @Sendable (Int) -> Sleep = { _ in .normal }
-    ) {
-        self.plan = plan
-        self.tickPerRead = tickPerRead
-        self.wakesOnOtherThread = wakesOnOtherThread
-    }
-
-    var now: Instant {
-        let (now, due) = self.state.withLock { state -> (Instant, [Sleeper]) in
-            guard self.tickPerRead != .zero else { return (state.now, []) }
-            state.now = state.now.advanced(by: self.tickPerRead)
-            return (state.now, state.takeDue())
-        }
-        self.wake(due)
-        return now
-    }
-
-    var minimumResolution: Duration { .zero }
-
-    /// How many times `sleep(until:)` was called.
-    var sleepCalls: Int { self.state.withLock { $0.sleepCalls } }
-    /// How many tasks are asleep on the clock.
-    var sleeperCount: Int { self.state.withLock { $0.sleepers.count } }
-    /// When the sleeping tasks wake, earliest first (`nil`: never).
-    var sleeperWakes: [Instant?] {
-        self.state.withLock { state in
-            state.sleepers.map(\.wake).sorted {
-                ($0?.offset ?? .seconds(Int64.max)) < ($1?.offset ?? .seconds(Int64.max))
-            }
-        }
-    }
-    /// The time, without moving it.
-    var reading: Instant { self.state.withLock { $0.now } }
-
-    func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-        let index = self.state.withLock { state in
-            defer { state.sleepCalls += 1 }
-            return state.sleepCalls
-        }
-        switch self.plan(index) {
-        case .normal: try await self.suspend(until: deadline, ignoringCancellation: false)
-        case .throwFailure: throw Failure()
-        case .throwCancellation: throw CancellationError()
-        case .returnAtOnce: return
-        case .never: try await self.suspend(until: nil, ignoringCancellation: false)
-        case .neverEvenIfCancelled: try await self.suspend(until: nil, ignoringCancellation: true)
-        case .early(let early):
-            try await self.suspend(until: deadline.advanced(by: .zero - early), ignoringCancellation: false)
-        }
-    }
-
-    private func suspend(until wake: Instant?, ignoringCancellation: Bool) async throws {
-        let id = self.state.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
-        defer { self.state.withLock { _ = $0.cancelled.remove(id) } }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let outcome = self.state.withLock { state -> Result<Void, any Error>? in
-                    if state.cancelled.contains(id) { return .failure(CancellationError()) }
-                    if let wake, wake <= state.now { return .success(()) }
-                    state.sleepers.append(
-                        Sleeper(
-                            id: id, wake: wake, ignoresCancellation: ignoringCancellation, continuation: continuation))
-                    return nil
-                }
-                if let outcome { continuation.resume(with: outcome) }
-            }
-        } onCancel: {
-            guard !ignoringCancellation else { return }
-            let sleeper = self.state.withLock { state -> Sleeper? in
-                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else {
-                    state.cancelled.insert(id)  // not registered yet: it will not be
-                    return nil
-                }
-                return state.sleepers.remove(at: index)
-            }
-            sleeper?.continuation.resume(throwing: CancellationError())
-        }
-    }
-
-    private func wake(_ sleepers: [Sleeper]) {
-        guard !sleepers.isEmpty else { return }
-        let held = self.state.withLock { state in
-            if state.holdsWakes { state.held += sleepers }
-            return state.holdsWakes
-        }
-        guard !held else { return }
-        if self.wakesOnOtherThread {
-            DispatchQueue.global().async {
-                for sleeper in sleepers { sleeper.continuation.resume() }
-            }
-        } else {
-            for sleeper in sleepers { sleeper.continuation.resume() }
-        }
-    }
-
-    /// Sets the time to `instant`, earlier or later, and wakes the sleepers it reached.
-    func jump(to instant: Instant) {
-        let due = self.state.withLock { state in
-            state.now = instant
-            return state.takeDue()
-        }
-        self.wake(due)
-    }
-
-    /// From now on, the sleepers the time reaches are not woken until `releaseHeldWakes()`:
-    /// their sleep has not returned although the clock reads their deadline.
-    func holdWakes() { self.state.withLock { $0.holdsWakes = true } }
-
-    /// Wakes the sleepers held since `holdWakes()`, and stops holding.
-    func releaseHeldWakes() {
-        let held = self.state.withLock { state in
-            state.holdsWakes = false
-            defer { state.held = [] }
-            return state.held
-        }
-        self.wake(held)
-    }
-
-    func jump(to offset: Duration) { self.jump(to: Instant(offset: offset)) }
-
-    /// Moves the time by `duration` (backwards if negative) and wakes the sleepers it reached.
-    func advance(by duration: Duration) {
-        let due = self.state.withLock { state in
-            state.now = state.now.advanced(by: duration)  // saturates
-            return state.takeDue()
-        }
-        self.wake(due)
-    }
-
-    /// Sets the time to `ahead`, takes the sleepers it reached, sets it back to `back`, then
-    /// wakes them: they find the clock set back when they read it.
-    func jumpAndReturn(ahead: Duration, back: Duration) {
-        let due = self.state.withLock { state in
-            state.now = Instant(offset: ahead)
-            defer { state.now = Instant(offset: back) }
-            return state.takeDue()
-        }
-        self.wake(due)
-    }
-
-    /// Wakes the sleeps that never return, with an error (clean-up at a test's end).
-    func releaseStuckSleeps() {
-        let stuck = self.state.withLock { state in
-            defer { state.sleepers.removeAll { $0.wake == nil } }
-            return state.sleepers.filter { $0.wake == nil }
-        }
-        for sleeper in stuck { sleeper.continuation.resume(throwing: Failure()) }
-    }
-
-    /// Waits until exactly `count` tasks are asleep on the clock.
-    func waitForSleepers(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await waitUntil("\(count) sleepers on the clock", sourceLocation: sourceLocation) {
-            self.sleeperCount == count
-        }
-    }
-
-    /// Waits until the sleeping tasks wake exactly at `wakes`: after a timer was replaced, the
-    /// replaced one's sleep may not have been cancelled yet.
-    func waitForWakes(_ wakes: [Instant], sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await waitUntil("sleepers waking at \(wakes)", sourceLocation: sourceLocation) {
-            self.sleeperWakes == wakes
-        }
-    }
-}
 
 /// A clock on real time (`ContinuousClock`) whose sleeps are timed and ended by a Dispatch
 /// queue: each sleep returns on a Dispatch thread.
@@ -323,15 +79,8 @@ private struct DispatchSleepClock: Clock, Sendable {
     }
 }
 
-/// `a + b`, or the limit it went past.
-private func saturating(_ a: Duration, _ b: Duration) -> Duration {
-    let (sum, overflow) = a.attoseconds.addingReportingOverflow(b.attoseconds)
-    guard overflow else { return Duration(attoseconds: sum) }
-    return Duration(attoseconds: b > .zero ? .max : .min)
-}
-
-/// The instant `offset` after a `RogueClock` was created.
-private func at(_ offset: Duration) -> RogueClock.Instant { RogueClock.Instant(offset: offset) }
+/// The instant `offset` after a `ScriptedClock` was created.
+private func at(_ offset: Duration) -> ScriptedClock.Instant { ScriptedClock.Instant(offset: offset) }
 
 /// 2^40 s: a window this long or longer is forever.
 private let forever = Duration.seconds(Int64(1) << 40)
@@ -483,7 +232,7 @@ private func visit<S: AsyncSequence & Sendable>(
 
 /// The window's deadline is an hour minus 10 s before the limit: representable.
 private func nearLimitTimerChunk() async throws {
-    let clock = RogueClock()
+    let clock = ScriptedClock()
     let log = UpstreamLog()
     let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(3_600))
@@ -495,7 +244,7 @@ private func nearLimitTimerChunk() async throws {
 
 /// The last subscriber leaves a second before the limit.
 private func nearLimitLeave() async throws {
-    let clock = RogueClock()
+    let clock = ScriptedClock()
     let log = UpstreamLog()
     let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(1))
@@ -507,7 +256,7 @@ private func nearLimitLeave() async throws {
 /// The clock jumps a second before the limit while the keep-alive window is open: the window
 /// closes, and the replay cache's expiry window opens.
 private func nearLimitExpiry() async throws {
-    let clock = RogueClock()
+    let clock = ScriptedClock()
     let log = UpstreamLog()
     let replayed = RecordedBase(log).replay(1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
     _ = try await visit(replayed)
@@ -529,7 +278,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("share: a sleep that throws every other time closes every other window at once, the others at their deadline")
     func sleepThrowsEveryOtherTime() async throws {
-        let clock = RogueClock { $0 % 2 == 0 ? .throwFailure : .normal }
+        let clock = ScriptedClock { $0 % 2 == 0 ? .throwFailure : .normal }
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         for session in 0..<6 {
@@ -555,7 +304,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("replay: a sleep throwing CancellationError although not cancelled closes the keep-alive and expiry windows")
     func sleepThrowsCancellationErrorUncancelled() async throws {
-        let clock = RogueClock { _ in .throwCancellation }
+        let clock = ScriptedClock { _ in .throwCancellation }
         let log = UpstreamLog()
         let replayed = RecordedBase(log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
@@ -571,7 +320,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("replay: a sleep that throws once closes the keep-alive window at once; the expiry window is timed as usual")
     func replaySleepThrowsOnce() async throws {
-        let clock = RogueClock { $0 == 0 ? .throwFailure : .normal }
+        let clock = ScriptedClock { $0 == 0 ? .throwFailure : .normal }
         let log = UpstreamLog()
         let replayed = RecordedBase(log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
@@ -590,7 +339,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource: a sleep that always throws stops each session at once and expires its cache")
     func sourceSleepAlwaysThrows() async throws {
-        let clock = RogueClock { _ in .throwFailure }
+        let clock = ScriptedClock { _ in .throwFailure }
         let sessions = SourceSessions()
         let source = sessions.makeSource(
             replay: 1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
@@ -606,7 +355,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource: a window re-armed on a timer whose next sleep throws closes at once, stop in order")
     func sourceSleepThrowsEveryOtherTime() async throws {
-        let clock = RogueClock { $0 % 2 == 1 ? .throwFailure : .normal }
+        let clock = ScriptedClock { $0 % 2 == 1 ? .throwFailure : .normal }
         let sessions = SourceSessions()
         let source = sessions.makeSource(keepAlive: .seconds(5), clock: clock)
         for session in 0..<4 {
@@ -629,7 +378,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a sleep that never returns: the window stays open after the value is dropped, until the upstream ends")
     func sleepNeverReturns() async throws {
-        let clock = RogueClock { _ in .never }
+        let clock = ScriptedClock { _ in .never }
         let log = UpstreamLog()
         let gone = GoneFlag()
         var replayed: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).replay(
@@ -649,7 +398,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a sleep that ignores cancellation and never returns: a window opened after the clock is set back is timed")
     func stuckSleepThenSetBack() async throws {
-        let clock = RogueClock { $0 == 0 ? .neverEvenIfCancelled : .normal }
+        let clock = ScriptedClock { $0 == 0 ? .neverEvenIfCancelled : .normal }
         defer { clock.releaseStuckSleeps() }
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
@@ -670,7 +419,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a sleep that returns early (the time moved): the timer trusts it, the window closes when it returns")
     func sleepReturnsEarlyOnce() async throws {
-        let clock = RogueClock { $0 == 0 ? .early(by: .seconds(1)) : .normal }
+        let clock = ScriptedClock { $0 == 0 ? .early(by: .seconds(1)) : .normal }
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
@@ -695,7 +444,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a sleep that always returns 1 s early: each window closes 1 s early, when its sleep returns")
     func sleepAlwaysReturnsEarly() async throws {
-        let clock = RogueClock { _ in .early(by: .seconds(1)) }
+        let clock = ScriptedClock { _ in .early(by: .seconds(1)) }
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         for session in 0..<3 {
@@ -716,7 +465,7 @@ struct MisbehavingClockTimerTests {
     @Test(
         "a clock whose now moves on every read (1 ns), sleeping correctly: the window ends when it reads its deadline")
     func nowMovesOnEveryRead() async throws {
-        let clock = RogueClock(tickPerRead: .nanoseconds(1))
+        let clock = ScriptedClock(tickPerRead: .nanoseconds(1))
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         for session in 0..<3 {
@@ -736,7 +485,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a clock that only moves when read (1 s a read) and sleeps at once: the window closes after a few reads")
     func clockMovedOnlyByReads() async throws {
-        let clock = RogueClock(tickPerRead: .seconds(1)) { _ in .returnAtOnce }
+        let clock = ScriptedClock(tickPerRead: .seconds(1)) { _ in .returnAtOnce }
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
@@ -746,7 +495,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a clock whose sleep returns at once while its now moves a little on every read: the window closes at once")
     func sleepReturnsAtOnceWhileNowCreeps() async throws {
-        let clock = RogueClock(tickPerRead: .nanoseconds(1)) { _ in .returnAtOnce }
+        let clock = ScriptedClock(tickPerRead: .nanoseconds(1)) { _ in .returnAtOnce }
         let log = UpstreamLog()
         let gone = GoneFlag()
         var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
@@ -764,7 +513,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("share: jumps of ±2^41 s, repeatedly, while windows open and close; each ends at its own deadline")
     func jumpsBothWays() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         var generator = LCG(seed: 41)
@@ -803,7 +552,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("replay: the expiry window after ±2^41 s jumps, and a keep-alive window set back before it")
     func replayExpiryJumps() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let replayed = RecordedBase(log).replay(
             2, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
@@ -843,7 +592,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource: ±2^41 s jumps; stop runs once per start, never overlapping the next start")
     func sourceJumps() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let sessions = SourceSessions()
         let source = sessions.makeSource(replay: 1, keepAlive: .seconds(3), replayExpiration: .seconds(7), clock: clock)
         var generator = LCG(seed: 7)
@@ -872,7 +621,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a forward jump and a set-back before the timer reads the clock: the window closes when its sleep returns")
     func jumpAheadAndBackBeforeTheTimerLooks() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         clock.jump(to: .seconds(100))
@@ -890,7 +639,7 @@ struct MisbehavingClockTimerTests {
     func foreverThreshold() async throws {
         // Just under: timed, closed by a far jump.
         do {
-            let clock = RogueClock()
+            let clock = ScriptedClock()
             let log = UpstreamLog()
             let replayed = RecordedBase(log).replay(
                 1, keepAlive: forever - .nanoseconds(1), replayExpiration: forever - .nanoseconds(1), clock: clock)
@@ -904,7 +653,7 @@ struct MisbehavingClockTimerTests {
         }
         // 2^40 s and more: never timed, on a clock whose every sleep throws.
         for window in [forever, .seconds(Int64.max)] {
-            let clock = RogueClock { _ in .throwFailure }
+            let clock = ScriptedClock { _ in .throwFailure }
             let log = UpstreamLog()
             let shared = RecordedBase(log).share(keepAlive: window, clock: clock)
             #expect(try await visit(shared) == 0)
@@ -927,7 +676,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a clock set back near Duration's lower limit: windows are timed as usual")
     func nearDurationMin() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let replayed = RecordedBase(log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
@@ -989,7 +738,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a subscriber joining a nanosecond before the deadline, and at it before the timer's sleep returned")
     func joinAtDeadline() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
@@ -1018,7 +767,7 @@ struct MisbehavingClockTimerTests {
         var continued = 0
         var restarted = 0
         for round in 0..<50 {
-            let clock = RogueClock()
+            let clock = ScriptedClock()
             let log = UpstreamLog()
             let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
             #expect(try await visit(shared) == 0)
@@ -1050,7 +799,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("keepAlive .zero stops at once and never sleeps; 1 attosecond is a window of its own")
     func zeroVersusTinyKeepAlive() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let zeroLog = UpstreamLog()
         let zero = RecordedBase(zeroLog).replay(1, keepAlive: .zero, replayExpiration: .zero, clock: clock)
         #expect(try await visit(zero) == 0)
@@ -1080,7 +829,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a subscribing task cancelled while the window is open leaves then, and the window restarts from then")
     func cancelledSubscriberRestartsTheWindow() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
@@ -1101,7 +850,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("the first subscriber's task cancelled before any element: a window opens for the started upstream")
     func firstSubscriberCancelled() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let sessions = SourceSessions()
         let source = sessions.makeSource(keepAlive: .seconds(10), clock: clock, greets: false)
         let first = Task {
@@ -1122,7 +871,7 @@ struct MisbehavingClockTimerTests {
         "share: 300 leaves and returns within the window keep one iteration and one timer; it stops at the last deadline"
     )
     func manyReturnsWithinTheWindow() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
@@ -1147,7 +896,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("replay: the base ends while the keep-alive window is open: no timer is left, the cache is kept for good")
     func baseEndsDuringTheWindow() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let replayed = RecordedBase(log).replay(
             2, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
@@ -1169,7 +918,7 @@ struct MisbehavingClockTimerTests {
     @Test("AsyncSharedSource: the producer finishes as the window closes, 50 times: stop runs exactly once")
     func sourceFinishesAsTheWindowCloses() async throws {
         for round in 0..<50 {
-            let clock = RogueClock(wakesOnOtherThread: round % 2 == 0)
+            let clock = ScriptedClock(wakesOnOtherThread: round % 2 == 0)
             let sessions = SourceSessions()
             let gone = GoneFlag()
             var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
@@ -1201,7 +950,7 @@ struct MisbehavingClockTimerTests {
     /// reading, with pauses between) from several tasks, while the clock moves forward, back
     /// and far ahead until they are done.
     private func churn<S: AsyncSequence & Sendable>(
-        _ sequence: S, clock: RogueClock, seed: UInt64
+        _ sequence: S, clock: ScriptedClock, seed: UInt64
     ) async throws where S.AsyncIterator == SharedIterator<Int, Never> {
         try await withTimeout("the churn", seconds: 300) {
             let done = GoneFlag()
@@ -1243,7 +992,7 @@ struct MisbehavingClockTimerTests {
 
     /// Moves `clock` at random, a step per yield, until `done`: mostly forward by up to 2 s
     /// (windows of 1 s open and close), sometimes back, sometimes ±2^41 s.
-    private static func drive(_ clock: RogueClock, until done: GoneFlag, seed: UInt64) async {
+    private static func drive(_ clock: ScriptedClock, until done: GoneFlag, seed: UInt64) async {
         var generator = LCG(seed: seed)
         while !done.isSet {
             switch Int.random(in: 0..<20, using: &generator) {
@@ -1258,7 +1007,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("share: rapid join/leave cycles within and across windows never run two iterations at once")
     func churnShare() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let gone = GoneFlag()
         var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
@@ -1277,7 +1026,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource: rapid join/leave cycles; stop once per start, never overlapping the next start")
     func churnSource() async throws {
-        let clock = RogueClock { $0 % 5 == 4 ? .throwFailure : .normal }
+        let clock = ScriptedClock { $0 % 5 == 4 ? .throwFailure : .normal }
         let sessions = SourceSessions()
         let gone = GoneFlag()
         var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
@@ -1301,7 +1050,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("share: dropped while its window is open, the upstream runs until the window closes, then nothing is left")
     func droppedDuringWindow() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let gone = GoneFlag()
         var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
@@ -1323,7 +1072,7 @@ struct MisbehavingClockTimerTests {
             let value: Int
             init(_ value: Int) { self.value = value }
         }
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let (readings, sensor) = AsyncStream.makeStream(of: Reading.self)
         let terminations = StringLog()
         sensor.onTermination = { termination in terminations.append("\(termination)") }
@@ -1353,7 +1102,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource dropped while its window is open: stop runs once when the window closes, nothing is left")
     func sourceDroppedDuringWindow() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let sessions = SourceSessions()
         let gone = GoneFlag()
         var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
@@ -1374,7 +1123,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a forever keep-alive after the value is dropped: the upstream runs until the base ends (documented)")
     func foreverAfterDropped() async throws {
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let log = UpstreamLog()
         let gone = GoneFlag()
         var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
@@ -1396,7 +1145,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a clock that wakes its sleepers on a Dispatch thread: windows are timed as usual")
     func wakesOnAnotherThread() async throws {
-        let clock = RogueClock(wakesOnOtherThread: true)
+        let clock = ScriptedClock(wakesOnOtherThread: true)
         let log = UpstreamLog()
         let replayed = RecordedBase(log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)

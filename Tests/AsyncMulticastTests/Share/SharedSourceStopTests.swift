@@ -69,7 +69,7 @@ struct SharedSourceStopTests {
         let source = sessions.makeSource(
             replay: 1, keepAlive: .seconds(5), replayExpiration: .seconds(50), clock: clock)
         for round in 0..<30 {
-            let offset = clock.peek
+            let offset = clock.reading
             #expect(try await visitScripted(source) != nil, "round \(round)")
             try await clock.waitForWakes([offset.advanced(by: .seconds(5))])
             sessions.hold(true)
