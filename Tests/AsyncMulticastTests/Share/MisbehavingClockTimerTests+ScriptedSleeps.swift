@@ -23,6 +23,19 @@ import Testing
 private func at(_ offset: Duration) -> ScriptedClock.Instant { scriptedInstant(offset) }
 private let day = Duration.seconds(86_400)
 
+/// A subscriber joins `replayed`, reads the first iteration's 0 and leaves; the clock reaches
+/// the end of its 10 s keep-alive window, and that iteration is cancelled.
+private func visitUntilTheKeepAliveEnds(
+    _ replayed: AsyncShareSequence<Int, Never>, _ clock: ScriptedClock, _ log: ScriptedLog,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async throws {
+    #expect(try await visitScripted(replayed, sourceLocation: sourceLocation) == 0, sourceLocation: sourceLocation)
+    try await clock.waitForWakes([at(.seconds(10))], sourceLocation: sourceLocation)
+    clock.jump(to: .seconds(10))
+    #expect(
+        try await log.waitForEnd(of: 0, sourceLocation: sourceLocation) == .cancelled, sourceLocation: sourceLocation)
+}
+
 extension MisbehavingClockTimerTests {
     @Test("replay: after a failed sleep, a keep-alive window re-armed on the same timer is cut short")
     func failedSleepLeaksIntoARearmedWindow() async throws {
@@ -93,10 +106,7 @@ extension MisbehavingClockTimerTests {
             let log = ScriptedLog()
             let replayed = ScriptedBase(log: log).replay(
                 1, keepAlive: .seconds(10), replayExpiration: day * 3, clock: clock)
-            #expect(try await visitScripted(replayed) == 0)
-            try await clock.waitForWakes([at(.seconds(10))])
-            clock.jump(to: .seconds(10))
-            #expect(try await log.waitForEnd(of: 0) == .cancelled)
+            try await visitUntilTheKeepAliveEnds(replayed, clock, log)
             for chunk in 1...2 {
                 try await clock.waitForWakes([at(.seconds(10) + day * chunk)])
                 clock.jump(to: .seconds(10) + day * chunk)
@@ -382,10 +392,7 @@ extension MisbehavingClockTimerTests {
         let log = ScriptedLog()
         let replayed = ScriptedBase(log: log).replay(
             1, keepAlive: .seconds(10), replayExpiration: day * 3, clock: clock)
-        #expect(try await visitScripted(replayed) == 0)
-        try await clock.waitForWakes([at(.seconds(10))])
-        clock.jump(to: .seconds(10))
-        #expect(try await log.waitForEnd(of: 0) == .cancelled)
+        try await visitUntilTheKeepAliveEnds(replayed, clock, log)
         try await clock.waitForWakes([at(.seconds(10) + day)])
         clock.jump(to: .seconds(10) + day)
         try await waitUntil("the cache expired by the failed sleep") { replayed.replayCache.isEmpty }
@@ -634,10 +641,7 @@ extension MisbehavingClockTimerTests {
             let log = ScriptedLog()
             let replayed = ScriptedBase(log: log).replay(
                 1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
-            #expect(try await visitScripted(replayed) == 0)
-            try await clock.waitForWakes([at(.seconds(10))])
-            clock.jump(to: .seconds(10))
-            #expect(try await log.waitForEnd(of: 0) == .cancelled)
+            try await visitUntilTheKeepAliveEnds(replayed, clock, log)
             try await waitUntil("round \(round): the expiry sleep held") { clock.pendingFailures == 1 }
             // Back within the expiry window: the cache, then a restarted iteration; leaving
             // opens a keep-alive 10…20, ending before the held sleep's 110: the task is replaced.

@@ -96,111 +96,6 @@ private final class StringLog: Sendable {
     var values: [String] { self.state.withLock { $0 } }
 }
 
-/// How an iteration of a `RecordedBase` ended, as its `AsyncStream`'s `onTermination` said.
-private enum IterationEnd: Sendable, Equatable {
-    case finished
-    case cancelled
-}
-
-/// What the iterations of a `RecordedBase` did: each `makeAsyncIterator()` is an iteration
-/// (0, 1, …) backed by an `AsyncStream` that first yields its own index, then what the test
-/// feeds it. Records how each ended, and whether an iteration was created while an earlier
-/// one's iterator still existed (two upstream iterations at once).
-private final class UpstreamLog: Sendable {
-    private struct State: Sendable {
-        var continuations: [AsyncStream<Int>.Continuation] = []
-        var ends: [Int: IterationEnd] = [:]
-        var liveIterators = 0
-        var overlaps = 0
-    }
-    private let state = Lock(State())
-
-    /// Iterations started.
-    var starts: Int { self.state.withLock { $0.continuations.count } }
-    /// Iterations whose stream ended.
-    var stops: Int { self.state.withLock { $0.ends.count } }
-    /// Iterations created while an earlier iterator still existed.
-    var overlaps: Int { self.state.withLock { $0.overlaps } }
-    /// How iteration `index` ended, if it did.
-    func end(of index: Int) -> IterationEnd? { self.state.withLock { $0.ends[index] } }
-
-    fileprivate func begin() -> (stream: AsyncStream<Int>, index: Int) {
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let index = self.state.withLock { state in
-            if state.liveIterators > 0 { state.overlaps += 1 }
-            state.liveIterators += 1
-            state.continuations.append(continuation)
-            return state.continuations.count - 1
-        }
-        continuation.onTermination = { termination in
-            let end: IterationEnd
-            switch termination {
-            case .cancelled: end = .cancelled
-            case .finished: end = .finished
-            @unknown default: end = .finished
-            }
-            self.state.withLock { $0.ends[index] = end }
-        }
-        continuation.yield(index)
-        return (stream, index)
-    }
-
-    fileprivate func released() {
-        self.state.withLock { $0.liveIterators -= 1 }
-    }
-
-    private var latest: AsyncStream<Int>.Continuation {
-        self.state.withLock { $0.continuations.last! }
-    }
-
-    /// Feeds `value` to the latest iteration.
-    func yield(_ value: Int) { self.latest.yield(value) }
-
-    /// Finishes the latest iteration.
-    func finish() { self.latest.finish() }
-
-    /// Waits until iteration `index` ended, and says how.
-    func waitForEnd(of index: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws -> IterationEnd? {
-        try await waitUntil("the end of iteration \(index)", sourceLocation: sourceLocation) {
-            self.end(of: index) != nil
-        }
-        return self.end(of: index)
-    }
-}
-
-/// A base sequence that records its iterations in an `UpstreamLog`, and holds a `Sentinel`.
-private struct RecordedBase: AsyncSequence, Sendable {
-    typealias Element = Int
-    typealias Failure = Never
-
-    let log: UpstreamLog
-    let sentinel: Sentinel
-
-    init(_ log: UpstreamLog, gone: GoneFlag = GoneFlag()) {
-        self.log = log
-        self.sentinel = Sentinel(gone)
-    }
-
-    /// Tells the log when the iterator is released.
-    final class Token: Sendable {
-        let log: UpstreamLog
-        init(_ log: UpstreamLog) { self.log = log }
-        deinit { self.log.released() }
-    }
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<Int>.Iterator
-        let token: Token
-
-        mutating func next() async -> Int? { await self.base.next() }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator {
-        let (stream, _) = self.log.begin()
-        return AsyncIterator(base: stream.makeAsyncIterator(), token: Token(self.log))
-    }
-}
-
 // MARK: - Subscribers
 
 /// A subscriber that joins, reads one element and leaves (its iterator is released), under a
@@ -233,8 +128,8 @@ private func visit<S: AsyncSequence & Sendable>(
 /// The window's deadline is an hour minus 10 s before the limit: representable.
 private func nearLimitTimerChunk() async throws {
     let clock = ScriptedClock()
-    let log = UpstreamLog()
-    let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+    let log = ScriptedLog()
+    let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(3_600))
     _ = try await visit(shared)
     try await clock.waitForSleepers(1)
@@ -245,8 +140,8 @@ private func nearLimitTimerChunk() async throws {
 /// The last subscriber leaves a second before the limit.
 private func nearLimitLeave() async throws {
     let clock = ScriptedClock()
-    let log = UpstreamLog()
-    let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+    let log = ScriptedLog()
+    let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(1))
     _ = try await visit(shared)
     clock.advance(by: .seconds(10))  // saturates at the limit, past the deadline
@@ -257,8 +152,9 @@ private func nearLimitLeave() async throws {
 /// closes, and the replay cache's expiry window opens.
 private func nearLimitExpiry() async throws {
     let clock = ScriptedClock()
-    let log = UpstreamLog()
-    let replayed = RecordedBase(log).replay(1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
+    let log = ScriptedLog()
+    let replayed = ScriptedBase(log: log).replay(
+        1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
     _ = try await visit(replayed)
     try await clock.waitForSleepers(1)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(1))
@@ -279,8 +175,8 @@ struct MisbehavingClockTimerTests {
     @Test("share: a sleep that throws every other time closes every other window at once, the others at their deadline")
     func sleepThrowsEveryOtherTime() async throws {
         let clock = ScriptedClock { $0 % 2 == 0 ? .throwFailure : .normal }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         for session in 0..<6 {
             #expect(try await visit(shared) == session, "a new iteration each time, greeted with its index")
             #expect(shared.subscriberCount == 0)
@@ -305,8 +201,8 @@ struct MisbehavingClockTimerTests {
     @Test("replay: a sleep throwing CancellationError although not cancelled closes the keep-alive and expiry windows")
     func sleepThrowsCancellationErrorUncancelled() async throws {
         let clock = ScriptedClock { _ in .throwCancellation }
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         for session in 0..<3 {
             #expect(replayed.replayCache.isEmpty, "no stale cache greets a restarted upstream")
@@ -321,8 +217,8 @@ struct MisbehavingClockTimerTests {
     @Test("replay: a sleep that throws once closes the keep-alive window at once; the expiry window is timed as usual")
     func replaySleepThrowsOnce() async throws {
         let clock = ScriptedClock { $0 == 0 ? .throwFailure : .normal }
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         #expect(try await visit(replayed) == 0)
         #expect(try await log.waitForEnd(of: 0) == .cancelled)
@@ -379,9 +275,9 @@ struct MisbehavingClockTimerTests {
     @Test("a sleep that never returns: the window stays open after the value is dropped, until the upstream ends")
     func sleepNeverReturns() async throws {
         let clock = ScriptedClock { _ in .never }
-        let log = UpstreamLog()
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var replayed: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).replay(
+        var replayed: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         #expect(try await visit(replayed!) == 0)
         try await clock.waitForSleepers(1)
@@ -390,7 +286,7 @@ struct MisbehavingClockTimerTests {
         await letOthersRun()
         #expect(log.end(of: 0) == nil, "the window stays open")
         #expect(!gone.isSet)
-        log.finish()
+        log.finishLatest()
         #expect(try await log.waitForEnd(of: 0) == .finished)
         try await clock.waitForSleepers(0)  // the timer's sleep was cancelled
         try await waitUntil("the storage, its upstream and timer tasks to be gone") { gone.isSet }
@@ -400,13 +296,13 @@ struct MisbehavingClockTimerTests {
     func stuckSleepThenSetBack() async throws {
         let clock = ScriptedClock { $0 == 0 ? .neverEvenIfCancelled : .normal }
         defer { clock.releaseStuckSleeps() }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         clock.jump(to: .seconds(100))
         #expect(try await visit(shared) == 0)  // the window 100 to 110, its sleep stuck
         try await clock.waitForSleepers(1)
         clock.jump(to: .seconds(50))
-        #expect(await visit(shared, feeding: { log.yield(7) }) == 7, "back in the window: the same iteration")
+        #expect(await visit(shared, feeding: { log.send(7) }) == 7, "back in the window: the same iteration")
         // The window 50 to 60: a new timer, since the stuck one sleeps toward 110.
         try await clock.waitForSleepers(2)
         clock.jump(to: .seconds(60) - .nanoseconds(1))
@@ -420,8 +316,8 @@ struct MisbehavingClockTimerTests {
     @Test("a sleep that returns early (the time moved): the timer trusts it, the window closes when it returns")
     func sleepReturnsEarlyOnce() async throws {
         let clock = ScriptedClock { $0 == 0 ? .early(by: .seconds(1)) : .normal }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         clock.jump(to: .seconds(9) - .nanoseconds(1))
@@ -445,8 +341,8 @@ struct MisbehavingClockTimerTests {
     @Test("a sleep that always returns 1 s early: each window closes 1 s early, when its sleep returns")
     func sleepAlwaysReturnsEarly() async throws {
         let clock = ScriptedClock { _ in .early(by: .seconds(1)) }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         for session in 0..<3 {
             #expect(try await visit(shared) == session)
             try await clock.waitForSleepers(1)
@@ -466,8 +362,8 @@ struct MisbehavingClockTimerTests {
         "a clock whose now moves on every read (1 ns), sleeping correctly: the window ends when it reads its deadline")
     func nowMovesOnEveryRead() async throws {
         let clock = ScriptedClock(tickPerRead: .nanoseconds(1))
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         for session in 0..<3 {
             #expect(try await visit(shared) == session)
             try await clock.waitForSleepers(1)
@@ -486,8 +382,8 @@ struct MisbehavingClockTimerTests {
     @Test("a clock that only moves when read (1 s a read) and sleeps at once: the window closes after a few reads")
     func clockMovedOnlyByReads() async throws {
         let clock = ScriptedClock(tickPerRead: .seconds(1)) { _ in .returnAtOnce }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         #expect(try await log.waitForEnd(of: 0) == .cancelled)
         #expect(clock.sleepCalls <= 10, "each loop of the timer reads the clock, which moves it")
@@ -496,9 +392,9 @@ struct MisbehavingClockTimerTests {
     @Test("a clock whose sleep returns at once while its now moves a little on every read: the window closes at once")
     func sleepReturnsAtOnceWhileNowCreeps() async throws {
         let clock = ScriptedClock(tickPerRead: .nanoseconds(1)) { _ in .returnAtOnce }
-        let log = UpstreamLog()
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).share(
             keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared!) == 0)
         // Documented: a sleep that returns means its instant came. The timer does not poll a
@@ -514,8 +410,8 @@ struct MisbehavingClockTimerTests {
     @Test("share: jumps of ±2^41 s, repeatedly, while windows open and close; each ends at its own deadline")
     func jumpsBothWays() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         var generator = LCG(seed: 41)
         var iteration = 0
         #expect(try await visit(shared) == 0)
@@ -527,7 +423,7 @@ struct MisbehavingClockTimerTests {
             await letOthersRun()
             #expect(log.end(of: iteration) == nil, "round \(round): a clock set back does not close the window")
             let marker = 1_000 + round
-            #expect(await visit(shared, feeding: { log.yield(marker) }) == marker)
+            #expect(await visit(shared, feeding: { log.send(marker) }) == marker)
             // The window opened now ends at its own deadline, 10 s from the set-back time: a
             // new timer replaces the one sleeping toward the earlier window's end.
             try await clock.waitForWakes([clock.reading.advanced(by: .seconds(10))])
@@ -553,14 +449,14 @@ struct MisbehavingClockTimerTests {
     @Test("replay: the expiry window after ±2^41 s jumps, and a keep-alive window set back before it")
     func replayExpiryJumps() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             2, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         #expect(try await visit(replayed) == 0)
         try await clock.waitForSleepers(1)
         // Set back within the keep-alive window, then a new window from there.
         clock.advance(by: .zero - farJump)
-        #expect(await visit(replayed, feeding: { log.yield(1) }) == 0, "greeted with the cache")
+        #expect(await visit(replayed, feeding: { log.send(1) }) == 0, "greeted with the cache")
         try await waitUntil("1 to be produced") { replayed.replayCache == [0, 1] }
         let leftAt = clock.reading
         try await clock.waitForWakes([leftAt.advanced(by: .seconds(10))])
@@ -622,8 +518,8 @@ struct MisbehavingClockTimerTests {
     @Test("a forward jump and a set-back before the timer reads the clock: the window closes when its sleep returns")
     func jumpAheadAndBackBeforeTheTimerLooks() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         clock.jump(to: .seconds(100))
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
@@ -640,8 +536,8 @@ struct MisbehavingClockTimerTests {
         // Just under: timed, closed by a far jump.
         do {
             let clock = ScriptedClock()
-            let log = UpstreamLog()
-            let replayed = RecordedBase(log).replay(
+            let log = ScriptedLog()
+            let replayed = ScriptedBase(log: log).replay(
                 1, keepAlive: forever - .nanoseconds(1), replayExpiration: forever - .nanoseconds(1), clock: clock)
             #expect(try await visit(replayed) == 0)
             try await clock.waitForSleepers(1)
@@ -654,17 +550,17 @@ struct MisbehavingClockTimerTests {
         // 2^40 s and more: never timed, on a clock whose every sleep throws.
         for window in [forever, .seconds(Int64.max)] {
             let clock = ScriptedClock { _ in .throwFailure }
-            let log = UpstreamLog()
-            let shared = RecordedBase(log).share(keepAlive: window, clock: clock)
+            let log = ScriptedLog()
+            let shared = ScriptedBase(log: log).share(keepAlive: window, clock: clock)
             #expect(try await visit(shared) == 0)
             clock.advance(by: .seconds(Int64.max))
             await letOthersRun()
             #expect(log.end(of: 0) == nil, "\(window): subscribers leaving never stop the upstream")
-            #expect(await visit(shared, feeding: { log.yield(5) }) == 5, "the same iteration")
+            #expect(await visit(shared, feeding: { log.send(5) }) == 5, "the same iteration")
             #expect(clock.sleepCalls == 0, "not timed at all")
 
-            let cacheLog = UpstreamLog()
-            let replayed = RecordedBase(cacheLog).replay(1, replayExpiration: window, clock: clock)
+            let cacheLog = ScriptedLog()
+            let replayed = ScriptedBase(log: cacheLog).replay(1, replayExpiration: window, clock: clock)
             #expect(try await visit(replayed) == 0)
             #expect(try await cacheLog.waitForEnd(of: 0) == .cancelled, "no keep-alive: stopped at once")
             clock.advance(by: .seconds(Int64.max))
@@ -677,8 +573,8 @@ struct MisbehavingClockTimerTests {
     @Test("a clock set back near Duration's lower limit: windows are timed as usual")
     func nearDurationMin() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         // The timer counts from the clock's reading when `replayed` was made: 0.
         clock.jump(to: Duration(attoseconds: .min) + .seconds(1))
@@ -739,12 +635,12 @@ struct MisbehavingClockTimerTests {
     @Test("a subscriber joining a nanosecond before the deadline, and at it before the timer's sleep returned")
     func joinAtDeadline() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         clock.jump(to: .seconds(10) - .nanoseconds(1))
-        #expect(await visit(shared, feeding: { log.yield(1) }) == 1, "a nanosecond before: the same iteration")
+        #expect(await visit(shared, feeding: { log.send(1) }) == 1, "a nanosecond before: the same iteration")
         // That leave opened a new window, to 20 - 1 ns; the timer wakes at 10 and sleeps again.
         clock.jump(to: .seconds(10))
         try await clock.waitForWakes([at(.seconds(20) - .nanoseconds(1))])
@@ -752,7 +648,7 @@ struct MisbehavingClockTimerTests {
         // closes when the sleep returns, so the subscriber goes on with the same iteration.
         clock.holdWakes()
         clock.jump(to: .seconds(20) - .nanoseconds(1))
-        #expect(await visit(shared, feeding: { log.yield(2) }) == 2, "at the deadline: the same iteration")
+        #expect(await visit(shared, feeding: { log.send(2) }) == 2, "at the deadline: the same iteration")
         clock.releaseHeldWakes()
         // Its leave opened a window to 30 - 1 ns.
         try await clock.waitForWakes([at(.seconds(30) - .nanoseconds(1))])
@@ -768,15 +664,15 @@ struct MisbehavingClockTimerTests {
         var restarted = 0
         for round in 0..<50 {
             let clock = ScriptedClock()
-            let log = UpstreamLog()
-            let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+            let log = ScriptedLog()
+            let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
             #expect(try await visit(shared) == 0)
             try await clock.waitForSleepers(1)
             clock.jump(to: .seconds(10))  // wakes the timer, which races the subscriber
             for _ in 0..<(round % 4) { await Task.yield() }
             let subscriber = SubscriberBox(shared.makeAsyncIterator())  // joins at once
             let read = subscriber.startNext()
-            log.yield(-1)  // reaches the subscriber only if iteration 0 went on
+            log.send(-1)  // reaches the subscriber only if iteration 0 went on
             let value = try await withTimeout("the subscriber's read", seconds: 300) { await read.value }
             if value == -1 {
                 continued += 1
@@ -800,22 +696,22 @@ struct MisbehavingClockTimerTests {
     @Test("keepAlive .zero stops at once and never sleeps; 1 attosecond is a window of its own")
     func zeroVersusTinyKeepAlive() async throws {
         let clock = ScriptedClock()
-        let zeroLog = UpstreamLog()
-        let zero = RecordedBase(zeroLog).replay(1, keepAlive: .zero, replayExpiration: .zero, clock: clock)
+        let zeroLog = ScriptedLog()
+        let zero = ScriptedBase(log: zeroLog).replay(1, keepAlive: .zero, replayExpiration: .zero, clock: clock)
         #expect(try await visit(zero) == 0)
         #expect(try await zeroLog.waitForEnd(of: 0) == .cancelled)
         #expect(zero.replayCache.isEmpty, "expired at once")
         #expect(clock.sleepCalls == 0)
 
         let tiny = Duration(attoseconds: 1)
-        let tinyLog = UpstreamLog()
-        let replayed = RecordedBase(tinyLog).replay(1, keepAlive: tiny, replayExpiration: tiny, clock: clock)
+        let tinyLog = ScriptedLog()
+        let replayed = ScriptedBase(log: tinyLog).replay(1, keepAlive: tiny, replayExpiration: tiny, clock: clock)
         #expect(try await visit(replayed) == 0)
         try await clock.waitForSleepers(1)
         #expect(clock.sleeperWakes == [clock.reading.advanced(by: tiny)])
         await letOthersRun()
         #expect(tinyLog.end(of: 0) == nil, "the clock has not moved: the window is open")
-        #expect(await visit(replayed, feeding: { tinyLog.yield(1) }) == 0, "the cache, then the same iteration")
+        #expect(await visit(replayed, feeding: { tinyLog.send(1) }) == 0, "the cache, then the same iteration")
         try await waitUntil("1 to be produced") { replayed.replayCache == [1] }
         #expect(tinyLog.starts == 1)
         try await clock.waitForSleepers(1)
@@ -830,8 +726,8 @@ struct MisbehavingClockTimerTests {
     @Test("a subscribing task cancelled while the window is open leaves then, and the window restarts from then")
     func cancelledSubscriberRestartsTheWindow() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         clock.advance(by: .seconds(5))
@@ -872,8 +768,8 @@ struct MisbehavingClockTimerTests {
     )
     func manyReturnsWithinTheWindow() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         var generator = LCG(seed: 300)
         for _ in 0..<300 {
@@ -897,13 +793,13 @@ struct MisbehavingClockTimerTests {
     @Test("replay: the base ends while the keep-alive window is open: no timer is left, the cache is kept for good")
     func baseEndsDuringTheWindow() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             2, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         #expect(try await visit(replayed) == 0)
         try await clock.waitForSleepers(1)
-        log.yield(1)
-        log.finish()
+        log.send(1)
+        log.finishLatest()
         #expect(try await log.waitForEnd(of: 0) == .finished)
         try await clock.waitForSleepers(0)  // the timer was cancelled with the upstream's end
         clock.advance(by: farJump)
@@ -1008,9 +904,9 @@ struct MisbehavingClockTimerTests {
     @Test("share: rapid join/leave cycles within and across windows never run two iterations at once")
     func churnShare() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).share(
             keepAlive: .seconds(1), clock: clock)
         try await self.churn(shared!, clock: clock, seed: 1)
         #expect(shared!.subscriberCount == 0)
@@ -1051,9 +947,9 @@ struct MisbehavingClockTimerTests {
     @Test("share: dropped while its window is open, the upstream runs until the window closes, then nothing is left")
     func droppedDuringWindow() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).share(
             keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared!) == 0)
         try await clock.waitForSleepers(1)
@@ -1124,9 +1020,9 @@ struct MisbehavingClockTimerTests {
     @Test("a forever keep-alive after the value is dropped: the upstream runs until the base ends (documented)")
     func foreverAfterDropped() async throws {
         let clock = ScriptedClock()
-        let log = UpstreamLog()
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).share(
             keepAlive: .seconds(Int64.max), clock: clock)
         #expect(try await visit(shared!) == 0)
         shared = nil
@@ -1135,7 +1031,7 @@ struct MisbehavingClockTimerTests {
         // "subscribers leaving never stop the upstream": nobody can subscribe any more, yet it
         // runs on, and holds the storage, until the base ends.
         #expect(log.end(of: 0) == nil && !gone.isSet)
-        log.finish()
+        log.finishLatest()
         #expect(try await log.waitForEnd(of: 0) == .finished)
         try await waitUntil("the storage and its tasks to be gone") { gone.isSet }
         #expect(clock.sleepCalls == 0)
@@ -1146,8 +1042,8 @@ struct MisbehavingClockTimerTests {
     @Test("a clock that wakes its sleepers on a Dispatch thread: windows are timed as usual")
     func wakesOnAnotherThread() async throws {
         let clock = ScriptedClock(wakesOnOtherThread: true)
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         for session in 0..<5 {
             #expect(try await visit(replayed) == session)

@@ -10,17 +10,26 @@ import Testing
 
 @Suite("AsyncSharedSource: an async stop, a late emitter, a failed source", .serialized, .timeLimit(.minutes(5)))
 struct SharedSourceStopTests {
+    /// A source whose first session was visited and is now stopping, its stop held; then a
+    /// reader joins and asks for an element (it waits for the next session).
+    private static func joinWhileAStopIsHeld(
+        replay: Int, round: Int
+    ) async throws -> (SourceSessions, AsyncSharedSource<Int, Never>, SubscriberTask<Int, Never>) {
+        let sessions = SourceSessions()
+        let source = sessions.makeSource(replay: replay)
+        sessions.hold(true)
+        #expect(try await visitScripted(source) == 0)
+        try await waitUntil("round \(round): stop held") { sessions.heldCount == 1 }
+        sessions.hold(false)
+        let reader = await SubscriberTask.join { source.makeAsyncIterator() }
+        reader.request()
+        return (sessions, source, reader)
+    }
+
     @Test("AsyncSharedSource: a subscriber joins while stop is held and leaves before it returns, 100 rounds")
     func joinAndLeaveDuringAHeldStop() async throws {
         for round in 0..<100 {
-            let sessions = SourceSessions()
-            let source = sessions.makeSource(replay: round % 2)
-            sessions.hold(true)
-            #expect(try await visitScripted(source) == 0)
-            try await waitUntil("round \(round): stop held") { sessions.heldCount == 1 }
-            sessions.hold(false)
-            let reader = await SubscriberTask.join { source.makeAsyncIterator() }
-            reader.request()
+            let (sessions, source, reader) = try await Self.joinWhileAStopIsHeld(replay: round % 2, round: round)
             await letOthersRun(round % 5 * 10)
             await reader.cancel()  // its next() waits for the new session: cancelling its task leaves
             await letOthersRun(round % 7 * 10)
@@ -41,14 +50,7 @@ struct SharedSourceStopTests {
     @Test("AsyncSharedSource: a subscriber arriving while stop is held waits; start comes only after stop returned")
     func startWaitsForAHeldStop() async throws {
         for round in 0..<50 {
-            let sessions = SourceSessions()
-            let source = sessions.makeSource(replay: round % 2)
-            sessions.hold(true)
-            #expect(try await visitScripted(source) == 0)
-            try await waitUntil("round \(round): stop held") { sessions.heldCount == 1 }
-            sessions.hold(false)
-            let reader = await SubscriberTask.join { source.makeAsyncIterator() }
-            reader.request()
+            let (sessions, _, reader) = try await Self.joinWhileAStopIsHeld(replay: round % 2, round: round)
             await letOthersRun()
             #expect(sessions.starts == 1, "round \(round): started before the previous stop returned")
             sessions.releaseStops()

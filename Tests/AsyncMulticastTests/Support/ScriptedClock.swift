@@ -402,10 +402,18 @@ final class ScriptedLog: Sendable {
     }
 }
 
+/// A base that records its iterations in a `ScriptedLog`, and holds a `Sentinel` that sets
+/// `gone` when the shared storage (which holds the base) is released.
 struct ScriptedBase: AsyncSequence, Sendable {
     typealias Element = Int
     typealias Failure = Never
     let log: ScriptedLog
+    let sentinel: Sentinel
+
+    init(log: ScriptedLog, gone: GoneFlag = GoneFlag()) {
+        self.log = log
+        self.sentinel = Sentinel(gone)
+    }
 
     final class Token: Sendable {
         let log: ScriptedLog
