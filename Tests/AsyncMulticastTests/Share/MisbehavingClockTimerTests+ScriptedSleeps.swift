@@ -23,6 +23,25 @@ import Testing
 private func at(_ offset: Duration) -> ScriptedClock.Instant { scriptedInstant(offset) }
 private let day = Duration.seconds(86_400)
 
+/// Moves `clock` through a window from `start` to `end`, one sleep of at most a day at a time,
+/// each once the timer sleeps toward it; just before `end`, checks `beforeTheEnd`.
+private func timeWindow(
+    from start: Duration, to end: Duration, on clock: ScriptedClock, beforeTheEnd: () -> Void
+) async throws {
+    var time = start
+    while time < end {
+        let next = min(end, time + day)
+        try await clock.waitForWakes([at(next)])
+        if next == end {
+            clock.jump(to: next - .nanoseconds(1))
+            await letOthersRun()
+            beforeTheEnd()
+        }
+        clock.jump(to: next)
+        time = next
+    }
+}
+
 /// A subscriber joins `replayed`, reads the first iteration's 0 and leaves; the clock reaches
 /// the end of its 10 s keep-alive window, and that iteration is cancelled.
 private func visitUntilTheKeepAliveEnds(
@@ -495,31 +514,13 @@ extension MisbehavingClockTimerTests {
                 let begin = clock.reading.offset
                 #expect(try await visitScripted(replayed) == 1, "round \(round)")
                 let context = "round \(round), \(halfDays) half-days, sleep \(failing) failed"
-                var time = begin
                 let keepAliveEnd = begin + keepAlive
-                while time < keepAliveEnd {
-                    let next = min(keepAliveEnd, time + day)
-                    try await clock.waitForWakes([at(next)])
-                    if next == keepAliveEnd {
-                        clock.jump(to: next - .nanoseconds(1))
-                        await letOthersRun()
-                        #expect(log.end(of: 1) == nil, "\(context): the keep-alive closed early")
-                    }
-                    clock.jump(to: next)
-                    time = next
+                try await timeWindow(from: begin, to: keepAliveEnd, on: clock) {
+                    #expect(log.end(of: 1) == nil, "\(context): the keep-alive closed early")
                 }
                 #expect(try await log.waitForEnd(of: 1) == .cancelled, "\(context)")
-                let expiryEnd = keepAliveEnd + expiry
-                while time < expiryEnd {
-                    let next = min(expiryEnd, time + day)
-                    try await clock.waitForWakes([at(next)])
-                    if next == expiryEnd {
-                        clock.jump(to: next - .nanoseconds(1))
-                        await letOthersRun()
-                        #expect(replayed.replayCache == [1], "\(context): the cache expired early")
-                    }
-                    clock.jump(to: next)
-                    time = next
+                try await timeWindow(from: keepAliveEnd, to: keepAliveEnd + expiry, on: clock) {
+                    #expect(replayed.replayCache == [1], "\(context): the cache expired early")
                 }
                 try await waitUntil("\(context): the cache to expire") { replayed.replayCache.isEmpty }
                 #expect(log.overlaps == 0)
