@@ -1,7 +1,8 @@
 // The library's real code under thousands of schedules of its tasks (Support/ScheduleExplorer.swift):
 // each test is a small scenario through the public API, run under random walks and PCT schedules,
-// every one of which must pass. The scenarios are the races the attack suites found by hand
-// (AttackRound3Tests, AttackRound4Tests, AttackSharedServiceTests, MulticastTests) and the restart
+// every one of which must pass. The scenarios are the races found by hand in the suites of
+// send(contentsOf:), the timer, sharedService and multicast (SendContentsOfCompletionTests,
+// MisbehavingClockTimerTests, SharedServiceRunTests, MulticastTests) and the restart
 // behind an intermittent CI timeout of CancellationTests; the first tests check the explorer
 // itself on planted bugs.
 //

@@ -1,9 +1,9 @@
-// Adversarial tests of the keep-alive and replay-expiry timer, driven by clocks written here to
-// misbehave: a sleep that throws (once, always, every other time, `CancellationError` without
+// The keep-alive and replay-expiry timer, driven by clocks that misbehave (the scripted clock of
+// Support/ScriptedClock.swift, and a real-time clock written here): a sleep that throws (once, always, every other time, `CancellationError` without
 // being cancelled), never returns (with or without honouring cancellation), returns early or
 // at once; a `now` that moves on every read; jumps forward (2^41 s, up to `Duration`'s limits)
 // and back; a clock that wakes its sleepers on another thread, and one that sleeps in real time
-// on a Dispatch queue. The spec is the documentation of the `clock:` parameters and
+// on a Dispatch queue. More of them, each sleep scripted, in +ScriptedSleeps.swift. The spec is the documentation of the `clock:` parameters and
 // Guides/Replay.md ("Keeping the upstream alive").
 //
 // Everything is observed through the public API: a base whose iterations record their start
@@ -12,7 +12,7 @@
 // that tell when the shared storage (and so its upstream and timer tasks) is gone. Order comes
 // from gates and from driving the clock; deadlines are hang guards only.
 //
-// What this round found: a clock read near `Duration`'s upper limit trapped the timer's
+// Found, and fixed: a clock read near `Duration`'s upper limit trapped the timer's
 // arithmetic (fixed: it saturates; the three child-process tests); a sleep that returned at
 // once while `now` crept made the timer poll the clock until the deadline, and a clock that
 // passed the deadline but was set back before the timer read it kept the window open (both
@@ -27,250 +27,6 @@ import Testing
 @testable import AsyncMulticast
 
 // MARK: - Clocks
-
-/// A clock that moves only when the test says so, whose `sleep(until:)` behaves, call by call,
-/// as its `plan` says. Its `now` can also move on every read (`tickPerRead`), and it can wake
-/// its sleepers on a Dispatch thread instead of the thread that moved the time.
-private final class RogueClock: Clock, Sendable {
-    typealias Duration = Swift.Duration
-
-    /// Its arithmetic saturates at `Duration`'s limits instead of trapping: near them, a trap
-    /// is the library's, not the clock's.
-    struct Instant: InstantProtocol {
-        var offset: Duration
-
-        func advanced(by duration: Duration) -> Instant { Instant(offset: saturating(self.offset, duration)) }
-        func duration(to other: Instant) -> Duration {
-            let (difference, overflow) = other.offset.attoseconds.subtractingReportingOverflow(self.offset.attoseconds)
-            guard overflow else { return Duration(attoseconds: difference) }
-            return Duration(attoseconds: other.offset > self.offset ? .max : .min)
-        }
-        static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
-    }
-
-    /// What a failing sleep throws.
-    struct Failure: Error {}
-
-    /// How one call of `sleep(until:)` behaves.
-    enum Sleep: Sendable {
-        /// Returns once the time reaches the deadline; throws `CancellationError` if cancelled.
-        case normal
-        /// Throws `Failure` at once.
-        case throwFailure
-        /// Throws `CancellationError` at once, although its task is not cancelled.
-        case throwCancellation
-        /// Returns at once, whatever the deadline.
-        case returnAtOnce
-        /// Never returns, whatever the time; throws `CancellationError` if cancelled.
-        case never
-        /// Never returns, even when cancelled (until `releaseStuckSleeps()`).
-        case neverEvenIfCancelled
-        /// Returns once the time reaches `by` before the deadline.
-        case early(by: Duration)
-    }
-
-    private struct Sleeper: Sendable {
-        let id: UInt64
-        /// `nil`: no time wakes it.
-        let wake: Instant?
-        let ignoresCancellation: Bool
-        let continuation: CheckedContinuation<Void, any Error>
-    }
-
-    private struct State: Sendable {
-        var now = Instant(offset: .zero)
-        var nextID: UInt64 = 0
-        var sleepCalls = 0
-        var sleepers: [Sleeper] = []
-        var cancelled: Set<UInt64> = []
-        /// While set, the sleepers the time reaches are kept here instead of being woken.
-        var holdsWakes = false
-        var held: [Sleeper] = []
-
-        /// Removes the sleepers whose wake-up time has come, earliest first.
-        mutating func takeDue() -> [Sleeper] {
-            let now = self.now
-            let due = self.sleepers.filter { sleeper in sleeper.wake.map { $0 <= now } ?? false }
-            self.sleepers.removeAll { sleeper in sleeper.wake.map { $0 <= now } ?? false }
-            return due.sorted { $0.wake! < $1.wake! }
-        }
-    }
-
-    private let state = Lock(State())
-    private let plan: @Sendable (Int) -> Sleep
-    private let tickPerRead: Duration
-    private let wakesOnOtherThread: Bool
-
-    /// `plan` receives the index of each `sleep(until:)` call (0, 1, …).
-    init(
-        tickPerRead: Duration = .zero, wakesOnOtherThread: Bool = false,
-        plan: @escaping @Sendable (Int) -> Sleep = { _ in .normal }
-    ) {
-        self.plan = plan
-        self.tickPerRead = tickPerRead
-        self.wakesOnOtherThread = wakesOnOtherThread
-    }
-
-    var now: Instant {
-        let (now, due) = self.state.withLock { state -> (Instant, [Sleeper]) in
-            guard self.tickPerRead != .zero else { return (state.now, []) }
-            state.now = state.now.advanced(by: self.tickPerRead)
-            return (state.now, state.takeDue())
-        }
-        self.wake(due)
-        return now
-    }
-
-    var minimumResolution: Duration { .zero }
-
-    /// How many times `sleep(until:)` was called.
-    var sleepCalls: Int { self.state.withLock { $0.sleepCalls } }
-    /// How many tasks are asleep on the clock.
-    var sleeperCount: Int { self.state.withLock { $0.sleepers.count } }
-    /// When the sleeping tasks wake, earliest first (`nil`: never).
-    var sleeperWakes: [Instant?] {
-        self.state.withLock { state in
-            state.sleepers.map(\.wake).sorted {
-                ($0?.offset ?? .seconds(Int64.max)) < ($1?.offset ?? .seconds(Int64.max))
-            }
-        }
-    }
-    /// The time, without moving it.
-    var reading: Instant { self.state.withLock { $0.now } }
-
-    func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
-        let index = self.state.withLock { state in
-            defer { state.sleepCalls += 1 }
-            return state.sleepCalls
-        }
-        switch self.plan(index) {
-        case .normal: try await self.suspend(until: deadline, ignoringCancellation: false)
-        case .throwFailure: throw Failure()
-        case .throwCancellation: throw CancellationError()
-        case .returnAtOnce: return
-        case .never: try await self.suspend(until: nil, ignoringCancellation: false)
-        case .neverEvenIfCancelled: try await self.suspend(until: nil, ignoringCancellation: true)
-        case .early(let early):
-            try await self.suspend(until: deadline.advanced(by: .zero - early), ignoringCancellation: false)
-        }
-    }
-
-    private func suspend(until wake: Instant?, ignoringCancellation: Bool) async throws {
-        let id = self.state.withLock { state in
-            state.nextID += 1
-            return state.nextID
-        }
-        defer { self.state.withLock { _ = $0.cancelled.remove(id) } }
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let outcome = self.state.withLock { state -> Result<Void, any Error>? in
-                    if state.cancelled.contains(id) { return .failure(CancellationError()) }
-                    if let wake, wake <= state.now { return .success(()) }
-                    state.sleepers.append(
-                        Sleeper(
-                            id: id, wake: wake, ignoresCancellation: ignoringCancellation, continuation: continuation))
-                    return nil
-                }
-                if let outcome { continuation.resume(with: outcome) }
-            }
-        } onCancel: {
-            guard !ignoringCancellation else { return }
-            let sleeper = self.state.withLock { state -> Sleeper? in
-                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else {
-                    state.cancelled.insert(id)  // not registered yet: it will not be
-                    return nil
-                }
-                return state.sleepers.remove(at: index)
-            }
-            sleeper?.continuation.resume(throwing: CancellationError())
-        }
-    }
-
-    private func wake(_ sleepers: [Sleeper]) {
-        guard !sleepers.isEmpty else { return }
-        let held = self.state.withLock { state in
-            if state.holdsWakes { state.held += sleepers }
-            return state.holdsWakes
-        }
-        guard !held else { return }
-        if self.wakesOnOtherThread {
-            DispatchQueue.global().async {
-                for sleeper in sleepers { sleeper.continuation.resume() }
-            }
-        } else {
-            for sleeper in sleepers { sleeper.continuation.resume() }
-        }
-    }
-
-    /// Sets the time to `instant`, earlier or later, and wakes the sleepers it reached.
-    func jump(to instant: Instant) {
-        let due = self.state.withLock { state in
-            state.now = instant
-            return state.takeDue()
-        }
-        self.wake(due)
-    }
-
-    /// From now on, the sleepers the time reaches are not woken until `releaseHeldWakes()`:
-    /// their sleep has not returned although the clock reads their deadline.
-    func holdWakes() { self.state.withLock { $0.holdsWakes = true } }
-
-    /// Wakes the sleepers held since `holdWakes()`, and stops holding.
-    func releaseHeldWakes() {
-        let held = self.state.withLock { state in
-            state.holdsWakes = false
-            defer { state.held = [] }
-            return state.held
-        }
-        self.wake(held)
-    }
-
-    func jump(to offset: Duration) { self.jump(to: Instant(offset: offset)) }
-
-    /// Moves the time by `duration` (backwards if negative) and wakes the sleepers it reached.
-    func advance(by duration: Duration) {
-        let due = self.state.withLock { state in
-            state.now = state.now.advanced(by: duration)  // saturates
-            return state.takeDue()
-        }
-        self.wake(due)
-    }
-
-    /// Sets the time to `ahead`, takes the sleepers it reached, sets it back to `back`, then
-    /// wakes them: they find the clock set back when they read it.
-    func jumpAndReturn(ahead: Duration, back: Duration) {
-        let due = self.state.withLock { state in
-            state.now = Instant(offset: ahead)
-            defer { state.now = Instant(offset: back) }
-            return state.takeDue()
-        }
-        self.wake(due)
-    }
-
-    /// Wakes the sleeps that never return, with an error (clean-up at a test's end).
-    func releaseStuckSleeps() {
-        let stuck = self.state.withLock { state in
-            defer { state.sleepers.removeAll { $0.wake == nil } }
-            return state.sleepers.filter { $0.wake == nil }
-        }
-        for sleeper in stuck { sleeper.continuation.resume(throwing: Failure()) }
-    }
-
-    /// Waits until exactly `count` tasks are asleep on the clock.
-    func waitForSleepers(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await waitUntil("\(count) sleepers on the clock", sourceLocation: sourceLocation) {
-            self.sleeperCount == count
-        }
-    }
-
-    /// Waits until the sleeping tasks wake exactly at `wakes`: after a timer was replaced, the
-    /// replaced one's sleep may not have been cancelled yet.
-    func waitForWakes(_ wakes: [Instant], sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await waitUntil("sleepers waking at \(wakes)", sourceLocation: sourceLocation) {
-            self.sleeperWakes == wakes
-        }
-    }
-}
 
 /// A clock on real time (`ContinuousClock`) whose sleeps are timed and ended by a Dispatch
 /// queue: each sleep returns on a Dispatch thread.
@@ -323,15 +79,8 @@ private struct DispatchSleepClock: Clock, Sendable {
     }
 }
 
-/// `a + b`, or the limit it went past.
-private func saturating(_ a: Duration, _ b: Duration) -> Duration {
-    let (sum, overflow) = a.attoseconds.addingReportingOverflow(b.attoseconds)
-    guard overflow else { return Duration(attoseconds: sum) }
-    return Duration(attoseconds: b > .zero ? .max : .min)
-}
-
-/// The instant `offset` after a `RogueClock` was created.
-private func at(_ offset: Duration) -> RogueClock.Instant { RogueClock.Instant(offset: offset) }
+/// The instant `offset` after a `ScriptedClock` was created.
+private func at(_ offset: Duration) -> ScriptedClock.Instant { ScriptedClock.Instant(offset: offset) }
 
 /// 2^40 s: a window this long or longer is forever.
 private let forever = Duration.seconds(Int64(1) << 40)
@@ -340,203 +89,11 @@ private let farJump = Duration.seconds(Int64(1) << 41)
 
 // MARK: - Recorded upstreams
 
-/// Set when the object holding it is released.
-private final class GoneFlag: Sendable {
-    private let state = Lock(false)
-    func set() { self.state.withLock { $0 = true } }
-    var isSet: Bool { self.state.withLock { $0 } }
-}
-
-/// Held only by a base (or a source's start closure): released with the shared storage, which
-/// the upstream task and the timer task hold while they run.
-private final class Sentinel: Sendable {
-    let gone: GoneFlag
-    init(_ gone: GoneFlag) { self.gone = gone }
-    deinit { self.gone.set() }
-}
-
 /// A lock-protected list of strings, appended from any task.
 private final class StringLog: Sendable {
     private let state = Lock<[String]>([])
     func append(_ value: String) { self.state.withLock { $0.append(value) } }
     var values: [String] { self.state.withLock { $0 } }
-}
-
-/// How an iteration of a `RecordedBase` ended, as its `AsyncStream`'s `onTermination` said.
-private enum IterationEnd: Sendable, Equatable {
-    case finished
-    case cancelled
-}
-
-/// What the iterations of a `RecordedBase` did: each `makeAsyncIterator()` is an iteration
-/// (0, 1, …) backed by an `AsyncStream` that first yields its own index, then what the test
-/// feeds it. Records how each ended, and whether an iteration was created while an earlier
-/// one's iterator still existed (two upstream iterations at once).
-private final class UpstreamLog: Sendable {
-    private struct State: Sendable {
-        var continuations: [AsyncStream<Int>.Continuation] = []
-        var ends: [Int: IterationEnd] = [:]
-        var liveIterators = 0
-        var overlaps = 0
-    }
-    private let state = Lock(State())
-
-    /// Iterations started.
-    var starts: Int { self.state.withLock { $0.continuations.count } }
-    /// Iterations whose stream ended.
-    var stops: Int { self.state.withLock { $0.ends.count } }
-    /// Iterations created while an earlier iterator still existed.
-    var overlaps: Int { self.state.withLock { $0.overlaps } }
-    /// How iteration `index` ended, if it did.
-    func end(of index: Int) -> IterationEnd? { self.state.withLock { $0.ends[index] } }
-
-    fileprivate func begin() -> (stream: AsyncStream<Int>, index: Int) {
-        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
-        let index = self.state.withLock { state in
-            if state.liveIterators > 0 { state.overlaps += 1 }
-            state.liveIterators += 1
-            state.continuations.append(continuation)
-            return state.continuations.count - 1
-        }
-        continuation.onTermination = { termination in
-            let end: IterationEnd
-            switch termination {
-            case .cancelled: end = .cancelled
-            case .finished: end = .finished
-            @unknown default: end = .finished
-            }
-            self.state.withLock { $0.ends[index] = end }
-        }
-        continuation.yield(index)
-        return (stream, index)
-    }
-
-    fileprivate func released() {
-        self.state.withLock { $0.liveIterators -= 1 }
-    }
-
-    private var latest: AsyncStream<Int>.Continuation {
-        self.state.withLock { $0.continuations.last! }
-    }
-
-    /// Feeds `value` to the latest iteration.
-    func yield(_ value: Int) { self.latest.yield(value) }
-
-    /// Finishes the latest iteration.
-    func finish() { self.latest.finish() }
-
-    /// Waits until iteration `index` ended, and says how.
-    func waitForEnd(of index: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws -> IterationEnd? {
-        try await waitUntil("the end of iteration \(index)", sourceLocation: sourceLocation) {
-            self.end(of: index) != nil
-        }
-        return self.end(of: index)
-    }
-}
-
-/// A base sequence that records its iterations in an `UpstreamLog`, and holds a `Sentinel`.
-private struct RecordedBase: AsyncSequence, Sendable {
-    typealias Element = Int
-    typealias Failure = Never
-
-    let log: UpstreamLog
-    let sentinel: Sentinel
-
-    init(_ log: UpstreamLog, gone: GoneFlag = GoneFlag()) {
-        self.log = log
-        self.sentinel = Sentinel(gone)
-    }
-
-    /// Tells the log when the iterator is released.
-    final class Token: Sendable {
-        let log: UpstreamLog
-        init(_ log: UpstreamLog) { self.log = log }
-        deinit { self.log.released() }
-    }
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<Int>.Iterator
-        let token: Token
-
-        mutating func next() async -> Int? { await self.base.next() }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator {
-        let (stream, _) = self.log.begin()
-        return AsyncIterator(base: stream.makeAsyncIterator(), token: Token(self.log))
-    }
-}
-
-/// The sessions of an `AsyncSharedSource` made by `makeSource`: each `start` sends its session's
-/// index (0, 1, …) first, unless told not to. Records starts and stops, a start while the previous session was not
-/// stopped, and a stop called twice.
-private final class SourceLog: Sendable {
-    private struct State: Sendable {
-        /// The emitter of each session, until it is stopped (an emitter holds the storage).
-        var emitters: [AsyncSharedSource<Int, Never>.Emitter?] = []
-        var stops: [Int] = []
-        var running = false
-        var overlaps = 0
-        var doubleStops = 0
-    }
-    private let state = Lock(State())
-
-    var starts: Int { self.state.withLock { $0.emitters.count } }
-    /// The sessions stopped, in order.
-    var stops: [Int] { self.state.withLock { $0.stops } }
-    /// Starts while the previous session was not stopped.
-    var overlaps: Int { self.state.withLock { $0.overlaps } }
-    var doubleStops: Int { self.state.withLock { $0.doubleStops } }
-    var isRunning: Bool { self.state.withLock { $0.running } }
-
-    func makeSource(
-        replay: Int = 0, keepAlive: Duration, replayExpiration: Duration = .zero, clock: some Clock<Duration>,
-        gone: GoneFlag = GoneFlag(), greets: Bool = true
-    ) -> AsyncSharedSource<Int, Never> {
-        let sentinel = Sentinel(gone)
-        return AsyncSharedSource(
-            replay: replay, keepAlive: keepAlive, replayExpiration: replayExpiration, clock: clock
-        ) { emitter in
-            _ = sentinel
-            let index = self.state.withLock { state in
-                if state.running { state.overlaps += 1 }
-                state.running = true
-                state.emitters.append(emitter)
-                return state.emitters.count - 1
-            }
-            if greets { emitter.send(index) }
-            var stopped = false
-            return {
-                self.state.withLock { state in
-                    if stopped { state.doubleStops += 1 }
-                    state.running = false
-                    state.stops.append(index)
-                    state.emitters[index] = nil
-                }
-                stopped = true
-            }
-        }
-    }
-
-    /// Sends `value` through the latest session's emitter, if it runs.
-    func send(_ value: Int) { self.state.withLock { $0.emitters.last ?? nil }?.send(value) }
-
-    /// Ends the latest session's producer (`Emitter.finish()`), if it runs.
-    func finish() { self.state.withLock { $0.emitters.last ?? nil }?.finish() }
-
-    /// Waits until `count` sessions were stopped.
-    func waitForStops(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
-        try await waitUntil("\(count) stops", sourceLocation: sourceLocation) { self.stops.count >= count }
-    }
-
-    /// Every session stopped once, in order, none started before the previous one stopped.
-    func expectOrderly(running: Bool, sourceLocation: SourceLocation = #_sourceLocation) {
-        let starts = self.starts
-        #expect(self.stops == Array(0..<(running ? starts - 1 : starts)), sourceLocation: sourceLocation)
-        #expect(self.overlaps == 0, "a start while the previous session ran", sourceLocation: sourceLocation)
-        #expect(self.doubleStops == 0, "a stop called twice", sourceLocation: sourceLocation)
-        #expect(self.isRunning == running, sourceLocation: sourceLocation)
-    }
 }
 
 // MARK: - Subscribers
@@ -570,9 +127,9 @@ private func visit<S: AsyncSequence & Sendable>(
 
 /// The window's deadline is an hour minus 10 s before the limit: representable.
 private func nearLimitTimerChunk() async throws {
-    let clock = RogueClock()
-    let log = UpstreamLog()
-    let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+    let clock = ScriptedClock()
+    let log = ScriptedLog()
+    let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(3_600))
     _ = try await visit(shared)
     try await clock.waitForSleepers(1)
@@ -582,9 +139,9 @@ private func nearLimitTimerChunk() async throws {
 
 /// The last subscriber leaves a second before the limit.
 private func nearLimitLeave() async throws {
-    let clock = RogueClock()
-    let log = UpstreamLog()
-    let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+    let clock = ScriptedClock()
+    let log = ScriptedLog()
+    let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(1))
     _ = try await visit(shared)
     clock.advance(by: .seconds(10))  // saturates at the limit, past the deadline
@@ -594,9 +151,10 @@ private func nearLimitLeave() async throws {
 /// The clock jumps a second before the limit while the keep-alive window is open: the window
 /// closes, and the replay cache's expiry window opens.
 private func nearLimitExpiry() async throws {
-    let clock = RogueClock()
-    let log = UpstreamLog()
-    let replayed = RecordedBase(log).replay(1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
+    let clock = ScriptedClock()
+    let log = ScriptedLog()
+    let replayed = ScriptedBase(log: log).replay(
+        1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
     _ = try await visit(replayed)
     try await clock.waitForSleepers(1)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(1))
@@ -616,9 +174,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("share: a sleep that throws every other time closes every other window at once, the others at their deadline")
     func sleepThrowsEveryOtherTime() async throws {
-        let clock = RogueClock { $0 % 2 == 0 ? .throwFailure : .normal }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock { $0 % 2 == 0 ? .throwFailure : .normal }
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         for session in 0..<6 {
             #expect(try await visit(shared) == session, "a new iteration each time, greeted with its index")
             #expect(shared.subscriberCount == 0)
@@ -642,9 +200,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("replay: a sleep throwing CancellationError although not cancelled closes the keep-alive and expiry windows")
     func sleepThrowsCancellationErrorUncancelled() async throws {
-        let clock = RogueClock { _ in .throwCancellation }
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let clock = ScriptedClock { _ in .throwCancellation }
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         for session in 0..<3 {
             #expect(replayed.replayCache.isEmpty, "no stale cache greets a restarted upstream")
@@ -658,9 +216,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("replay: a sleep that throws once closes the keep-alive window at once; the expiry window is timed as usual")
     func replaySleepThrowsOnce() async throws {
-        let clock = RogueClock { $0 == 0 ? .throwFailure : .normal }
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let clock = ScriptedClock { $0 == 0 ? .throwFailure : .normal }
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         #expect(try await visit(replayed) == 0)
         #expect(try await log.waitForEnd(of: 0) == .cancelled)
@@ -677,8 +235,8 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource: a sleep that always throws stops each session at once and expires its cache")
     func sourceSleepAlwaysThrows() async throws {
-        let clock = RogueClock { _ in .throwFailure }
-        let sessions = SourceLog()
+        let clock = ScriptedClock { _ in .throwFailure }
+        let sessions = SourceSessions()
         let source = sessions.makeSource(
             replay: 1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         for session in 0..<4 {
@@ -693,8 +251,8 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource: a window re-armed on a timer whose next sleep throws closes at once, stop in order")
     func sourceSleepThrowsEveryOtherTime() async throws {
-        let clock = RogueClock { $0 % 2 == 1 ? .throwFailure : .normal }
-        let sessions = SourceLog()
+        let clock = ScriptedClock { $0 % 2 == 1 ? .throwFailure : .normal }
+        let sessions = SourceSessions()
         let source = sessions.makeSource(keepAlive: .seconds(5), clock: clock)
         for session in 0..<4 {
             let start = clock.reading
@@ -716,10 +274,10 @@ struct MisbehavingClockTimerTests {
 
     @Test("a sleep that never returns: the window stays open after the value is dropped, until the upstream ends")
     func sleepNeverReturns() async throws {
-        let clock = RogueClock { _ in .never }
-        let log = UpstreamLog()
+        let clock = ScriptedClock { _ in .never }
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var replayed: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).replay(
+        var replayed: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         #expect(try await visit(replayed!) == 0)
         try await clock.waitForSleepers(1)
@@ -728,7 +286,7 @@ struct MisbehavingClockTimerTests {
         await letOthersRun()
         #expect(log.end(of: 0) == nil, "the window stays open")
         #expect(!gone.isSet)
-        log.finish()
+        log.finishLatest()
         #expect(try await log.waitForEnd(of: 0) == .finished)
         try await clock.waitForSleepers(0)  // the timer's sleep was cancelled
         try await waitUntil("the storage, its upstream and timer tasks to be gone") { gone.isSet }
@@ -736,15 +294,15 @@ struct MisbehavingClockTimerTests {
 
     @Test("a sleep that ignores cancellation and never returns: a window opened after the clock is set back is timed")
     func stuckSleepThenSetBack() async throws {
-        let clock = RogueClock { $0 == 0 ? .neverEvenIfCancelled : .normal }
+        let clock = ScriptedClock { $0 == 0 ? .neverEvenIfCancelled : .normal }
         defer { clock.releaseStuckSleeps() }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         clock.jump(to: .seconds(100))
         #expect(try await visit(shared) == 0)  // the window 100 to 110, its sleep stuck
         try await clock.waitForSleepers(1)
         clock.jump(to: .seconds(50))
-        #expect(await visit(shared, feeding: { log.yield(7) }) == 7, "back in the window: the same iteration")
+        #expect(await visit(shared, feeding: { log.send(7) }) == 7, "back in the window: the same iteration")
         // The window 50 to 60: a new timer, since the stuck one sleeps toward 110.
         try await clock.waitForSleepers(2)
         clock.jump(to: .seconds(60) - .nanoseconds(1))
@@ -757,9 +315,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("a sleep that returns early (the time moved): the timer trusts it, the window closes when it returns")
     func sleepReturnsEarlyOnce() async throws {
-        let clock = RogueClock { $0 == 0 ? .early(by: .seconds(1)) : .normal }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock { $0 == 0 ? .early(by: .seconds(1)) : .normal }
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         clock.jump(to: .seconds(9) - .nanoseconds(1))
@@ -782,9 +340,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("a sleep that always returns 1 s early: each window closes 1 s early, when its sleep returns")
     func sleepAlwaysReturnsEarly() async throws {
-        let clock = RogueClock { _ in .early(by: .seconds(1)) }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock { _ in .early(by: .seconds(1)) }
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         for session in 0..<3 {
             #expect(try await visit(shared) == session)
             try await clock.waitForSleepers(1)
@@ -803,9 +361,9 @@ struct MisbehavingClockTimerTests {
     @Test(
         "a clock whose now moves on every read (1 ns), sleeping correctly: the window ends when it reads its deadline")
     func nowMovesOnEveryRead() async throws {
-        let clock = RogueClock(tickPerRead: .nanoseconds(1))
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock(tickPerRead: .nanoseconds(1))
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         for session in 0..<3 {
             #expect(try await visit(shared) == session)
             try await clock.waitForSleepers(1)
@@ -823,9 +381,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("a clock that only moves when read (1 s a read) and sleeps at once: the window closes after a few reads")
     func clockMovedOnlyByReads() async throws {
-        let clock = RogueClock(tickPerRead: .seconds(1)) { _ in .returnAtOnce }
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock(tickPerRead: .seconds(1)) { _ in .returnAtOnce }
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         #expect(try await log.waitForEnd(of: 0) == .cancelled)
         #expect(clock.sleepCalls <= 10, "each loop of the timer reads the clock, which moves it")
@@ -833,10 +391,10 @@ struct MisbehavingClockTimerTests {
 
     @Test("a clock whose sleep returns at once while its now moves a little on every read: the window closes at once")
     func sleepReturnsAtOnceWhileNowCreeps() async throws {
-        let clock = RogueClock(tickPerRead: .nanoseconds(1)) { _ in .returnAtOnce }
-        let log = UpstreamLog()
+        let clock = ScriptedClock(tickPerRead: .nanoseconds(1)) { _ in .returnAtOnce }
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).share(
             keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared!) == 0)
         // Documented: a sleep that returns means its instant came. The timer does not poll a
@@ -851,9 +409,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("share: jumps of ±2^41 s, repeatedly, while windows open and close; each ends at its own deadline")
     func jumpsBothWays() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         var generator = LCG(seed: 41)
         var iteration = 0
         #expect(try await visit(shared) == 0)
@@ -865,7 +423,7 @@ struct MisbehavingClockTimerTests {
             await letOthersRun()
             #expect(log.end(of: iteration) == nil, "round \(round): a clock set back does not close the window")
             let marker = 1_000 + round
-            #expect(await visit(shared, feeding: { log.yield(marker) }) == marker)
+            #expect(await visit(shared, feeding: { log.send(marker) }) == marker)
             // The window opened now ends at its own deadline, 10 s from the set-back time: a
             // new timer replaces the one sleeping toward the earlier window's end.
             try await clock.waitForWakes([clock.reading.advanced(by: .seconds(10))])
@@ -890,15 +448,15 @@ struct MisbehavingClockTimerTests {
 
     @Test("replay: the expiry window after ±2^41 s jumps, and a keep-alive window set back before it")
     func replayExpiryJumps() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             2, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         #expect(try await visit(replayed) == 0)
         try await clock.waitForSleepers(1)
         // Set back within the keep-alive window, then a new window from there.
         clock.advance(by: .zero - farJump)
-        #expect(await visit(replayed, feeding: { log.yield(1) }) == 0, "greeted with the cache")
+        #expect(await visit(replayed, feeding: { log.send(1) }) == 0, "greeted with the cache")
         try await waitUntil("1 to be produced") { replayed.replayCache == [0, 1] }
         let leftAt = clock.reading
         try await clock.waitForWakes([leftAt.advanced(by: .seconds(10))])
@@ -930,8 +488,8 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource: ±2^41 s jumps; stop runs once per start, never overlapping the next start")
     func sourceJumps() async throws {
-        let clock = RogueClock()
-        let sessions = SourceLog()
+        let clock = ScriptedClock()
+        let sessions = SourceSessions()
         let source = sessions.makeSource(replay: 1, keepAlive: .seconds(3), replayExpiration: .seconds(7), clock: clock)
         var generator = LCG(seed: 7)
         for session in 0..<10 {
@@ -959,9 +517,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("a forward jump and a set-back before the timer reads the clock: the window closes when its sleep returns")
     func jumpAheadAndBackBeforeTheTimerLooks() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         clock.jump(to: .seconds(100))
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
@@ -977,9 +535,9 @@ struct MisbehavingClockTimerTests {
     func foreverThreshold() async throws {
         // Just under: timed, closed by a far jump.
         do {
-            let clock = RogueClock()
-            let log = UpstreamLog()
-            let replayed = RecordedBase(log).replay(
+            let clock = ScriptedClock()
+            let log = ScriptedLog()
+            let replayed = ScriptedBase(log: log).replay(
                 1, keepAlive: forever - .nanoseconds(1), replayExpiration: forever - .nanoseconds(1), clock: clock)
             #expect(try await visit(replayed) == 0)
             try await clock.waitForSleepers(1)
@@ -991,18 +549,18 @@ struct MisbehavingClockTimerTests {
         }
         // 2^40 s and more: never timed, on a clock whose every sleep throws.
         for window in [forever, .seconds(Int64.max)] {
-            let clock = RogueClock { _ in .throwFailure }
-            let log = UpstreamLog()
-            let shared = RecordedBase(log).share(keepAlive: window, clock: clock)
+            let clock = ScriptedClock { _ in .throwFailure }
+            let log = ScriptedLog()
+            let shared = ScriptedBase(log: log).share(keepAlive: window, clock: clock)
             #expect(try await visit(shared) == 0)
             clock.advance(by: .seconds(Int64.max))
             await letOthersRun()
             #expect(log.end(of: 0) == nil, "\(window): subscribers leaving never stop the upstream")
-            #expect(await visit(shared, feeding: { log.yield(5) }) == 5, "the same iteration")
+            #expect(await visit(shared, feeding: { log.send(5) }) == 5, "the same iteration")
             #expect(clock.sleepCalls == 0, "not timed at all")
 
-            let cacheLog = UpstreamLog()
-            let replayed = RecordedBase(cacheLog).replay(1, replayExpiration: window, clock: clock)
+            let cacheLog = ScriptedLog()
+            let replayed = ScriptedBase(log: cacheLog).replay(1, replayExpiration: window, clock: clock)
             #expect(try await visit(replayed) == 0)
             #expect(try await cacheLog.waitForEnd(of: 0) == .cancelled, "no keep-alive: stopped at once")
             clock.advance(by: .seconds(Int64.max))
@@ -1014,9 +572,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("a clock set back near Duration's lower limit: windows are timed as usual")
     func nearDurationMin() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         // The timer counts from the clock's reading when `replayed` was made: 0.
         clock.jump(to: Duration(attoseconds: .min) + .seconds(1))
@@ -1076,13 +634,13 @@ struct MisbehavingClockTimerTests {
 
     @Test("a subscriber joining a nanosecond before the deadline, and at it before the timer's sleep returned")
     func joinAtDeadline() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         clock.jump(to: .seconds(10) - .nanoseconds(1))
-        #expect(await visit(shared, feeding: { log.yield(1) }) == 1, "a nanosecond before: the same iteration")
+        #expect(await visit(shared, feeding: { log.send(1) }) == 1, "a nanosecond before: the same iteration")
         // That leave opened a new window, to 20 - 1 ns; the timer wakes at 10 and sleeps again.
         clock.jump(to: .seconds(10))
         try await clock.waitForWakes([at(.seconds(20) - .nanoseconds(1))])
@@ -1090,7 +648,7 @@ struct MisbehavingClockTimerTests {
         // closes when the sleep returns, so the subscriber goes on with the same iteration.
         clock.holdWakes()
         clock.jump(to: .seconds(20) - .nanoseconds(1))
-        #expect(await visit(shared, feeding: { log.yield(2) }) == 2, "at the deadline: the same iteration")
+        #expect(await visit(shared, feeding: { log.send(2) }) == 2, "at the deadline: the same iteration")
         clock.releaseHeldWakes()
         // Its leave opened a window to 30 - 1 ns.
         try await clock.waitForWakes([at(.seconds(30) - .nanoseconds(1))])
@@ -1105,16 +663,16 @@ struct MisbehavingClockTimerTests {
         var continued = 0
         var restarted = 0
         for round in 0..<50 {
-            let clock = RogueClock()
-            let log = UpstreamLog()
-            let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+            let clock = ScriptedClock()
+            let log = ScriptedLog()
+            let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
             #expect(try await visit(shared) == 0)
             try await clock.waitForSleepers(1)
             clock.jump(to: .seconds(10))  // wakes the timer, which races the subscriber
             for _ in 0..<(round % 4) { await Task.yield() }
             let subscriber = SubscriberBox(shared.makeAsyncIterator())  // joins at once
             let read = subscriber.startNext()
-            log.yield(-1)  // reaches the subscriber only if iteration 0 went on
+            log.send(-1)  // reaches the subscriber only if iteration 0 went on
             let value = try await withTimeout("the subscriber's read", seconds: 300) { await read.value }
             if value == -1 {
                 continued += 1
@@ -1137,23 +695,23 @@ struct MisbehavingClockTimerTests {
 
     @Test("keepAlive .zero stops at once and never sleeps; 1 attosecond is a window of its own")
     func zeroVersusTinyKeepAlive() async throws {
-        let clock = RogueClock()
-        let zeroLog = UpstreamLog()
-        let zero = RecordedBase(zeroLog).replay(1, keepAlive: .zero, replayExpiration: .zero, clock: clock)
+        let clock = ScriptedClock()
+        let zeroLog = ScriptedLog()
+        let zero = ScriptedBase(log: zeroLog).replay(1, keepAlive: .zero, replayExpiration: .zero, clock: clock)
         #expect(try await visit(zero) == 0)
         #expect(try await zeroLog.waitForEnd(of: 0) == .cancelled)
         #expect(zero.replayCache.isEmpty, "expired at once")
         #expect(clock.sleepCalls == 0)
 
         let tiny = Duration(attoseconds: 1)
-        let tinyLog = UpstreamLog()
-        let replayed = RecordedBase(tinyLog).replay(1, keepAlive: tiny, replayExpiration: tiny, clock: clock)
+        let tinyLog = ScriptedLog()
+        let replayed = ScriptedBase(log: tinyLog).replay(1, keepAlive: tiny, replayExpiration: tiny, clock: clock)
         #expect(try await visit(replayed) == 0)
         try await clock.waitForSleepers(1)
         #expect(clock.sleeperWakes == [clock.reading.advanced(by: tiny)])
         await letOthersRun()
         #expect(tinyLog.end(of: 0) == nil, "the clock has not moved: the window is open")
-        #expect(await visit(replayed, feeding: { tinyLog.yield(1) }) == 0, "the cache, then the same iteration")
+        #expect(await visit(replayed, feeding: { tinyLog.send(1) }) == 0, "the cache, then the same iteration")
         try await waitUntil("1 to be produced") { replayed.replayCache == [1] }
         #expect(tinyLog.starts == 1)
         try await clock.waitForSleepers(1)
@@ -1167,9 +725,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("a subscribing task cancelled while the window is open leaves then, and the window restarts from then")
     func cancelledSubscriberRestartsTheWindow() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         clock.advance(by: .seconds(5))
@@ -1188,8 +746,8 @@ struct MisbehavingClockTimerTests {
 
     @Test("the first subscriber's task cancelled before any element: a window opens for the started upstream")
     func firstSubscriberCancelled() async throws {
-        let clock = RogueClock()
-        let sessions = SourceLog()
+        let clock = ScriptedClock()
+        let sessions = SourceSessions()
         let source = sessions.makeSource(keepAlive: .seconds(10), clock: clock, greets: false)
         let first = Task {
             var iterator = source.makeAsyncIterator()
@@ -1209,9 +767,9 @@ struct MisbehavingClockTimerTests {
         "share: 300 leaves and returns within the window keep one iteration and one timer; it stops at the last deadline"
     )
     func manyReturnsWithinTheWindow() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
-        let shared = RecordedBase(log).share(keepAlive: .seconds(10), clock: clock)
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
+        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared) == 0)
         var generator = LCG(seed: 300)
         for _ in 0..<300 {
@@ -1234,14 +792,14 @@ struct MisbehavingClockTimerTests {
 
     @Test("replay: the base ends while the keep-alive window is open: no timer is left, the cache is kept for good")
     func baseEndsDuringTheWindow() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             2, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         #expect(try await visit(replayed) == 0)
         try await clock.waitForSleepers(1)
-        log.yield(1)
-        log.finish()
+        log.send(1)
+        log.finishLatest()
         #expect(try await log.waitForEnd(of: 0) == .finished)
         try await clock.waitForSleepers(0)  // the timer was cancelled with the upstream's end
         clock.advance(by: farJump)
@@ -1256,8 +814,8 @@ struct MisbehavingClockTimerTests {
     @Test("AsyncSharedSource: the producer finishes as the window closes, 50 times: stop runs exactly once")
     func sourceFinishesAsTheWindowCloses() async throws {
         for round in 0..<50 {
-            let clock = RogueClock(wakesOnOtherThread: round % 2 == 0)
-            let sessions = SourceLog()
+            let clock = ScriptedClock(wakesOnOtherThread: round % 2 == 0)
+            let sessions = SourceSessions()
             let gone = GoneFlag()
             var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
                 replay: 1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock, gone: gone)
@@ -1288,7 +846,7 @@ struct MisbehavingClockTimerTests {
     /// reading, with pauses between) from several tasks, while the clock moves forward, back
     /// and far ahead until they are done.
     private func churn<S: AsyncSequence & Sendable>(
-        _ sequence: S, clock: RogueClock, seed: UInt64
+        _ sequence: S, clock: ScriptedClock, seed: UInt64
     ) async throws where S.AsyncIterator == SharedIterator<Int, Never> {
         try await withTimeout("the churn", seconds: 300) {
             let done = GoneFlag()
@@ -1330,7 +888,7 @@ struct MisbehavingClockTimerTests {
 
     /// Moves `clock` at random, a step per yield, until `done`: mostly forward by up to 2 s
     /// (windows of 1 s open and close), sometimes back, sometimes ±2^41 s.
-    private static func drive(_ clock: RogueClock, until done: GoneFlag, seed: UInt64) async {
+    private static func drive(_ clock: ScriptedClock, until done: GoneFlag, seed: UInt64) async {
         var generator = LCG(seed: seed)
         while !done.isSet {
             switch Int.random(in: 0..<20, using: &generator) {
@@ -1345,10 +903,10 @@ struct MisbehavingClockTimerTests {
 
     @Test("share: rapid join/leave cycles within and across windows never run two iterations at once")
     func churnShare() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).share(
             keepAlive: .seconds(1), clock: clock)
         try await self.churn(shared!, clock: clock, seed: 1)
         #expect(shared!.subscriberCount == 0)
@@ -1364,8 +922,8 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource: rapid join/leave cycles; stop once per start, never overlapping the next start")
     func churnSource() async throws {
-        let clock = RogueClock { $0 % 5 == 4 ? .throwFailure : .normal }
-        let sessions = SourceLog()
+        let clock = ScriptedClock { $0 % 5 == 4 ? .throwFailure : .normal }
+        let sessions = SourceSessions()
         let gone = GoneFlag()
         var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
             replay: 1, keepAlive: .seconds(1), replayExpiration: .seconds(1), clock: clock, gone: gone)
@@ -1388,10 +946,10 @@ struct MisbehavingClockTimerTests {
 
     @Test("share: dropped while its window is open, the upstream runs until the window closes, then nothing is left")
     func droppedDuringWindow() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).share(
             keepAlive: .seconds(10), clock: clock)
         #expect(try await visit(shared!) == 0)
         try await clock.waitForSleepers(1)
@@ -1410,7 +968,7 @@ struct MisbehavingClockTimerTests {
             let value: Int
             init(_ value: Int) { self.value = value }
         }
-        let clock = RogueClock()
+        let clock = ScriptedClock()
         let (readings, sensor) = AsyncStream.makeStream(of: Reading.self)
         let terminations = StringLog()
         sensor.onTermination = { termination in terminations.append("\(termination)") }
@@ -1440,8 +998,8 @@ struct MisbehavingClockTimerTests {
 
     @Test("AsyncSharedSource dropped while its window is open: stop runs once when the window closes, nothing is left")
     func sourceDroppedDuringWindow() async throws {
-        let clock = RogueClock()
-        let sessions = SourceLog()
+        let clock = ScriptedClock()
+        let sessions = SourceSessions()
         let gone = GoneFlag()
         var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
             replay: 1, keepAlive: .seconds(10), replayExpiration: .seconds(20), clock: clock, gone: gone)
@@ -1461,10 +1019,10 @@ struct MisbehavingClockTimerTests {
 
     @Test("a forever keep-alive after the value is dropped: the upstream runs until the base ends (documented)")
     func foreverAfterDropped() async throws {
-        let clock = RogueClock()
-        let log = UpstreamLog()
+        let clock = ScriptedClock()
+        let log = ScriptedLog()
         let gone = GoneFlag()
-        var shared: AsyncShareSequence<Int, Never>? = RecordedBase(log, gone: gone).share(
+        var shared: AsyncShareSequence<Int, Never>? = ScriptedBase(log: log, gone: gone).share(
             keepAlive: .seconds(Int64.max), clock: clock)
         #expect(try await visit(shared!) == 0)
         shared = nil
@@ -1473,7 +1031,7 @@ struct MisbehavingClockTimerTests {
         // "subscribers leaving never stop the upstream": nobody can subscribe any more, yet it
         // runs on, and holds the storage, until the base ends.
         #expect(log.end(of: 0) == nil && !gone.isSet)
-        log.finish()
+        log.finishLatest()
         #expect(try await log.waitForEnd(of: 0) == .finished)
         try await waitUntil("the storage and its tasks to be gone") { gone.isSet }
         #expect(clock.sleepCalls == 0)
@@ -1483,9 +1041,9 @@ struct MisbehavingClockTimerTests {
 
     @Test("a clock that wakes its sleepers on a Dispatch thread: windows are timed as usual")
     func wakesOnAnotherThread() async throws {
-        let clock = RogueClock(wakesOnOtherThread: true)
-        let log = UpstreamLog()
-        let replayed = RecordedBase(log).replay(
+        let clock = ScriptedClock(wakesOnOtherThread: true)
+        let log = ScriptedLog()
+        let replayed = ScriptedBase(log: log).replay(
             1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
         for session in 0..<5 {
             #expect(try await visit(replayed) == session)
@@ -1504,7 +1062,7 @@ struct MisbehavingClockTimerTests {
 
     @Test("a real-time clock sleeping on a Dispatch queue: windows close, sessions restart, nothing is left")
     func dispatchSleepingClock() async throws {
-        let sessions = SourceLog()
+        let sessions = SourceSessions()
         let gone = GoneFlag()
         var source: AsyncSharedSource<Int, Never>? = sessions.makeSource(
             replay: 1, keepAlive: .milliseconds(2), replayExpiration: .milliseconds(2), clock: DispatchSleepClock(),

@@ -54,20 +54,6 @@ private func saturated(_ a: Duration, _ b: Duration) -> Duration {
     return Duration(attoseconds: b > .zero ? .max : .min)
 }
 
-/// Starts `count` tasks waiting for `subscription`'s eviction; returns once the storage holds
-/// all of them.
-private func startWatchers<Element: Sendable, Failure: Error>(
-    _ count: Int, of subscription: SharedSubscription<Element, Failure>,
-    storage: MulticastStorage<Element, Failure>, sourceLocation: SourceLocation = #_sourceLocation
-) async throws -> [Task<Bool, Never>] {
-    let before = storage.evictionWatcherCount
-    let watchers = (0..<count).map { _ in Task { await subscription.waitForEviction() != nil } }
-    try await waitUntil("\(count) eviction watchers stored", sourceLocation: sourceLocation) {
-        storage.evictionWatcherCount == before + count
-    }
-    return watchers
-}
-
 /// Whether `watcher` has returned: checked after the test made sure the storage no longer
 /// holds it (`evictionWatcherCount`), so that `value` does not wait.
 private func finished(_ watchers: [Task<Bool, Never>]) async -> [Bool] {

@@ -1,3 +1,5 @@
+import Testing
+
 @testable import AsyncMulticast
 
 extension SubscriberEviction {
@@ -14,4 +16,18 @@ extension SharedEvent {
         if case .evicted(let eviction) = self { return eviction }
         return nil
     }
+}
+
+/// Starts `count` tasks waiting for `subscription`'s eviction; returns once the storage holds
+/// all of them.
+func startWatchers<Element: Sendable, Failure: Error>(
+    _ count: Int, of subscription: SharedSubscription<Element, Failure>,
+    storage: MulticastStorage<Element, Failure>, sourceLocation: SourceLocation = #_sourceLocation
+) async throws -> [Task<Bool, Never>] {
+    let before = storage.evictionWatcherCount
+    let watchers = (0..<count).map { _ in Task { await subscription.waitForEviction() != nil } }
+    try await waitUntil("\(count) eviction watchers stored", sourceLocation: sourceLocation) {
+        storage.evictionWatcherCount == before + count
+    }
+    return watchers
 }

@@ -1,6 +1,7 @@
-// A held `AsyncStream` for `send(contentsOf:)` tests: the test keeps the stream, so its
-// `onTermination` reports `.cancelled` only if a cancelled `next()` reached it. Shared by the
-// outside attack suites (AttackRound3Tests, AttackRound4Tests).
+// The held `AsyncStream` of the `send(contentsOf:)` tests: the test keeps the stream, so its
+// `onTermination` reports `.cancelled` only if a cancelled `next()` reached it. It is read
+// through a wrapper that counts its pulls (`sequence`, `counted`) or that also tells when a
+// pull begins (`idle`, for a sequence that stays idle until the test feeds it).
 
 @testable import AsyncMulticast
 
@@ -18,6 +19,9 @@ final class HeldStream: Sendable {
         for value in values { self.input.yield(value) }
     }
 
+    /// A stream with nothing in it yet.
+    convenience init() { self.init(prefilled: [Int]()) }
+
     var sequence: Instrumented<AsyncStream<Int>> { Instrumented(self.stream, probe: self.probe) }
 
     /// The stream itself, its pulls counted before each `next()` and nothing done after it
@@ -26,6 +30,34 @@ final class HeldStream: Sendable {
     let counter = Lock(0)
     var counted: Counted { Counted(base: self.stream, counter: self.counter) }
     var countedPulls: Int { self.counter.withLock { $0 } }
+
+    /// The stream itself, its iterators counted (`iteratorCount`) and each `next()` it enters
+    /// sent on `entered`.
+    var idle: Idle { Idle(held: self) }
+    let entered = Signal<Void>()
+    fileprivate let iterators = Lock(0)
+    var iteratorCount: Int { self.iterators.withLock { $0 } }
+
+    struct Idle: AsyncSequence, Sendable {
+        typealias Element = Int
+        typealias Failure = Never
+        let held: HeldStream
+
+        struct AsyncIterator: AsyncIteratorProtocol {
+            var base: AsyncStream<Int>.Iterator
+            let entered: Signal<Void>
+
+            mutating func next() async -> Int? {
+                self.entered.send(())
+                return await self.base.next()
+            }
+        }
+
+        func makeAsyncIterator() -> AsyncIterator {
+            self.held.iterators.withLock { $0 += 1 }
+            return AsyncIterator(base: self.held.stream.makeAsyncIterator(), entered: self.held.entered)
+        }
+    }
 }
 
 struct Counted: AsyncSequence, Sendable {

@@ -1,7 +1,8 @@
 // A clock that misbehaves on demand, an upstream that records its iterations, and a visit
-// that joins, reads and leaves: shared by the outside attack suites (AttackRound3Tests,
-// AttackRound4Tests).
+// that joins, reads and leaves: shared by the suites that time windows on a scripted clock
+// (the timer, sharedService, soft limits, the schedule explorer).
 
+import Dispatch
 import Testing
 
 @testable import AsyncMulticast
@@ -14,9 +15,12 @@ func scriptedSaturating(_ a: Duration, _ b: Duration) -> Duration {
 }
 
 /// A clock that moves only when the test says so; each `sleep(until:)` behaves as `plan` says
-/// for its index (0, 1, …). It can also set itself back at the moment a sleep returns
-/// (`setBackOnNextWake(to:)`): the timer then reads a clock earlier than the instant its
-/// sleep returned at.
+/// for its index (0, 1, …). Its `now` can also move on every read (`tickPerRead`, `setCreep`),
+/// it can wake its sleepers on a Dispatch thread instead of the thread that moved the time, hold
+/// the wakes of the sleepers the time reached, and set itself back at the moment a sleep
+/// returns (`setBackOnNextWake(to:)`): the timer then reads a clock earlier than the instant
+/// its sleep returned at. Its arithmetic saturates at `Duration`'s limits instead of trapping:
+/// near them, a trap is the library's, not the clock's.
 final class ScriptedClock: Clock, Sendable {
     typealias Duration = Swift.Duration
 
@@ -31,15 +35,23 @@ final class ScriptedClock: Clock, Sendable {
         static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
     }
 
+    /// What a failing sleep throws.
     struct Failure: Error {}
 
+    /// How one call of `sleep(until:)` behaves.
     enum Sleep: Sendable {
         /// Returns once the time reaches the deadline; throws `CancellationError` if cancelled.
         case normal
         /// Throws `Failure` at once, its task not being cancelled.
         case throwFailure
+        /// Throws `CancellationError` at once, although its task is not cancelled.
+        case throwCancellation
         /// Returns at once, whatever the deadline.
         case returnAtOnce
+        /// Never returns, whatever the time; throws `CancellationError` if cancelled.
+        case never
+        /// Never returns, even when cancelled (until `releaseStuckSleeps()`).
+        case neverEvenIfCancelled
         /// Returns once the time reaches `by` before the deadline.
         case early(by: Duration)
         /// Returns once the time reaches `by` after the deadline.
@@ -53,7 +65,8 @@ final class ScriptedClock: Clock, Sendable {
 
     private struct Sleeper: Sendable {
         let id: UInt64
-        let wake: Instant
+        /// `nil`: no time wakes it.
+        let wake: Instant?
         let continuation: CheckedContinuation<Void, any Error>
     }
 
@@ -74,30 +87,46 @@ final class ScriptedClock: Clock, Sendable {
         var longestSleep: Duration = .zero
         /// Each sleep: the clock's reading and the deadline, in seconds.
         var sleepLog: [String] = []
+        /// While set, the sleepers the time reaches are kept here instead of being woken.
+        var holdsWakes = false
+        var held: [Sleeper] = []
 
+        /// Removes the sleepers whose wake-up time has come, earliest first.
         mutating func takeDue() -> [Sleeper] {
             let now = self.now
-            let due = self.sleepers.filter { $0.wake <= now }
-            self.sleepers.removeAll { $0.wake <= now }
-            return due.sorted { $0.wake < $1.wake }
+            let due = self.sleepers.filter { sleeper in sleeper.wake.map { $0 <= now } ?? false }
+            self.sleepers.removeAll { sleeper in sleeper.wake.map { $0 <= now } ?? false }
+            return due.sorted { $0.wake! < $1.wake! }
         }
     }
 
     private let state = Lock(State())
     private let plan: @Sendable (Int) -> Sleep
+    private let wakesOnOtherThread: Bool
 
-    init(plan: @escaping @Sendable (Int) -> Sleep = { _ in .normal }) {
+    /// `plan` receives the index of each `sleep(until:)` call (0, 1, …); `tickPerRead` is the
+    /// creep, the time added at each reading of `now`.
+    init(
+        tickPerRead: Duration = .zero, wakesOnOtherThread: Bool = false,
+        plan: @escaping @Sendable (Int) -> Sleep = { _ in .normal }
+    ) {
         self.plan = plan
+        self.wakesOnOtherThread = wakesOnOtherThread
+        self.state.withLock { $0.creep = tickPerRead }
     }
 
+    /// The time, moved by the creep first; a creep that reaches sleepers wakes them.
     var now: Instant {
-        self.state.withLock { state in
+        let (now, due) = self.state.withLock { state -> (Instant, [Sleeper]) in
+            guard state.creep != .zero else { return (state.now, []) }
             state.now = state.now.advanced(by: state.creep)
-            return state.now
+            return (state.now, state.takeDue())
         }
+        self.wake(due)
+        return now
     }
     /// The time, without creeping.
-    var peek: Instant { self.state.withLock { $0.now } }
+    var reading: Instant { self.state.withLock { $0.now } }
     var pendingFailures: Int { self.state.withLock { $0.failures.count } }
 
     func setCreep(_ creep: Duration) { self.state.withLock { $0.creep = creep } }
@@ -144,9 +173,18 @@ final class ScriptedClock: Clock, Sendable {
     }
     var minimumResolution: Duration { .zero }
 
+    /// How many times `sleep(until:)` was called.
     var sleepCalls: Int { self.state.withLock { $0.sleepCalls } }
+    /// How many tasks are asleep on the clock.
     var sleeperCount: Int { self.state.withLock { $0.sleepers.count } }
-    var sleeperWakes: [Instant] { self.state.withLock { $0.sleepers.map(\.wake).sorted() } }
+    /// When the sleeping tasks wake, earliest first (`nil`: never).
+    var sleeperWakes: [Instant?] {
+        self.state.withLock { state in
+            state.sleepers.map(\.wake).sorted {
+                ($0?.offset ?? .seconds(Int64.max)) < ($1?.offset ?? .seconds(Int64.max))
+            }
+        }
+    }
     var longestSleep: Duration { self.state.withLock { $0.longestSleep } }
     var sleepLog: [String] { self.state.withLock { $0.sleepLog } }
 
@@ -165,7 +203,10 @@ final class ScriptedClock: Clock, Sendable {
         switch self.plan(index) {
         case .normal: try await self.suspend(until: deadline)
         case .throwFailure: throw Failure()
+        case .throwCancellation: throw CancellationError()
         case .returnAtOnce: break
+        case .never: try await self.suspend(until: nil)
+        case .neverEvenIfCancelled: try await self.suspend(until: nil, ignoringCancellation: true)
         case .early(let early): try await self.suspend(until: deadline.advanced(by: .zero - early))
         case .late(let late): try await self.suspend(until: deadline.advanced(by: late))
         case .failWhenReleased: try await self.failLater()
@@ -187,7 +228,7 @@ final class ScriptedClock: Clock, Sendable {
         }
     }
 
-    private func suspend(until wake: Instant) async throws {
+    private func suspend(until wake: Instant?, ignoringCancellation: Bool = false) async throws {
         let id = self.state.withLock { state in
             state.nextID += 1
             return state.nextID
@@ -197,21 +238,38 @@ final class ScriptedClock: Clock, Sendable {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let outcome = self.state.withLock { state -> Result<Void, any Error>? in
                     if state.cancelled.contains(id) { return .failure(CancellationError()) }
-                    if wake <= state.now { return .success(()) }
+                    if let wake, wake <= state.now { return .success(()) }
                     state.sleepers.append(Sleeper(id: id, wake: wake, continuation: continuation))
                     return nil
                 }
                 if let outcome { continuation.resume(with: outcome) }
             }
         } onCancel: {
+            guard !ignoringCancellation else { return }
             let sleeper = self.state.withLock { state -> Sleeper? in
                 guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else {
-                    state.cancelled.insert(id)
+                    state.cancelled.insert(id)  // not registered yet: it will not be
                     return nil
                 }
                 return state.sleepers.remove(at: index)
             }
             sleeper?.continuation.resume(throwing: CancellationError())
+        }
+    }
+
+    private func wake(_ sleepers: [Sleeper]) {
+        guard !sleepers.isEmpty else { return }
+        let held = self.state.withLock { state in
+            if state.holdsWakes { state.held += sleepers }
+            return state.holdsWakes
+        }
+        guard !held else { return }
+        if self.wakesOnOtherThread {
+            DispatchQueue.global().async {
+                for sleeper in sleepers { sleeper.continuation.resume() }
+            }
+        } else {
+            for sleeper in sleepers { sleeper.continuation.resume() }
         }
     }
 
@@ -221,23 +279,67 @@ final class ScriptedClock: Clock, Sendable {
             state.now = instant
             return state.takeDue()
         }
-        for sleeper in due { sleeper.continuation.resume() }
+        self.wake(due)
     }
 
     func jump(to offset: Duration) { self.jump(to: Instant(offset: offset)) }
 
-    /// Moves the time by `duration` (back if negative) and wakes the sleepers it reached.
+    /// Moves the time by `duration` (back if negative; it saturates) and wakes the sleepers it
+    /// reached.
     func advance(by duration: Duration) {
         let due = self.state.withLock { state in
             state.now = state.now.advanced(by: duration)
             return state.takeDue()
         }
-        for sleeper in due { sleeper.continuation.resume() }
+        self.wake(due)
     }
 
+    /// Sets the time to `ahead`, takes the sleepers it reached, sets it back to `back`, then
+    /// wakes them: they find the clock set back when they read it.
+    func jumpAndReturn(ahead: Duration, back: Duration) {
+        let due = self.state.withLock { state in
+            state.now = Instant(offset: ahead)
+            defer { state.now = Instant(offset: back) }
+            return state.takeDue()
+        }
+        self.wake(due)
+    }
+
+    /// From now on, the sleepers the time reaches are not woken until `releaseHeldWakes()`:
+    /// their sleep has not returned although the clock reads their deadline.
+    func holdWakes() { self.state.withLock { $0.holdsWakes = true } }
+
+    /// Wakes the sleepers held since `holdWakes()`, and stops holding.
+    func releaseHeldWakes() {
+        let held = self.state.withLock { state in
+            state.holdsWakes = false
+            defer { state.held = [] }
+            return state.held
+        }
+        self.wake(held)
+    }
+
+    /// Wakes the sleeps that never return, with an error (clean-up at a test's end).
+    func releaseStuckSleeps() {
+        let stuck = self.state.withLock { state in
+            defer { state.sleepers.removeAll { $0.wake == nil } }
+            return state.sleepers.filter { $0.wake == nil }
+        }
+        for sleeper in stuck { sleeper.continuation.resume(throwing: Failure()) }
+    }
+
+    /// Waits until exactly `count` tasks are asleep on the clock.
+    func waitForSleepers(_ count: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        try await waitUntil("\(count) sleepers on the clock", sourceLocation: sourceLocation) {
+            self.sleeperCount == count
+        }
+    }
+
+    /// Waits until the sleeping tasks wake exactly at `wakes`: after a timer was replaced, the
+    /// replaced one's sleep may not have been cancelled yet.
     func waitForWakes(_ wakes: [Instant], sourceLocation: SourceLocation = #_sourceLocation) async throws {
         try await waitUntil("sleepers waking at \(wakes)", seconds: 30, sourceLocation: sourceLocation) {
-            self.sleeperWakes == wakes
+            self.sleeperWakes == wakes.map { Optional($0) }
         }
     }
 }
@@ -300,10 +402,18 @@ final class ScriptedLog: Sendable {
     }
 }
 
+/// A base that records its iterations in a `ScriptedLog`, and holds a `Sentinel` that sets
+/// `gone` when the shared storage (which holds the base) is released.
 struct ScriptedBase: AsyncSequence, Sendable {
     typealias Element = Int
     typealias Failure = Never
     let log: ScriptedLog
+    let sentinel: Sentinel
+
+    init(log: ScriptedLog, gone: GoneFlag = GoneFlag()) {
+        self.log = log
+        self.sentinel = Sentinel(gone)
+    }
 
     final class Token: Sendable {
         let log: ScriptedLog

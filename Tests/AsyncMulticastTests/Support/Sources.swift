@@ -233,9 +233,11 @@ struct FedSource: AsyncSequence, Sendable {
     }
 }
 
-/// A base whose `next()` ignores cancellation: each pull waits until the test answers it
-/// with ``StubbornSource/Control/answer(_:)``. Shows whether a restart waits for a cancelled
-/// iteration that is slow to notice.
+/// A base whose `next()` ignores cancellation (the patient upstream): each pull waits until the
+/// test answers it with ``StubbornSource/Control/answer(_:)``. Shows whether a restart waits for
+/// a cancelled iteration that is slow to notice, and what a `send(contentsOf:)` asks of a
+/// sequence that ignores cancellation: records, per pull, whether its task was cancelled when
+/// it began or while it waited, and which actor it ran on.
 struct StubbornSource: AsyncSequence, Sendable {
     typealias Element = Int
     typealias Failure = Never
@@ -252,33 +254,57 @@ struct StubbornSource: AsyncSequence, Sendable {
         typealias Failure = Never
         let control: Control
 
-        mutating func next() async -> Int? {
-            await self.control.pull()
+        mutating func next(isolation actor: isolated (any Actor)?) async -> Int? {
+            var id: ObjectIdentifier?
+            if let actor { id = ObjectIdentifier(actor) }
+            return await self.control.pull(on: id)
         }
+
+        mutating func next() async -> Int? { await self.next(isolation: nil) }
     }
 
-    /// What the test answers a `StubbornSource`'s pulls with.
+    /// What the test answers a `StubbornSource`'s pulls with, and what it saw of them.
     final class Control: Sendable {
+        struct Pull: Sendable {
+            var cancelledAtEntry: Bool
+            var cancelledWhileWaiting = false
+            var actor: ObjectIdentifier?
+            var sawCancellation: Bool { self.cancelledAtEntry || self.cancelledWhileWaiting }
+        }
         private struct State: Sendable {
             var iterators = 0
+            var pulls: [Pull] = []
             var pending: [CheckedContinuation<Int?, Never>] = []
         }
         private let state = Lock(State())
-        /// Sent each time a pull starts waiting.
-        let pulled = Signal<Void>()
+        /// Sends each pull's index (0, 1, …) when it starts waiting.
+        let pulled = Signal<Int>()
 
         fileprivate func iteratorMade() {
             self.state.withLock { $0.iterators += 1 }
         }
 
-        fileprivate func pull() async -> Int? {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Int?, Never>) in
-                self.state.withLock { $0.pending.append(continuation) }
-                self.pulled.send(())
+        fileprivate func pull(on actor: ObjectIdentifier?) async -> Int? {
+            let cancelled = Task.isCancelled
+            let index = self.state.withLock { state in
+                state.pulls.append(Pull(cancelledAtEntry: cancelled, actor: actor))
+                return state.pulls.count - 1
+            }
+            return await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Int?, Never>) in
+                    self.state.withLock { $0.pending.append(continuation) }
+                    self.pulled.send(index)
+                }
+            } onCancel: {
+                self.state.withLock { $0.pulls[index].cancelledWhileWaiting = true }
             }
         }
 
         var iteratorCount: Int { self.state.withLock { $0.iterators } }
+        /// Every pull so far, in order.
+        var pulls: [Pull] { self.state.withLock { $0.pulls } }
+        /// Pulls waiting for an answer.
+        var waiting: Int { self.state.withLock { $0.pending.count } }
 
         /// Answers the oldest waiting pull.
         func answer(_ value: Int?) {
@@ -286,6 +312,12 @@ struct StubbornSource: AsyncSequence, Sendable {
                 state.pending.isEmpty ? nil : state.pending.removeFirst()
             }
             continuation?.resume(returning: value)
+        }
+
+        /// Waits for pull `index` to start waiting.
+        func waitForPull(_ index: Int, sourceLocation: SourceLocation = #_sourceLocation) async {
+            let started = await self.pulled.next("pull \(index)", sourceLocation: sourceLocation)
+            #expect(started == index, sourceLocation: sourceLocation)
         }
     }
 }

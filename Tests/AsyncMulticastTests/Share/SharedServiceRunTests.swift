@@ -1,4 +1,4 @@
-// Outside attack on `sharedService(replay:buffering:started:clock:)` (AsyncSharedService):
+// `sharedService(replay:buffering:started:clock:)` (AsyncSharedService) hosted by run():
 // run() cancelled before it starts, while it waits for a start, mid-iteration, between
 // iterations; joins and leaves racing restarts; the strategies; the replay-expiry window;
 // a failing base; a base that ignores cancellation; the views (subscribe, events,
@@ -133,8 +133,8 @@ private func visit(_ service: AsyncSharedService<Int, Never>) async -> Int? {
     return await iterator.next()
 }
 
-@Suite("Attack: sharedService", .serialized, .timeLimit(.minutes(5)))
-struct AttackSharedServiceTests {
+@Suite("sharedService: run() cancelled, restarted and ending", .serialized, .timeLimit(.minutes(5)))
+struct SharedServiceRunTests {
     // MARK: - run() cancelled early
 
     @Test(

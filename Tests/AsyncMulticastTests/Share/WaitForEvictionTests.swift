@@ -6,20 +6,8 @@ import Testing
 
 @testable import AsyncMulticast
 
-/// Starts `count` tasks waiting for `subscription`'s eviction and returns once all of them
-/// are stored by the storage, so that what the test does next happens while they wait.
-func startWatchers<Element: Sendable, Failure: Error>(
-    _ count: Int, of subscription: SharedSubscription<Element, Failure>,
-    storage: MulticastStorage<Element, Failure>
-) async throws -> [Task<Bool, Never>] {
-    let before = storage.evictionWatcherCount
-    let watchers = (0..<count).map { _ in Task { await subscription.waitForEviction() != nil } }
-    try await waitUntil("\(count) eviction watchers stored") { storage.evictionWatcherCount == before + count }
-    return watchers
-}
-
 @Suite("waitForEviction() and backlog", .timeLimit(.minutes(2)))
-struct SubscriptionEvictionTests {
+struct WaitForEvictionTests {
     @Test("a hard-limit eviction of a subscriber that never reads wakes every watcher with true")
     func hardEvictionWakesEveryWatcher() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(8))

@@ -1,0 +1,56 @@
+// Senders the tests start together or one after another: tagged values from concurrent
+// tasks, and `send(waitingForRoom:)` calls parked in a known order.
+
+import Testing
+
+@testable import AsyncMulticast
+
+/// Values sent by sender `s` are `s * senderStride + i`, `i` counting up from 0.
+let senderStride = 1_000_000
+
+/// Whether each sender's values (`sender * stride + i`) arrive in increasing order.
+func isIncreasingPerSender(_ values: [Int], stride: Int = senderStride) -> Bool {
+    var last: [Int: Int] = [:]
+    for value in values {
+        let sender = value / stride
+        if let previous = last[sender], previous >= value { return false }
+        last[sender] = value
+    }
+    return true
+}
+
+/// Sends `perSender` tagged values from each of `senders` tasks, all started together.
+func sendConcurrently(
+    senders: Int, perSender: Int, waitingForRoom: Bool = false,
+    _ send: @escaping @Sendable (Int, Bool) async -> Void
+) async {
+    let start = Latch()
+    await withTaskGroup(of: Void.self) { group in
+        for s in 0..<senders {
+            group.addTask {
+                await start.wait()
+                for i in 0..<perSender {
+                    await send(s * senderStride + i, waitingForRoom)
+                    if i % 7 == 0 { await Task.yield() }
+                }
+            }
+        }
+        start.release()
+    }
+}
+
+/// Starts one `send(waitingForRoom:)` per value, each once the ones before it have
+/// parked, so that the order in which they began waiting is known.
+func parkInOrder(
+    _ values: [Int], storage: MulticastStorage<Int, Never>, alreadyParked: Int = 0,
+    send: @escaping @Sendable (Int) async -> Void
+) async throws -> [Task<Void, Never>] {
+    var senders: [Task<Void, Never>] = []
+    for (index, value) in values.enumerated() {
+        senders.append(Task { await send(value) })
+        try await waitUntil("sender of \(value) parked") {
+            storage.producersWaitingForRoom == alreadyParked + index + 1
+        }
+    }
+    return senders
+}
