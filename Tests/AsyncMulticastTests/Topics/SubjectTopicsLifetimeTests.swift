@@ -219,7 +219,7 @@ struct SubjectTopicsLifetimeTests {
         topics.send(2, to: "a")
         #expect(topics.isLive("a"))
         topics.send(3, to: "a")  // past the limit: evicted
-        #expect(await slow.waitForEviction())
+        #expect(await slow.waitForEviction()?.reason == .hardLimit)
         try await withTimeout("key freed") { try await topics.waitUntilFreed("a") }
         #expect(topics.subscriberCount(of: "a") == 0)
         #expect(topics.isLive("b"), "another key's subscriber is untouched")

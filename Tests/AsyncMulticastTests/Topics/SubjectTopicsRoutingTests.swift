@@ -73,12 +73,12 @@ struct SubjectTopicsRoutingTests {
         let slow = topics.subscribe(to: "a")
         let patient = topics.subscribe(to: "a", buffering: .unbounded)
         for n in 1...3 { topics.send(n, to: "a") }
-        #expect(await slow.waitForEviction())
+        #expect(await slow.waitForEviction()?.reason == .hardLimit)
         #expect(topics.subscriberCount(of: "a") == 1)
         topics.finish()
         var events: [SharedEvent<Int>] = []
         for await event in slow.events { events.append(event) }
-        #expect(events == [.evicted])
+        #expect(events == [.evicted(.hardLimit(2))])
         #expect(await patient.reduce(into: []) { $0.append($1) } == [1, 2, 3])
     }
 
