@@ -13,9 +13,9 @@ private final class Token: Sendable {
     init(_ value: Int) { self.value = value }
 }
 
-/// A weak reference that can cross tasks.
-private final class WeakBox: @unchecked Sendable {
-    weak var token: Token?
+/// A weak reference that can cross tasks: set once, as it is made (`weak let`).
+private final class WeakBox: Sendable {
+    weak let token: Token?
     init(_ token: Token) { self.token = token }
 }
 

@@ -6,11 +6,28 @@ import Testing
 
 @testable import AsyncMulticast
 
-/// Weak references filled in by a scenario and checked after it released everything.
-private final class WeakRefs: @unchecked Sendable {  // written, then read after awaiting the writer
-    weak var storage: AnyObject?
-    weak var captured: AnyObject?
-    weak var element: AnyObject?
+/// Weak references filled in by a scenario and checked after it released everything; kept
+/// under a lock, since the scenario's tasks write them.
+private final class WeakRefs: Sendable {
+    private struct Refs {
+        weak var storage: AnyObject?
+        weak var captured: AnyObject?
+        weak var element: AnyObject?
+    }
+    private let refs = Lock(Refs())
+
+    var storage: AnyObject? {
+        get { self.refs.withLock { $0.storage } }
+        set { self.refs.withLock { $0.storage = newValue } }
+    }
+    var captured: AnyObject? {
+        get { self.refs.withLock { $0.captured } }
+        set { self.refs.withLock { $0.captured = newValue } }
+    }
+    var element: AnyObject? {
+        get { self.refs.withLock { $0.element } }
+        set { self.refs.withLock { $0.element = newValue } }
+    }
 
     var allReleased: Bool { self.storage == nil && self.captured == nil && self.element == nil }
     var description: String {
