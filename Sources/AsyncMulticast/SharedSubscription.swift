@@ -91,9 +91,10 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     /// task is cancelled. The ``SubscriberEviction`` says which limit and how far behind the
     /// subscriber was, in one line for a log.
     ///
-    /// Ask before the iteration can end otherwise: an iterator released, or whose cancelled
-    /// task asked again, before it learned of its eviction leaves as any subscriber does, and
-    /// a later call returns `nil` (a task already waiting here has the eviction).
+    /// An iterator released, or whose cancelled task asked again, before it learned of its
+    /// eviction still answers with it here, until a new subscriber of the same sequence
+    /// takes its place in the engine; a call after that returns `nil` (a task already
+    /// waiting here has the eviction). Ask while the subscription is in use.
     ///
     /// An iteration learns of its eviction when it next asks for an element. A server's
     /// handler stuck in a write to a client that stopped reading never asks, so it never

@@ -45,7 +45,7 @@ extension MulticastStateMachine {
     enum EvictionWatch: Sendable {
         /// It already was: with its eviction.
         case evicted(SubscriberEviction)
-        /// It has left (or the asking task was cancelled): it will not be evicted.
+        /// It has left otherwise (or the asking task was cancelled): it will not be evicted.
         case left
         /// The watcher is stored, to be resumed when the subscriber is evicted (with the
         /// eviction) or leaves (with `nil`).
@@ -57,7 +57,13 @@ extension MulticastStateMachine {
     mutating func evictionWatchRequested(
         _ id: SubscriberID, token: UInt64, continuation: EvictionContinuation
     ) -> EvictionWatch {
-        guard let slotIndex = self.liveSlot(id) else { return .left }
+        guard let slotIndex = self.liveSlot(id) else {
+            // Evicted, then left (its iteration learned it, or it was released): still evicted.
+            if let departed = self.departedEvictions[id.slot], departed.generation == id.generation {
+                return .evicted(departed.eviction)
+            }
+            return .left
+        }
         if let eviction = self.eviction(of: slotIndex) { return .evicted(eviction) }
         self.evictionWatchers[UInt32(slotIndex), default: []].append(
             EvictionWatcher(token: token, continuation: continuation))

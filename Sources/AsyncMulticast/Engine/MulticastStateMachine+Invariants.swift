@@ -129,6 +129,9 @@ extension MulticastStateMachine {
         for waiter in self.waiters where waiter.priority > self.upstreamPriority {
             return "a subscriber waits at priority \(waiter.priority) above the upstream's \(self.upstreamPriority)"
         }
+        for slot in self.departedEvictions.keys where self.slots[Int(slot)].isLive {
+            return "slot \(slot) is live and holds a departed eviction"
+        }
         for key in self.privateQueues.keys {
             guard self.slots[Int(key)].isLive && self.slots[Int(key)].readsPrivateQueue else {
                 return "a private queue without its subscriber"

@@ -131,6 +131,7 @@ extension MulticastStateMachine {
         let slotIndex: UInt32
         if let free = self.freeSlots.popLast() {
             slotIndex = free
+            if !self.departedEvictions.isEmpty { self.departedEvictions[free] = nil }
         } else {
             precondition(self.slots.count < Int(UInt32.max), "too many subscribers")
             slotIndex = UInt32(self.slots.count)
@@ -277,6 +278,9 @@ extension MulticastStateMachine {
         if !evictedHere || !self.isEvicted(slotIndex) {
             self.subscriberCount -= 1
             if !self.evictionWatchers.isEmpty { self.endEvictionWatch(slotIndex) }
+        } else if let eviction = self.eviction(of: slotIndex) {
+            // Kept for a `waitForEviction()` that asks after the leave, until the slot is reused.
+            self.departedEvictions[UInt32(slotIndex)] = (self.slots[slotIndex].generation, eviction)
         }
         let waiterIndex = Int(self.slots[slotIndex].waiterIndex)
         if waiterIndex >= 0 {

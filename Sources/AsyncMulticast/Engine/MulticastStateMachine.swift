@@ -78,6 +78,7 @@
 // - A hosted `run()` waits for an iteration only while none runs; once it returned, the
 //   machine has terminated; only a returned `run()` waits for the timer tasks.
 // - A drain observer is kept only until the machine has ended with no subscriber left.
+// - A departed eviction (`departedEvictions`) belongs to a slot no subscriber holds.
 // - (The storage, after every critical section: no observer is left untold, and the
 //   upstream task it holds is the current iteration's.)
 
@@ -310,6 +311,13 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// (`SharedSubscription.waitForEviction()`), by slot. Rare, so kept here.
     @usableFromInline
     var evictionWatchers: [UInt32: [EvictionWatcher]] = [:]
+
+    /// Evicted subscribers that have left (their iteration learned it, was released or was
+    /// cancelled), by slot, with the generation they had: a `waitForEviction()` that asks
+    /// after the leave still gets the eviction (`evictionWatchRequested`). An entry goes when
+    /// its slot is taken again, so there are never more than slots.
+    @usableFromInline
+    var departedEvictions: [UInt32: (generation: UInt32, eviction: SubscriberEviction)] = [:]
 
     /// Eviction watchers a transition resolved, with what each learns (evicted or not): the
     /// storage takes them at the end of the critical section (`takeEvictionNotices()`) and

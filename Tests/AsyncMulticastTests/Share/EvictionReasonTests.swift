@@ -49,6 +49,26 @@ struct EvictionReasonTests {
         #expect(await subscription.waitForEviction() == .hardLimit(2))
     }
 
+    @Test("an iterator released before it learned its eviction: waitForEviction() still answers with it")
+    func releasedBeforeLearning() async {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(2))
+        let subscription = subject.subscribe()
+        do {
+            // Taken, then released without reading: it leaves as any released iterator does.
+            let iterator = subscription.makeAsyncIterator()
+            for n in 1...3 { subject.send(n) }
+            _ = iterator
+        }
+        #expect(subject.storage.departedEvictionCount == 1)
+        #expect(await subscription.waitForEviction() == .hardLimit(2))
+        #expect(subject.storage.invariantViolation == nil)
+        // A new subscriber takes its place: the departed eviction goes with the old slot.
+        let next = subject.subscribe()
+        #expect(subject.storage.departedEvictionCount == 0)
+        #expect(await subscription.waitForEviction() == nil, "forgotten once its place was taken")
+        #expect(next.backlog == SubscriberBacklog(count: 0, highWaterMark: 0))
+    }
+
     @Test("several policies on one subject: each lane's hard limit, on the producer's general pass")
     func hardLimitsOfSeveralLanes() async {
         let subject = AsyncPassthroughSubject<Int, Never>()

@@ -899,9 +899,11 @@ struct SoftLimitBacklogTests {
                 subject.finish()
                 #expect(subject.storage.evictionWatcherCount == 0, "iteration \(iteration)")
                 #expect(subject.subscriberCount == 0, "iteration \(iteration)")
-                #expect(
-                    (await subscription.waitForEviction() != nil) == (ending == "evicted"),
-                    "it has left: true only if its iteration ended by its eviction")
+                // It has left. Evicted before it left (its iteration learned it, or was
+                // cancelled after the eviction): a late watcher still gets the eviction.
+                let late = await subscription.waitForEviction()
+                if ending == "evicted" { #expect(late != nil, "its iteration ended by its eviction") }
+                if iteration % 4 == 3 { #expect(late == nil, "never evicted") }
             }
             #expect(endings["evicted", default: 0] > 0 && endings["ended", default: 0] > 0, "\(endings)")
         }

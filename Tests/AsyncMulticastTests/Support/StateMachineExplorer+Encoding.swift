@@ -181,6 +181,7 @@ extension ModelRun {
         code.add(kept)
         code.add(machine.evictionWatchers.count)
         code.add(machine.evictionNotices.count)
+        code.add(machine.departedEvictions.count)
         code.add(Int(machine.upstreamPriority))
         code.add(Int(self.upstreamPriority))
         self.encodeTime(into: &code)

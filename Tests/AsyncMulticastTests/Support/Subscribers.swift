@@ -290,6 +290,11 @@ func startReadAndLeave(
 }
 
 extension MulticastStorage {
+    /// Evicted subscribers that left, remembered for a late `waitForEviction()`.
+    var departedEvictionCount: Int {
+        self.state.withLock { $0.machine.departedEvictions.count }
+    }
+
     /// Tasks waiting in `SharedSubscription.waitForEviction()`.
     var evictionWatcherCount: Int {
         self.state.withLock { $0.machine.evictionWatchers.values.reduce(0) { $0 + $1.count } }
