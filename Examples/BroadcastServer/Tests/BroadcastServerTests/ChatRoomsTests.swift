@@ -123,5 +123,39 @@ extension BroadcastServerTests {
                 print("[chat 3] swift freed after its last client left, rust after its own; keyCount 2 -> 1 -> 0")
             }
         }
+
+        /// At graceful shutdown the rooms end before the HTTP server stops: two clients that
+        /// had not read 200 messages of 1 kB (4 kB socket buffers on both sides: most of them
+        /// still in the server) each receive all of them, in order, then a close frame 1000
+        /// (normal closure), then the end of the connection.
+        @Test func shutdownClosesEveryClientWith1000AfterItsMessages() async throws {
+            var configuration = ChatTestServer.configuration
+            configuration.hardLimit = 4096  // the clients read only once the shutdown began
+            configuration.softLimit = 256
+            try await ChatTestServer.run(configuration) { server in
+                var clients = [
+                    try await server.join("swift", as: "ann", receiveBufferSize: 4096),
+                    try await server.join("swift", as: "bob", receiveBufferSize: 4096),
+                ]
+                let count = 200
+                let text = String(repeating: "x", count: 1000)
+                for n in 1...count {
+                    server.server.rooms.send(
+                        ChatFrame(type: "message", user: "bot", text: "\(n) \(text)").json, to: "swift")
+                }
+                await server.shutDown()
+                for index in clients.indices {
+                    try await clients[index].read("\(clients[index].name) to the end") { _ in false }
+                    #expect(
+                        clients[index].messages == (1...count).map { "bot: \($0) \(text)" }, "\(clients[index].name)")
+                    #expect(clients[index].reader.closeCode == 1000, "\(clients[index].name)")
+                    #expect(clients[index].reader.closed, "\(clients[index].name)")
+                }
+                print(
+                    "[chat 6] at shutdown, 2 clients that had not read got \(clients.map(\.messages.count)) of \(count)"
+                        + " messages, then close frames \(clients.map { $0.reader.closeCode.map(String.init) ?? "none" })"
+                )
+            }
+        }
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import ServiceLifecycle
 
 @testable import ChatRooms
 
@@ -7,6 +8,8 @@ import Logging
 struct ChatTestServer: Sendable {
     let server: ChatServer
     let port: Int
+    /// The server's service group: ``shutDown()`` starts its graceful shutdown.
+    let services: ServiceGroup
 
     /// Small limits, so that a client that never reads is evicted after a few hundred
     /// messages of 1 kB: its 4 kB socket buffers (the server's `SO_SNDBUF`, the client's
@@ -27,8 +30,13 @@ struct ChatTestServer: Sendable {
         let port = ListeningPort()
         let services = server.serviceGroup(gracefulShutdownSignals: [], onServerRunning: port.report)
         return try await withServerRunning(services, reportingTo: port) {
-            try await body(ChatTestServer(server: server, port: $0))
+            try await body(ChatTestServer(server: server, port: $0, services: services))
         }
+    }
+
+    /// Starts the graceful shutdown (as SIGTERM would): the rooms end, then the HTTP server stops.
+    func shutDown() async {
+        await self.services.triggerGracefulShutdown()
     }
 
     /// Connects `name` to `room` and reads until its own `joined` frame, which the server
