@@ -5,7 +5,9 @@ let package = Package(
     name: "BroadcastServer",
     platforms: [.macOS(.v15)],
     products: [
-        .executable(name: "BroadcastServer", targets: ["BroadcastServer"])
+        .executable(name: "BroadcastServer", targets: ["BroadcastServer"]),
+        // Chat rooms over WebSocket, one AsyncSubjectTopics key per room (README: "Chat rooms").
+        .executable(name: "chat-rooms", targets: ["ChatRoomsServer"]),
     ],
     dependencies: [
         // The library, from this repository. Named, because a path dependency is otherwise
@@ -45,10 +47,29 @@ let package = Package(
             dependencies: ["Broadcast"],
             swiftSettings: [.swiftLanguageMode(.v6)]
         ),
+        .target(
+            name: "ChatRooms",
+            dependencies: [
+                .product(name: "AsyncMulticast", package: "AsyncMulticast"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            ],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
+        .executableTarget(
+            name: "ChatRoomsServer",
+            dependencies: ["ChatRooms"],
+            swiftSettings: [.swiftLanguageMode(.v6)]
+        ),
         .testTarget(
             name: "BroadcastServerTests",
             dependencies: [
                 "Broadcast",
+                "ChatRooms",
                 .product(name: "AsyncMulticast", package: "AsyncMulticast"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),

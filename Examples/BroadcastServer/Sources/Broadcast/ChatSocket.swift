@@ -20,13 +20,16 @@ extension BroadcastHub {
             try await channel.setOption(ChannelOptions.socketOption(.so_sndbuf), value: size).get()
         }
         return .upgrade([:]) { inbound, outbound, _ in
-            try await self.chat(inbound: inbound, outbound: outbound)
+            try await self.chat(inbound: inbound, outbound: outbound, channel: channel)
         }
     }
 
     /// One WebSocket client: subscribes to the messages (with the configuration's evicting
     /// policy), says `connected`, then writes each message as it comes, one write at a time,
-    /// while a child task posts what the client sends.
+    /// while a child task posts what the client sends, and another waits for the client's
+    /// eviction (`waitForEviction()`): a writer stuck in a write to a client that stopped
+    /// reading never asks for its next event, so it would learn of the eviction only when the
+    /// write returned.
     ///
     /// How it ends:
     /// - **graceful shutdown**: the messages' ``DrainingService`` finishes the room before the
@@ -38,13 +41,24 @@ extension BroadcastHub {
     ///   shutdown would have closed every WebSocket at once, cutting off what was on its way.
     ///   And a handler that returned without waiting for the answer would let the channel
     ///   close with writes still queued in it;
-    /// - **evicted** (it fell too far behind): closed with 1008 (policy violation) and a reason;
+    /// - **evicted** (it fell too far behind), the connection not writable (the client is not
+    ///   taking what it was sent): the watcher closes it at once, which fails the stuck write;
+    /// - **evicted**, the connection writable (a client that reads, but a burst took it past
+    ///   the hard limit): the writer writes what the subscription still hands it, then a close
+    ///   frame 1008 (policy violation) and a reason;
     /// - **the client closed**: the inbound messages end, and so does the handler.
-    func chat(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter) async throws {
+    func chat(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, channel: any Channel) async throws {
         let subscription = self.messages.subscribe()  // first: `connected` promises every message
         try await outbound.write(.text("connected"))
         let closeWait = self.configuration.shutdownDeadline
+        let evicted = Flag()  // counts the eviction once, by whichever task learns it first
         try await withThrowingTaskGroup(of: ChatSide.self) { group in
+            group.addTask {
+                guard let eviction = await subscription.waitForEviction() else { return .watcher }
+                if evicted.set() { self.clientEvicted(feed: "messages", eviction) }
+                if !channel.isWritable { channel.close(promise: nil) }  // fails the stuck write
+                return .watcher
+            }
             group.addTask {
                 // Ends when the client closes the connection, or answers our close frame.
                 for try await message in inbound.messages(maxSize: 1 << 16) {
@@ -63,7 +77,7 @@ extension BroadcastHub {
                     case .missed:
                         break  // only lossy policies miss elements; .evicting does not
                     case .evicted(let eviction):
-                        self.clientEvicted(feed: "messages", eviction)
+                        if evicted.set() { self.clientEvicted(feed: "messages", eviction) }
                         try await outbound.close(.policyViolation, reason: "fell too far behind; reconnect")
                         return .server
                     }
@@ -72,13 +86,15 @@ extension BroadcastHub {
                 try await outbound.close(.normalClosure, reason: "the server is shutting down")
                 return .server
             }
-            if try await group.next() == .server {
+            var first = try await group.next()
+            while first == .watcher { first = try await group.next() }
+            if first == .server {
                 // The client answers the close frame once it has read everything before it.
                 group.addTask {
                     try await Task.sleep(for: closeWait)
                     return .client
                 }
-                _ = try await group.next()
+                while let side = try await group.next(), side != .client {}  // not the watcher's return
             }
             group.cancelAll()
         }
@@ -91,4 +107,6 @@ enum ChatSide: Sendable {
     case client
     /// The server sent a close frame: the room ended, or the client was evicted.
     case server
+    /// The eviction watcher returned: it acted on an eviction, or the client left otherwise.
+    case watcher
 }

@@ -32,33 +32,12 @@ struct TestServer: Sendable {
         let hub = BroadcastHub(configuration: configuration, upstream: upstream, clock: clock)
         var logger = Logger(label: "BroadcastServerTests")
         logger.logLevel = .warning
-        let (ports, portContinuation) = AsyncStream.makeStream(of: Int.self)
         // The server's own service group (the HTTP server, then the feeds), without signals:
         // the test triggers its graceful shutdown.
-        let services = hub.serviceGroup(logger: logger, gracefulShutdownSignals: []) { port in
-            portContinuation.yield(port)
-        }
-
-        return try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { try await services.run() }
-            do {
-                let port = try await withTimeout(.seconds(10), "the server to start") {
-                    await ports.first { _ in true }
-                }
-                guard let port else { throw TimedOut(what: "the server's port") }
-                let result = try await body(TestServer(hub: hub, port: port))
-                await services.triggerGracefulShutdown()
-                group.addTask {
-                    try await Task.sleep(for: .seconds(10))
-                    throw TimedOut(what: "the server to shut down")
-                }
-                try await group.next()  // the server ended (or the hang guard fired)
-                group.cancelAll()
-                return result
-            } catch {
-                group.cancelAll()
-                throw error
-            }
+        let port = ListeningPort()
+        let services = hub.serviceGroup(logger: logger, gracefulShutdownSignals: [], onServerRunning: port.report)
+        return try await withServerRunning(services, reportingTo: port) {
+            try await body(TestServer(hub: hub, port: $0))
         }
     }
 

@@ -1,14 +1,16 @@
 import Foundation
 import NIOCore
 
-/// A WebSocket client on a plain socket with a small receive buffer: it sends the upgrade
-/// request for `GET /ws` and reads only when told to, so that, left alone, the server's
-/// writes to it fill the socket buffers. Speaks just what the tests need of RFC 6455: it
-/// parses the server's frames (never masked), and answers a close frame with its own.
+/// A WebSocket client on a plain socket with a receive buffer of the test's choosing: it
+/// sends the upgrade request for `path` (the broadcast server's `GET /ws`, a chat room's
+/// `GET /rooms/<room>/ws?name=<name>`) and reads only when told to, so that, left alone,
+/// the server's writes to it fill the socket buffers. Speaks just what the tests need of
+/// RFC 6455: it sends text frames, parses the server's frames (never masked), and answers a
+/// close frame with its own.
 final class RawWebSocketClient: Sendable {
     private let socket: Int32
 
-    init(port: Int, receiveBufferSize: Int32) throws {
+    init(port: Int, path: String = "/ws", receiveBufferSize: Int32) throws {
         let fd = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw POSIXError(.init(rawValue: errno) ?? .EIO) }
         var size = receiveBufferSize
@@ -30,7 +32,7 @@ final class RawWebSocketClient: Sendable {
         self.socket = fd
         try self.send(
             Array(
-                ("GET /ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                ("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                     + "Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n").utf8))
         _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
     }
@@ -55,6 +57,18 @@ final class RawWebSocketClient: Sendable {
         try self.send([0x88, 0x80 | 2, 0, 0, 0, 0, UInt8(code >> 8), UInt8(code & 0xFF)])
     }
 
+    /// Sends `text` in one text frame, masked with a zero key (which leaves the payload as it is).
+    func sendText(_ text: String) throws {
+        let payload = Array(text.utf8)
+        var header: [UInt8] = [0x81]
+        switch payload.count {
+        case ..<126: header.append(0x80 | UInt8(payload.count))
+        case ..<65536: header += [0x80 | 126, UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        default: header += [0x80 | 127] + (0..<8).reversed().map { UInt8((payload.count >> ($0 * 8)) & 0xFF) }
+        }
+        try self.send(header + [0, 0, 0, 0] + payload)
+    }
+
     private func send(_ bytes: [UInt8]) throws {
         var sent = 0
         while sent < bytes.count {
@@ -62,7 +76,7 @@ final class RawWebSocketClient: Sendable {
             if count > 0 {
                 sent += count
             } else if count < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) {
-                continue  // a few bytes of a close frame: the send buffer has room at once
+                continue  // a close frame or a short message: the send buffer has room at once
             } else {
                 throw POSIXError(.init(rawValue: errno) ?? .EIO)
             }
