@@ -155,13 +155,7 @@ struct AutoconnectMinimumTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.multicast().autoconnect(minimumSubscribers: 0)
         }
-        #if DEBUG
-            if let result {
-                let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-                #expect(
-                    output.contains("autoconnect(minimumSubscribers:): minimumSubscribers must be at least 1, got 0"),
-                    "stderr: \(output)")
-            }
-        #endif
+        expectMessage(
+            result, contains: "autoconnect(minimumSubscribers:): minimumSubscribers must be at least 1, got 0")
     }
 }

@@ -454,11 +454,6 @@ struct EvictionTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(0))
         }
-        #if DEBUG
-            if let result {
-                let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-                #expect(output.contains("buffering: .evicting(0) needs a limit of at least 1"), "stderr: \(output)")
-            }
-        #endif
+        expectMessage(result, contains: "buffering: .evicting(0) needs a limit of at least 1")
     }
 }

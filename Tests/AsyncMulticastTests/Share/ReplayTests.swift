@@ -454,10 +454,7 @@ struct ReplayTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncStream<Int> { $0.finish() }.replay(-1)
         }
-        if let result {
-            let message = String(decoding: result.standardErrorContent, as: UTF8.self)
-            #expect(message.contains("replay(_:)"), "message: \(message)")
-            #expect(message.contains("-1"), "message: \(message)")
-        }
+        expectMessage(result, contains: "replay(_:)")
+        expectMessage(result, contains: "-1")
     }
 }

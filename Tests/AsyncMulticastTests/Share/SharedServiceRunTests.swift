@@ -782,12 +782,7 @@ struct SharedServiceRunTests {
             await service.run()
             await first.value
         }
-        #if DEBUG
-            if let result {
-                let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-                #expect(output.contains("already running in another task"), "stderr: \(output)")
-            }
-        #endif
+        expectMessage(result, contains: "already running in another task")
     }
 
     // MARK: - run() inside a task group, cancelled by the group

@@ -196,13 +196,6 @@ struct ReplaySubjectTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncReplaySubject<Int, Never>(bufferSize: -1)
         }
-        #if DEBUG
-            if let result {
-                let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-                #expect(
-                    output.contains("AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got -1"),
-                    "stderr: \(output)")
-            }
-        #endif
+        expectMessage(result, contains: "AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got -1")
     }
 }
