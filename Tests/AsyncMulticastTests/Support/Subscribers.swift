@@ -2,12 +2,29 @@
 //
 // - `SubscriberBox` holds an iterator; each `next()` runs in the task that calls it, so a test
 //   can cancel one read (`startNext()` then `cancel()`) or read from an already-cancelled task.
+// - `HeldSubscription` holds a subscription until a test or another task releases it.
 // - `SubscriberTask` is a subscriber living in a task of its own, driven by commands under a
 //   hang guard: `next()`, `take(_:)`, `drain()`, `leave()`, or `cancel()` for its whole task.
 
 import Testing
 
 @testable import AsyncMulticast
+
+// MARK: - HeldSubscription: a subscription released when the test says so
+
+/// A subscription that a test (or another task) releases when it says so: the last copy
+/// going is a leave.
+final class HeldSubscription<Element: Sendable, Failure: Error>: Sendable {
+    let subscription: Lock<SharedSubscription<Element, Failure>?>
+    init(_ subscription: SharedSubscription<Element, Failure>) { self.subscription = Lock(subscription) }
+    func release() {
+        let released = self.subscription.withLock { held in
+            defer { held = nil }
+            return held
+        }
+        _ = released  // dropped here, outside the lock
+    }
+}
 
 // MARK: - SubscriberBox: reads in the caller's task
 

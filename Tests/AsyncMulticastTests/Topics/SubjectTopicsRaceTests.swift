@@ -11,19 +11,6 @@ import Testing
 extension HeavyAndTimingSensitive {
     @Suite("AsyncSubjectTopics races")
     struct SubjectTopicsRaceTests {
-        /// A subscription another task releases.
-        final class Held: Sendable {
-            let subscription: Lock<SharedSubscription<Int, Never>?>
-            init(_ subscription: SharedSubscription<Int, Never>) { self.subscription = Lock(subscription) }
-            func release() {
-                let released = self.subscription.withLock { held in
-                    defer { held = nil }
-                    return held
-                }
-                _ = released
-            }
-        }
-
         static let rounds = 4_000
 
         /// After a race: the joiner is the key's one subscriber, and what is sent to the key
@@ -47,7 +34,7 @@ extension HeavyAndTimingSensitive {
             try await withProgressWatchdog("join racing leave") { progress in
                 for round in 0..<Self.rounds {
                     let key = round % 8
-                    let leaving = Held(topics.subscribe(to: key))
+                    let leaving = HeldSubscription(topics.subscribe(to: key))
                     let start = Latch()
                     let leaver = Task.detached {
                         await start.wait()
@@ -153,7 +140,7 @@ extension HeavyAndTimingSensitive {
             try await withProgressWatchdog("join racing expiry") { progress in
                 for round in 0..<(Self.rounds / 2) {
                     let key = round % 8
-                    Held(topics.subscribe(to: key)).release()
+                    HeldSubscription(topics.subscribe(to: key)).release()
                     _ = await clock.waitForSleepers(count: 1)
                     let start = Latch()
                     let expirer = Task.detached {
