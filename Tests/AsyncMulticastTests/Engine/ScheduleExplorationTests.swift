@@ -293,10 +293,7 @@ struct ScheduleExplorationTests {
         await exploreSchedules("replay expiry at a hosted run()'s end") { run in
             let clock = ManualClock()
             let source = FedSource()
-            let service = source.sharedService(
-                replay: 1, buffering: .unbounded,
-                started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
-            let hosting = Task { await service.run() }
+            let (service, hosting) = source.hostedReplayService(clock: clock)
             let reader = SubscriberBox(service.makeAsyncIterator())
             let read = reader.startNext()
             _ = await source.control.started.nextUnguarded()

@@ -435,10 +435,7 @@ struct SharedServiceRunTests {
     ) {
         let clock = ManualClock()
         let source = FedSource()
-        let service = source.sharedService(
-            replay: 1, buffering: .unbounded,
-            started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
-        let hosting = Task { await service.run() }
+        let (service, hosting) = source.hostedReplayService(clock: clock)
         await firstVisitReadsOne(service, source)
         await clock.waitForSleepers(count: 1)  // the expiry window
         return (clock, source, service, hosting)
