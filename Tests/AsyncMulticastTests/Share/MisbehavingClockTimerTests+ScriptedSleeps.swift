@@ -156,17 +156,8 @@ extension MisbehavingClockTimerTests {
 
     @Test("replay: the clock set back as the keep-alive sleep returns: the expiry window opened then is delayed")
     func setBackAsTheSleepReturnsDelaysTheExpiryWindow() async throws {
-        let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
-        #expect(try await visitScripted(replayed) == 0)
-        try await clock.waitForWakes([at(.seconds(10))])
         // The sleep returns at 10 (its deadline), but the clock reads 0 when the timer looks.
-        clock.setBackOnNextWake(to: at(.zero))
-        clock.jump(to: .seconds(10))
-        #expect(try await log.waitForEnd(of: 0) == .cancelled, "documented: a returned sleep closes the window")
-        try await waitUntil("the expiry timer asleep") { clock.sleeperCount == 1 }
+        let (clock, replayed) = try await self.keepAliveSleepReturned(reading: .zero)
         #expect(clock.now == at(.zero))
         // Expected (Replay.md): "a clock set back does not delay a window opened after the
         // jump: it ends when the clock reads its own deadline". The expiry window opened when
@@ -528,9 +519,13 @@ extension MisbehavingClockTimerTests {
         }
     }
 
-    /// replay(1, keepAlive: 10 s, replayExpiration: 100 s): the keep-alive sleep returns at 10
-    /// and the clock then reads `reading`: the expiry window must end at `reading + 100`.
-    private func chainedWindowAfterAJump(to reading: Duration) async throws {
+    /// replay(1, keepAlive: 10 s, replayExpiration: 100 s) on a `ScriptedClock`, visited once:
+    /// the keep-alive sleep returns at 10 and the clock then reads `reading`. Checks that the
+    /// returned sleep closed the keep-alive window (documented: it is trusted) and waits for
+    /// the expiry timer's sleep.
+    private func keepAliveSleepReturned(
+        reading: Duration
+    ) async throws -> (ScriptedClock, AsyncShareSequence<Int, Never>) {
         let clock = ScriptedClock()
         let log = ScriptedLog()
         let replayed = ScriptedBase(log: log).replay(
@@ -539,8 +534,15 @@ extension MisbehavingClockTimerTests {
         try await clock.waitForWakes([at(.seconds(10))])
         clock.setBackOnNextWake(to: at(reading))
         clock.jump(to: .seconds(10))
-        #expect(try await log.waitForEnd(of: 0) == .cancelled, "a returned sleep is trusted")
+        #expect(try await log.waitForEnd(of: 0) == .cancelled, "a returned sleep closes the window: it is trusted")
         try await waitUntil("the expiry timer asleep") { clock.sleeperCount == 1 }
+        return (clock, replayed)
+    }
+
+    /// The keep-alive sleep returns at 10 and the clock then reads `reading`: the expiry
+    /// window must end at `reading + 100`.
+    private func chainedWindowAfterAJump(to reading: Duration) async throws {
+        let (clock, replayed) = try await self.keepAliveSleepReturned(reading: reading)
         #expect(clock.sleeperWakes == [at(reading + .seconds(100))], "clock read \(reading)")
         let expected = reading + .seconds(100)
         clock.jump(to: expected - .nanoseconds(1))
