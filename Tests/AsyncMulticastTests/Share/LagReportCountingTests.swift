@@ -505,16 +505,9 @@ struct LagReportCountingTests {
                 subject.finish()
                 for feeder in feeders { await feeder.value }
                 all += await lossless.drain().elements
-                let events = await lossy.value
-                var elements: [Int] = []
-                var missed = 0
-                for event in events {
-                    switch event {
-                    case .element(let value): elements.append(value)
-                    case .missed(let count): missed += count
-                    case .evicted: Issue.record("round \(round): no eviction with a dropping policy")
-                    }
-                }
+                let summary = LagSummary(await lossy.value)
+                let (elements, missed) = (summary.elements, summary.missed)
+                #expect(!summary.evicted, "round \(round): no eviction with a dropping policy")
                 #expect(elements.count + missed == all.count, "round \(round): \(elements.count) + \(missed)")
                 #expect(isIncreasingPerSender(all, stride: stride))
                 // What the lossy reader got is a subsequence of what everyone got.
