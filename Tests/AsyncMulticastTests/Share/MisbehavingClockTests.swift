@@ -12,20 +12,6 @@ import Testing
 
 @Suite("keepAlive on a misbehaving clock", .timeLimit(.minutes(2)))
 struct MisbehavingClockTests {
-    /// A subscriber restarts the stopped upstream (iteration `iteration`), reads `value` from
-    /// it, and leaves.
-    private func restartReadAndLeave(
-        _ shared: AsyncShareSequence<Int, Never>, _ source: FedSource, iteration: Int, value: Int,
-        sourceLocation: SourceLocation = #_sourceLocation
-    ) async {
-        let b = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
-        b.request()
-        await source.control.waitForStart(of: iteration, sourceLocation: sourceLocation)
-        source.control.yield(value)
-        #expect(await b.answer(sourceLocation: sourceLocation) == value, sourceLocation: sourceLocation)
-        await b.leave(sourceLocation: sourceLocation)
-    }
-
     /// The instant `offset` after the clock was created.
     private func at(_ offset: Duration) -> ManualClock.Instant { ManualClock.Instant(offset: offset) }
 
@@ -45,16 +31,10 @@ struct MisbehavingClockTests {
         #expect(clock.now == self.at(.zero), "without the clock moving")
         #expect(shared.storage.timer == .idle, "the timer ended, and the machine knows it")
 
-        await self.restartReadAndLeave(shared, source, iteration: 1, value: 2)
+        await restartReadAndLeave(shared, source, iteration: 1, value: 2)
         #expect(await clock.waitForSleepers(count: 1), "a new window, timed as usual")
         #expect(clock.sleeperDeadlines == [self.at(.seconds(10))])
-        clock.advance(by: .seconds(10) - .nanoseconds(1))
-        #expect(clock.sleeperCount == 1, "not before its deadline")
-        #expect(source.control.end(of: 1) == nil)
-        clock.advance(by: .nanoseconds(1))
-        let endedAgain = await source.control.waitForEnd()
-        #expect(endedAgain?.iteration == 1)
-        #expect(endedAgain?.end == .cancelled, "at its deadline")
+        await expectCancelledAtTheDeadline(self.at(.seconds(10)), clock: clock, source: source, iteration: 1)
         #expect(shared.storage.timer == .idle)
     }
 
@@ -71,7 +51,7 @@ struct MisbehavingClockTests {
                 await startReadAndLeave(replayed, source, 1)
             } else {
                 #expect(replayed.replayCache.isEmpty, "a restarted upstream greets nobody with the old cache")
-                await self.restartReadAndLeave(replayed, source, iteration: iteration, value: iteration + 1)
+                await restartReadAndLeave(replayed, source, iteration: iteration, value: iteration + 1)
             }
             let ended = await source.control.waitForEnd()
             #expect(ended?.iteration == iteration)
@@ -119,13 +99,8 @@ struct MisbehavingClockTests {
         #expect(clock.sleeperDeadlines == [self.at(.seconds(105))], "the timer sleeps toward the second window's end")
         #expect(shared.storage.timer == .running)
 
-        clock.advance(to: self.at(.seconds(105) - .nanoseconds(1)))
-        #expect(clock.sleeperCount == 1, "not before its deadline")
-        #expect(source.control.end(of: 0) == nil)
-        clock.advance(by: .nanoseconds(1))
-        let ended = await source.control.waitForEnd()
-        #expect(ended?.iteration == 0)
-        #expect(ended?.end == .cancelled, "at 105, the second window's deadline")
+        await expectCancelledAtTheDeadline(
+            self.at(.seconds(105)), clock: clock, source: source, iteration: 0, "at 105, the second window's deadline")
         #expect(clock.sleeperCount == 0, "one timer: none is left sleeping toward 110")
         #expect(shared.storage.timer == .idle)
     }
@@ -144,13 +119,8 @@ struct MisbehavingClockTests {
         #expect(clock.sleeperDeadlines == [self.at(.seconds(110))], "the cache expires at 110")
 
         clock.jump(to: self.at(.seconds(95)))
-        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
-        #expect(await b.next() == 1, "the cache has not expired")
-        b.request()
-        await source.control.waitForStart(of: 1)
-        source.control.yield(2)
-        #expect(await b.answer() == 2)
-        await b.leave()  // stopped again: the cache's second expiry window, 95 to 105
+        // Stopped again: the cache's second expiry window, 95 to 105.
+        await restartReadAndLeave(replayed, source, iteration: 1, value: 2, replayed: 1)
         #expect(await source.control.waitForEnd()?.iteration == 1)
         #expect(await clock.waitForSleepers(count: 1))
         #expect(clock.sleeperDeadlines == [self.at(.seconds(105))], "the new cache expires at 105")
@@ -173,11 +143,8 @@ struct MisbehavingClockTests {
         #expect(await clock.waitForSleepers(count: 1))
 
         clock.jump(to: self.at(.seconds(50)))
-        clock.advance(to: self.at(.seconds(110) - .nanoseconds(1)))
-        #expect(clock.sleeperCount == 1, "the clock has not read 110 yet")
-        #expect(source.control.end(of: 0) == nil)
-        clock.advance(by: .nanoseconds(1))
-        #expect(await source.control.waitForEnd()?.end == .cancelled)
+        await expectCancelledAtTheDeadline(
+            self.at(.seconds(110)), clock: clock, source: source, iteration: 0, "once the clock reads 110 again")
     }
 
     @Test("a clock that jumps far past the deadline: the window closes when the timer wakes")
