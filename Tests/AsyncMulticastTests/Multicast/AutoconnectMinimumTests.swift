@@ -35,9 +35,7 @@ struct AutoconnectMinimumTests {
         #expect(await a.next() == 2)
         #expect(await b.next() == 2)
         #expect(source.control.iteratorCount == 1)
-        await a.leave()
-        await b.leave()
-        await c.leave()
+        await leaveAll(a, b, c)
     }
 
     @Test("later joiners do not reconnect, and leaving does not disconnect")
@@ -50,9 +48,7 @@ struct AutoconnectMinimumTests {
         let late = await SubscriberTask.join { multicast.makeAsyncIterator() }
         source.control.yield(1)
         #expect(await late.next() == 1, "a later joiner shares the running connection")
-        await a.leave()
-        await b.leave()
-        await late.leave()
+        await leaveAll(a, b, late)
         #expect(multicast.subscriberCount == 0)
         #expect(multicast.storage.upstreamState == .running(epoch: 0), "nobody left, still connected")
         #expect(source.control.end(of: 0) == nil, "the upstream iteration was not cancelled")
@@ -64,8 +60,7 @@ struct AutoconnectMinimumTests {
         #expect(await x.next() == 2)
         #expect(await y.next() == 2)
         #expect(source.control.iteratorCount == 1, "never a second iteration")
-        await x.leave()
-        await y.leave()
+        await leaveAll(x, y)
     }
 
     @Test("after the connection is cancelled, the joiner that makes the count again connects again")
@@ -92,8 +87,7 @@ struct AutoconnectMinimumTests {
         source.control.yield(10)
         #expect(await x.next() == 10)
         #expect(await y.next() == 10)
-        await x.leave()
-        await y.leave()
+        await leaveAll(x, y)
     }
 
     @Test("subscribers that joined through the plain multicast count, but only an autoconnecting one connects")

@@ -145,8 +145,7 @@ struct SharedSourceTests {
         #expect(await b.answer() == 2)
         #expect(await a.next() == 2)
         #expect(monitor.starts == 1, "the second subscriber shares the running session")
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
         #expect(await monitor.events.next() == "stop 1")
     }
 
@@ -263,8 +262,7 @@ struct SharedSourceTests {
         #expect(await a.next() == 2)
         let b = await SubscriberTask.join { source.makeAsyncIterator() }
         #expect(await b.next() == 2)
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
         #expect(await monitor.events.next() == "stop 1")
     }
 

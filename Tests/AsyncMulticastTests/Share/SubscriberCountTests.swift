@@ -265,8 +265,7 @@ struct SubscriberCountTests {
         subject.send(1)
         #expect(await a.next() == 1)
         #expect(await b.next() == 1)
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
     }
 
     @Test("waitForSubscribers throws CancellationError when its task is cancelled while waiting")

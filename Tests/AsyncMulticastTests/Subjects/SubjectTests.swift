@@ -32,8 +32,7 @@ struct SubjectTests {
         #expect(await p.next() == 10)
         #expect(await c.take(3) == [0, 10, 11])
         #expect(currentValue.value == 11)
-        await p.leave()
-        await c.leave()
+        await leaveAll(p, c)
     }
 
     @Test("plain subject.send(x) in async code needs no await and is not ambiguous")
@@ -49,8 +48,7 @@ struct SubjectTests {
         await current.send(waitingForRoom: 2)
         #expect(await a.take(2) == [1, 2])
         #expect(await b.take(3) == [0, 1, 2])
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
     }
 
     @Test("the passthrough subject's default buffering is .unbounded: nothing is lost")

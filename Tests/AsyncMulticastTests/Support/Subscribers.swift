@@ -317,3 +317,10 @@ extension MulticastStorage {
         self.state.withLock { $0.machine.evictionWatchers.values.reduce(0) { $0 + $1.count } }
     }
 }
+
+/// Each of `subscribers` leaves, in order.
+func leaveAll<Element: Sendable, Failure: Error>(
+    _ subscribers: SubscriberTask<Element, Failure>..., sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    for subscriber in subscribers { await subscriber.leave(sourceLocation: sourceLocation) }
+}
