@@ -206,9 +206,8 @@ struct MulticastTests {
         await b.leave()
     }
 
-    enum AutoconnectedFace: String, CaseIterable, CustomStringConvertible, Sendable {
+    enum AutoconnectedFace: String, NamedTestCase {
         case view, viewOfView, events, viewEvents, anyShared
-        var description: String { self.rawValue }
     }
 
     @Test(

@@ -414,9 +414,8 @@ struct LagReportingTests {
 
     // MARK: Every face
 
-    enum Face: String, Sendable, CaseIterable, CustomStringConvertible {
+    enum Face: String, NamedTestCase {
         case passthroughSubject, currentValueSubject, replaySubject, share, replay, multicast, sharedSource
-        var description: String { self.rawValue }
     }
 
     @Test("events(buffering:) on every face reports the gap where it is", arguments: Face.allCases)

@@ -28,9 +28,8 @@ private struct CountedFace: Sendable, CustomStringConvertible {
 
 @Suite("Subscriber counts: subscriberCounts and waitForSubscribers(atLeast:)", .timeLimit(.minutes(2)))
 struct SubscriberCountTests {
-    enum Face: String, Sendable, CaseIterable, CustomStringConvertible {
+    enum Face: String, NamedTestCase {
         case passthroughSubject, currentValueSubject, replaySubject, share, replay, multicast, sharedSource, view
-        var description: String { self.rawValue }
     }
 
     private func make(_ face: Face) -> CountedFace {

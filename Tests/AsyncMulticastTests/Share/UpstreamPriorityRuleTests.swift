@@ -156,9 +156,8 @@ struct UpstreamPriorityRuleTests {
 
     /// The faces whose upstream a subscriber raises: `share()`, and a `sharedService` whose
     /// `run()` runs at background priority.
-    enum Face: String, CaseIterable, CustomTestStringConvertible {
+    enum Face: String, NamedTestCase {
         case share, sharedService
-        var testDescription: String { self.rawValue }
     }
 
     // A KNOWN LIMITATION (Guides/Share.md): a subscriber's priority is read when it starts

@@ -34,9 +34,8 @@ private actor Feeder {
 
 @Suite("send(contentsOf:)", .timeLimit(.minutes(2)))
 struct SendContentsOfTests {
-    enum SubjectKind: String, Sendable, CaseIterable, CustomStringConvertible {
+    enum SubjectKind: String, NamedTestCase {
         case passthrough, currentValue, replay
-        var description: String { self.rawValue }
     }
 
     @Test(
@@ -172,9 +171,8 @@ struct SendContentsOfTests {
         #expect(probe.pulls == 0, "a completed subject takes nothing, so nothing is pulled")
     }
 
-    enum Completion: String, Sendable, CaseIterable, CustomStringConvertible {
+    enum Completion: String, NamedTestCase {
         case finish, fail
-        var description: String { self.rawValue }
     }
 
     @Test(
