@@ -15,15 +15,25 @@ struct MisbehavingClockTests {
     /// The instant `offset` after the clock was created.
     private func at(_ offset: Duration) -> ManualClock.Instant { ManualClock.Instant(offset: offset) }
 
+    /// `share(keepAlive: 10 s)` of a new `FedSource` on `clock`, visited once at `start`: a
+    /// subscriber read 1 and left, so the window is open.
+    private func visited(
+        on clock: ManualClock, at start: Duration = .zero
+    ) async -> (FedSource, AsyncShareSequence<Int, Never>) {
+        let source = FedSource()
+        let shared = source.share(keepAlive: .seconds(10), clock: clock)
+        clock.advance(to: self.at(start))
+        await startReadAndLeave(shared, source, 1)
+        return (source, shared)
+    }
+
     // MARK: A sleep that throws
 
     @Test("a clock whose sleep throws once: that window closes at once, and the next one at its own deadline")
     func sleepThrowsOnce() async {
         let clock = ManualClock()
         clock.failNextSleeps(1)
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock)
         let ended = await source.control.waitForEnd()
         #expect(ended?.iteration == 0)
         #expect(ended?.end == .cancelled, "a window its clock cannot time closes at once")
@@ -68,9 +78,7 @@ struct MisbehavingClockTests {
     func sleepReturnsAtOnce() async {
         let clock = ManualClock()
         clock.returnEverySleepAtOnce()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock)
         let ended = await source.control.waitForEnd()
         #expect(ended?.iteration == 0)
         #expect(ended?.end == .cancelled, "a window its clock cannot time closes at once")
@@ -83,10 +91,7 @@ struct MisbehavingClockTests {
     @Test("a clock set back: a window opened after the jump ends at its own deadline, not at the earlier window's")
     func clockSetBackThenNewWindow() async {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        clock.advance(to: self.at(.seconds(100)))
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock, at: .seconds(100))
         #expect(await clock.waitForSleepers(count: 1))
         #expect(clock.sleeperDeadlines == [self.at(.seconds(110))], "the first window: 100 to 110")
 
@@ -136,10 +141,7 @@ struct MisbehavingClockTests {
     @Test("a clock set back, and no new window: the window ends when the clock reaches its deadline again")
     func clockSetBackSameWindow() async {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        clock.advance(to: self.at(.seconds(100)))
-        await startReadAndLeave(shared, source, 1)
+        let (source, _) = await self.visited(on: clock, at: .seconds(100))
         #expect(await clock.waitForSleepers(count: 1))
 
         clock.jump(to: self.at(.seconds(50)))
@@ -150,9 +152,7 @@ struct MisbehavingClockTests {
     @Test("a clock that jumps far past the deadline: the window closes when the timer wakes")
     func clockJumpsAhead() async {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock)
         #expect(await clock.waitForSleepers(count: 1))
         clock.jump(to: self.at(.seconds(86_400 * 365 * 100)))
         let ended = await source.control.waitForEnd()
@@ -163,10 +163,7 @@ struct MisbehavingClockTests {
     @Test("a clock set back many times: each new window replaces the sleeping timer, one timer task at a time")
     func clockSetBackManyTimes() async {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        clock.advance(to: self.at(.seconds(1_000)))
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock, at: .seconds(1_000))
         for back in 1...50 {
             #expect(await clock.waitForSleepers(count: 1))
             #expect(clock.sleeperCount == 1, "one sleeping timer")
@@ -192,9 +189,7 @@ struct MisbehavingClockTests {
     )
     func sleepNeverReturns() async throws {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock)
         #expect(await clock.waitForSleepers(count: 1))
         #expect(shared.storage.timer == .running)
 
