@@ -55,11 +55,14 @@ private var canEscalate: Bool {
     return false
 }
 
-@Suite("The upstream's priority: every waiting subscriber's, whoever starts it", .timeLimit(.minutes(3)))
+// Every test needs a platform that raises a running task: the trait is the suite's.
+@Suite(
+    "The upstream's priority: every waiting subscriber's, whoever starts it", .enabled(if: canEscalate),
+    .timeLimit(.minutes(3)))
 struct UpstreamPriorityRuleTests {
     @Test(
-        "multicast().autoconnect(): a background subscriber's demand raises the upstream it connects to the highest waiting priority",
-        .enabled(if: canEscalate))
+        "multicast().autoconnect(): a background subscriber's demand raises the upstream it connects to the highest waiting priority"
+    )
     func autoconnectDemandRaisesToEveryWaitingPriority() async throws {
         let probe = IterationsProbe()
         let multicast = probe.multicast()
@@ -77,8 +80,8 @@ struct UpstreamPriorityRuleTests {
     }
 
     @Test(
-        "multicast().autoconnect(minimumSubscribers:): a background join that connects raises the upstream to a subscriber already waiting",
-        .enabled(if: canEscalate))
+        "multicast().autoconnect(minimumSubscribers:): a background join that connects raises the upstream to a subscriber already waiting"
+    )
     func autoconnectJoinRaisesToAWaitingSubscriber() async throws {
         let probe = IterationsProbe()
         let feed = probe.multicast().autoconnect(minimumSubscribers: 2)
@@ -99,8 +102,7 @@ struct UpstreamPriorityRuleTests {
     }
 
     @Test(
-        "multicast(): a high-priority subscriber that left before connect() does not raise the upstream",
-        .enabled(if: canEscalate))
+        "multicast(): a high-priority subscriber that left before connect() does not raise the upstream")
     func cancelledWaiterDoesNotRaiseTheUpstream() async throws {
         let probe = IterationsProbe()
         let multicast = probe.multicast()
@@ -130,8 +132,8 @@ struct UpstreamPriorityRuleTests {
     // next one started, and its end (`finish(epoch:)` of the old epoch) must not make the
     // storage forget the new task, which a high-priority subscriber then still raises.
     @Test(
-        "share(): the previous iteration ending after the restart does not stop a waiting subscriber raising the new one",
-        .enabled(if: canEscalate))
+        "share(): the previous iteration ending after the restart does not stop a waiting subscriber raising the new one"
+    )
     func staleIterationEndingKeepsTheNewTaskRaisable() async throws {
         let probe = IterationsProbe()
         let shared = probe.share()
@@ -170,7 +172,7 @@ struct UpstreamPriorityRuleTests {
     @Test(
         "a subscriber escalated while it waits raises the upstream to its new priority",
         .disabled("a known limitation: an escalation while waiting is not observed (see above)"),
-        .enabled(if: canEscalate), arguments: Face.allCases)
+        arguments: Face.allCases)
     func subscriberEscalatedWhileWaitingRaisesTheUpstream(_ face: Face) async throws {
         #if compiler(>=6.2)
             guard #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) else { return }
@@ -207,7 +209,7 @@ struct UpstreamPriorityRuleTests {
     // raise applied to the retiring task).
     @Test(
         "a subscriber waiting for a restart raises the previous iteration that is still stopping",
-        .enabled(if: canEscalate), arguments: Face.allCases)
+        arguments: Face.allCases)
     func waitingSubscriberRaisesTheStoppingIteration(_ face: Face) async throws {
         let probe = IterationsProbe(stopFloor: .high)
         let sequence: any AsyncSequence<Int, Never> & Sendable
@@ -247,7 +249,7 @@ struct UpstreamPriorityRuleTests {
     // rounds with connect() on 2 cores, before). Many rounds: one below the priority fails.
     @Test(
         "the first step of an upstream started while a high-priority subscriber waits runs at that priority",
-        .enabled(if: canEscalate), arguments: ["connect()", "run()"])
+        arguments: ["connect()", "run()"])
     func firstStepRunsAtTheWaitingPriority(_ starter: String) async throws {
         let firstSteps = LockedLog<TaskPriority>()
         for round in 0..<100 {
