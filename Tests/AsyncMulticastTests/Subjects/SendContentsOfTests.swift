@@ -100,17 +100,25 @@ struct SendContentsOfTests {
         #expect(received == [1, 2, 3])
     }
 
-    @Test("stops when its task is cancelled: the element in hand is sent, nothing more is pulled")
-    func stopsWhenCancelled() async throws {
+    /// A subject whose subscriber read 1 from `send(contentsOf:)` of a `StubbornSource` (each
+    /// pull waits for the test's answer, whatever the cancellation); its second pull waits.
+    private func sendingUntilTheSecondPull() async -> (
+        AsyncPassthroughSubject<Int, Never>, SubscriberTask<Int, Never>, StubbornSource, Task<Void, Never>
+    ) {
         let subject = AsyncPassthroughSubject<Int, Never>()
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
-        // Each pull waits for the test's answer, whatever the cancellation.
         let source = StubbornSource()
         let sending = Task { await subject.send(contentsOf: source) }
         _ = await source.control.pulled.next("first pull")
         source.control.answer(1)
         #expect(await reader.next() == 1)
         _ = await source.control.pulled.next("second pull")
+        return (subject, reader, source, sending)
+    }
+
+    @Test("stops when its task is cancelled: the element in hand is sent, nothing more is pulled")
+    func stopsWhenCancelled() async throws {
+        let (subject, reader, source, sending) = await self.sendingUntilTheSecondPull()
         sending.cancel()
         source.control.answer(2)  // pulled before the cancellation was seen
         // It returns without pulling again (a third pull would wait for an answer forever).
@@ -124,14 +132,7 @@ struct SendContentsOfTests {
 
     @Test("a sequence that ignores cancellation and answers after the completion is asked once more, then returns")
     func stopsWhenTheSubjectCompletes() async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>()
-        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
-        let source = StubbornSource()
-        let sending = Task { await subject.send(contentsOf: source) }
-        _ = await source.control.pulled.next("first pull")
-        source.control.answer(1)
-        #expect(await reader.next() == 1)
-        _ = await source.control.pulled.next("second pull")
+        let (subject, reader, source, sending) = await self.sendingUntilTheSecondPull()
         subject.finish()
         source.control.answer(2)  // ignored: the subject has completed
         // It returned an element, so it may not have seen the cancellation: asked once more,
