@@ -27,6 +27,15 @@ struct MisbehavingClockTests {
         return (source, shared)
     }
 
+    /// `visited(on:at:)`, then the timer sleeps toward the window's end.
+    private func visitedAndTimed(
+        on clock: ManualClock, at start: Duration = .zero, sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> (FedSource, AsyncShareSequence<Int, Never>) {
+        let visited = await self.visited(on: clock, at: start)
+        #expect(await clock.waitForSleepers(count: 1), sourceLocation: sourceLocation)
+        return visited
+    }
+
     // MARK: A sleep that throws
 
     @Test("a clock whose sleep throws once: that window closes at once, and the next one at its own deadline")
@@ -91,8 +100,7 @@ struct MisbehavingClockTests {
     @Test("a clock set back: a window opened after the jump ends at its own deadline, not at the earlier window's")
     func clockSetBackThenNewWindow() async {
         let clock = ManualClock()
-        let (source, shared) = await self.visited(on: clock, at: .seconds(100))
-        #expect(await clock.waitForSleepers(count: 1))
+        let (source, shared) = await self.visitedAndTimed(on: clock, at: .seconds(100))
         #expect(clock.sleeperDeadlines == [self.at(.seconds(110))], "the first window: 100 to 110")
 
         clock.jump(to: self.at(.seconds(95)))

@@ -160,6 +160,21 @@ struct UpstreamPriorityRuleTests {
     /// `run()` runs at background priority.
     enum Face: String, NamedTestCase {
         case share, sharedService
+
+        /// This face of `probe` (a service `started` so, hosted by a background task): the
+        /// sequence, its count of waiting subscribers, and the hosting task if any.
+        func make(
+            _ probe: IterationsProbe, started: SharingStarted
+        ) -> (any AsyncSequence<Int, Never> & Sendable, () -> Int, Task<Void, Never>?) {
+            switch self {
+            case .share:
+                let shared = probe.share()
+                return (shared, { shared.storage.waitingCount }, nil)
+            case .sharedService:
+                let service = probe.sharedService(started: started)
+                return (service, { service.storage.waitingCount }, Task(priority: .background) { await service.run() })
+            }
+        }
     }
 
     // A KNOWN LIMITATION (Guides/Share.md): a subscriber's priority is read when it starts
@@ -177,18 +192,7 @@ struct UpstreamPriorityRuleTests {
         #if compiler(>=6.2)
             guard #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) else { return }
             let probe = IterationsProbe()
-            let sequence: any AsyncSequence<Int, Never> & Sendable
-            let waiting: () -> Int
-            var hosting: Task<Void, Never>? = nil
-            switch face {
-            case .share:
-                let shared = probe.share()
-                (sequence, waiting) = (shared, { shared.storage.waitingCount })
-            case .sharedService:
-                let service = probe.sharedService(started: .lazily)
-                hosting = Task(priority: .background) { await service.run() }
-                (sequence, waiting) = (service, { service.storage.waitingCount })
-            }
+            let (sequence, waiting, hosting) = face.make(probe, started: .lazily)
             let got = Signal<Int?>()
             let reader = readOne(sequence, at: .background, into: got)
             try await waitUntil("the background subscriber waiting") { waiting() == 1 }
@@ -212,18 +216,7 @@ struct UpstreamPriorityRuleTests {
         arguments: Face.allCases)
     func waitingSubscriberRaisesTheStoppingIteration(_ face: Face) async throws {
         let probe = IterationsProbe(stopFloor: .high)
-        let sequence: any AsyncSequence<Int, Never> & Sendable
-        let waiting: () -> Int
-        var hosting: Task<Void, Never>? = nil
-        switch face {
-        case .share:
-            let shared = probe.share()
-            (sequence, waiting) = (shared, { shared.storage.waitingCount })
-        case .sharedService:
-            let service = probe.sharedService(started: .whileSubscribed())
-            hosting = Task(priority: .background) { await service.run() }
-            (sequence, waiting) = (service, { service.storage.waitingCount })
-        }
+        let (sequence, waiting, hosting) = face.make(probe, started: .whileSubscribed())
         let got = Signal<Int?>()
         _ = readOne(sequence, at: .background, into: got)
         try await probe.send(1, to: 0)

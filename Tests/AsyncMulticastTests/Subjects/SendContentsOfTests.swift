@@ -202,13 +202,22 @@ struct SendContentsOfTests {
         #expect(source.control.iteratorCount == 1)
     }
 
+    /// Starts `send(contentsOf: elements)` into `subject`, counting its pulls; returns once it
+    /// waits for room.
+    private func startSendingUntilItWaitsForRoom(
+        _ elements: Range<Int>, into subject: AsyncPassthroughSubject<Int, Never>
+    ) async throws -> (Probe, Task<Void, Never>) {
+        let probe = Probe()
+        let sending = Task { await subject.send(contentsOf: Instrumented(elements.async, probe: probe)) }
+        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        return (probe, sending)
+    }
+
     @Test("returns when the subject completes while it waits for room; the element it waited to send is ignored")
     func returnsWhenTheSubjectCompletesWhilePaced() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
         var reader = subject.makeAsyncIterator()
-        let probe = Probe()
-        let sending = Task { await subject.send(contentsOf: Instrumented((0..<10).async, probe: probe)) }
-        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        let (probe, sending) = try await self.startSendingUntilItWaitsForRoom(0..<10, into: subject)
         subject.finish()
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
         #expect(probe.pulls == 4, "one more pull, in a cancelled task, tells the sequence its iteration ended")
@@ -266,9 +275,7 @@ struct SendContentsOfTests {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(4))
         var reader = subject.makeAsyncIterator()
         let id = reader.subscription.id
-        let probe = Probe()
-        let sending = Task { await subject.send(contentsOf: Instrumented((0..<20).async, probe: probe)) }
-        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        let (probe, sending) = try await self.startSendingUntilItWaitsForRoom(0..<20, into: subject)
         #expect(subject.storage.undelivered(id) == [0, 1, 2, 3], "it sent until the subscriber held 4, then waited")
         #expect(probe.pulls == 5, "and pulled only the element it waits to send")
 
@@ -286,9 +293,7 @@ struct SendContentsOfTests {
     func cancelledWhilePaced() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
         var reader = subject.makeAsyncIterator()
-        let probe = Probe()
-        let sending = Task { await subject.send(contentsOf: Instrumented((0..<10).async, probe: probe)) }
-        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        let (probe, sending) = try await self.startSendingUntilItWaitsForRoom(0..<10, into: subject)
         sending.cancel()
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
         #expect(probe.pulls == 3)
