@@ -9,6 +9,19 @@ import Testing
 
 @Suite("multicast().autoconnect(minimumSubscribers:)", .timeLimit(.minutes(2)))
 struct AutoconnectMinimumTests {
+    /// `autoconnect(minimumSubscribers: 2)` of a `FedSource`'s multicast, which its two
+    /// subscribers `a` and `b` connected by joining.
+    static func connectedByTwo() async -> (
+        FedSource, AsyncMulticastSequence<Int, Never>, a: SubscriberTask<Int, Never>, b: SubscriberTask<Int, Never>
+    ) {
+        let source = FedSource()
+        let multicast = source.multicast().autoconnect(minimumSubscribers: 2)
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        await source.control.waitForStart(of: 0)
+        return (source, multicast, a, b)
+    }
+
     @Test(
         "nothing is pulled until the n-th subscriber joins, even while the first ones wait; then all n see the first element"
     )
@@ -40,11 +53,7 @@ struct AutoconnectMinimumTests {
 
     @Test("later joiners do not reconnect, and leaving does not disconnect")
     func laterJoinersAndLeaving() async throws {
-        let source = FedSource()
-        let multicast = source.multicast().autoconnect(minimumSubscribers: 2)
-        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        await source.control.waitForStart(of: 0)
+        let (source, multicast, a, b) = await Self.connectedByTwo()
         let late = await SubscriberTask.join { multicast.makeAsyncIterator() }
         source.control.yield(1)
         #expect(await late.next() == 1, "a later joiner shares the running connection")
@@ -65,11 +74,7 @@ struct AutoconnectMinimumTests {
 
     @Test("after the connection is cancelled, the joiner that makes the count again connects again")
     func reconnectsAfterCancellation() async throws {
-        let source = FedSource()
-        let multicast = source.multicast().autoconnect(minimumSubscribers: 2)
-        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        await source.control.waitForStart(of: 0)
+        let (source, multicast, a, b) = await Self.connectedByTwo()
         source.control.yield(1)
         #expect(await a.next() == 1)
         #expect(await b.next() == 1)
@@ -128,11 +133,7 @@ struct AutoconnectMinimumTests {
 
     @Test("once the upstream has finished, reaching the count does not start it again")
     func noRestartAfterTheEnd() async throws {
-        let source = FedSource()
-        let multicast = source.multicast().autoconnect(minimumSubscribers: 2)
-        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        await source.control.waitForStart(of: 0)
+        let (source, multicast, a, b) = await Self.connectedByTwo()
         source.control.yield(1)
         source.control.finish()
         #expect(await a.drain().elements == [1])
