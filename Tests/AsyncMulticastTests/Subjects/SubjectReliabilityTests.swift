@@ -55,15 +55,29 @@ struct SubjectReliabilityTests {
         }
     }
 
+    /// Where an echoing subscriber's bound is: the subject's policy, or a view's on an
+    /// unbounded subject.
+    enum BoundOn: String, NamedTestCase {
+        case subject, view
+    }
+
     @Test(
-        "a subscriber of a .bounded(n) subject that echoes every element with send(waitingForRoom:) never waits for itself, for every n in 1...64"
-    )
-    func echoingSubscriberNeverWaitsForItself() async throws {
+        "a subscriber of a .bounded(n) subject, or of a .bounded(n) view on an unbounded subject, that echoes every element with send(waitingForRoom:) never waits for itself, for every n in 1...64",
+        arguments: BoundOn.allCases)
+    func echoingSubscriberNeverWaitsForItself(_ boundOn: BoundOn) async throws {
         try await withTimeout(seconds: 150) {
             for bound in 1...64 {
                 if Task.isCancelled { break }
-                let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(bound))
-                let iterator = subject.makeAsyncIterator()
+                let subject: AsyncPassthroughSubject<Int, Never>
+                let iterator: SharedIterator<Int, Never>
+                switch boundOn {
+                case .subject:
+                    subject = AsyncPassthroughSubject(buffering: .bounded(bound))
+                    iterator = subject.makeAsyncIterator()
+                case .view:
+                    subject = AsyncPassthroughSubject()
+                    iterator = subject.buffering(.bounded(bound)).makeAsyncIterator()
+                }
                 await Self.checkEcho(bound: bound, subject: subject, iterator: iterator)
             }
         }
@@ -91,20 +105,6 @@ struct SubjectReliabilityTests {
             #expect(sent.withLock { $0 })
             #expect(await iterator.next() == 1)
             #expect(await iterator.next() == 2)
-        }
-    }
-
-    @Test(
-        "a subscriber of a .bounded(n) view on an unbounded subject that echoes every element never waits for itself, for every n in 1...64"
-    )
-    func echoingViewSubscriberNeverWaitsForItself() async throws {
-        try await withTimeout(seconds: 150) {
-            for bound in 1...64 {
-                if Task.isCancelled { break }
-                let subject = AsyncPassthroughSubject<Int, Never>()
-                let iterator = subject.buffering(.bounded(bound)).makeAsyncIterator()
-                await Self.checkEcho(bound: bound, subject: subject, iterator: iterator)
-            }
         }
     }
 
