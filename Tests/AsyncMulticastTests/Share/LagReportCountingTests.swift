@@ -392,8 +392,7 @@ struct LagReportCountingTests {
                 await sendConcurrently(senders: 3, perSender: 200) { value, _ in subject.send(value) }
                 subject.finish()
             }
-            var events: [SharedEvent<Int>] = []
-            while let event = await reader.next() { events.append(event) }
+            let events = await reader.readAll()
             await sending.value
             let summary = LagSummary(events)
             #expect(summary.elements.count + summary.missed == 600, "\(policy): \(summary)")

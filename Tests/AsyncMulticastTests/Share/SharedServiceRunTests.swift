@@ -649,8 +649,7 @@ struct SharedServiceRunTests {
         hosting.cancel()
         #expect(await ends(hosting))
         #expect(await viaSubscription.take(10) == [1, 2, 3])
-        var events: [SharedEvent<Int>] = []
-        while let event = await viaEvents.next() { events.append(event) }
+        let events = await viaEvents.readAll()
         #expect(events == [.missed(2), .element(3)])
         #expect(await viaView.take(10) == [1, 2, 3])
     }

@@ -95,8 +95,7 @@ struct SendContentsOfTests {
         var reader = subject.makeAsyncIterator()
         await Feeder().feed(subject)
         subject.finish()
-        var received: [Int] = []
-        while let n = await reader.next() { received.append(n) }
+        let received = await reader.readAll()
         #expect(received == [1, 2, 3])
     }
 
@@ -221,8 +220,7 @@ struct SendContentsOfTests {
         subject.finish()
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
         #expect(probe.pulls == 4, "one more pull, in a cancelled task, tells the sequence its iteration ended")
-        var received: [Int] = []
-        while let n = await reader.next() { received.append(n) }
+        let received = await reader.readAll()
         #expect(received == [0, 1], "what was sent before the completion, then the end: the last pull is ignored")
     }
 
@@ -265,8 +263,7 @@ struct SendContentsOfTests {
         }
         subject.send(3)
         subject.finish()
-        var received: [Int] = []
-        while let n = await reader.next() { received.append(n) }
+        let received = await reader.readAll()
         #expect(received == [1, 2, 3], "sent before the error, and the subject was still open")
     }
 
@@ -298,8 +295,7 @@ struct SendContentsOfTests {
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
         #expect(probe.pulls == 3)
         subject.finish()
-        var received: [Int] = []
-        while let n = await reader.next() { received.append(n) }
+        let received = await reader.readAll()
         #expect(received == [0, 1, 2], "the element it was waiting to send was not lost")
     }
 }

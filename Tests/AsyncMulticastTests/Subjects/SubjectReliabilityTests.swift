@@ -132,8 +132,7 @@ struct SubjectReliabilityTests {
             return
         }
         subject.finish()
-        var rest: [Int] = []
-        while let element = await iterator.next() { rest.append(element) }
+        let rest = await iterator.readAll()
 
         // Everything sent, in order: the burst, then each echo in the order of the elements
         // it answers.
@@ -208,8 +207,7 @@ struct SubjectReliabilityTests {
                 for value in values.prefix(150) { subject.send(value) }
                 for value in values.dropFirst(150) { await subject.send(waitingForRoom: value) }
                 subject.finish()
-                var received: [Int] = []
-                while let element = await iterator.next() { received.append(element) }
+                let received = await iterator.readAll()
                 #expect(received == values, "\(policy)")
             }
 
@@ -224,8 +222,7 @@ struct SubjectReliabilityTests {
                 for value in values.prefix(150) { subject.send(value) }
                 for value in values.dropFirst(150) { await subject.send(waitingForRoom: value) }
                 subject.finish()
-                var received: [Int] = []
-                while let element = await iterator.next() { received.append(element) }
+                let received = await iterator.readAll()
                 #expect(received == [-1] + values, "\(policy)")
                 #expect(subject.value == 299)
             }

@@ -50,9 +50,25 @@ final class SubscriberBox<Element: Sendable, Failure: Error>: @unchecked Sendabl
 }
 
 extension SubscriberBox where Failure == Never {
+    /// Reads until the end: every element left.
+    func readAll() async -> [Element] {
+        var elements: [Element] = []
+        while let element = await self.next() { elements.append(element) }
+        return elements
+    }
+
     /// Starts one `next()` in a new task.
     func startNext() -> Task<Element?, Never> {
         Task { await self.next() }
+    }
+}
+
+extension AsyncIteratorProtocol where Failure == Never {
+    /// Reads until the end: every element left.
+    mutating func readAll(isolation actor: isolated (any Actor)? = #isolation) async -> [Element] {
+        var elements: [Element] = []
+        while let element = await self.next(isolation: actor) { elements.append(element) }
+        return elements
     }
 }
 
