@@ -154,15 +154,7 @@ struct SubjectTests {
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)  // the reader now holds 2 = n
-        let aboutToSend = Signal<Void>()
-        let sent = LockedFlag()
-        let sender = Task {
-            aboutToSend.send(())
-            await subject.send(waitingForRoom: 3)
-            sent.set()
-        }
-        _ = await aboutToSend.next("sender started")
-        await letOthersRun()
+        let (sender, sent) = await startWaitingSend(3, into: subject)
         #expect(!sent.isSet, "the send waits: the reader is full")
 
         #expect(await reader.next() == 1)  // consuming makes room
@@ -176,15 +168,7 @@ struct SubjectTests {
     func currentValueWaitingSend() async throws {
         let subject = AsyncCurrentValueSubject<Int, Never>(0, buffering: .bounded(1))
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }  // holds the current value
-        let aboutToSend = Signal<Void>()
-        let sent = LockedFlag()
-        let sender = Task {
-            aboutToSend.send(())
-            await subject.send(waitingForRoom: 1)
-            sent.set()
-        }
-        _ = await aboutToSend.next("sender started")
-        await letOthersRun()
+        let (sender, sent) = await startWaitingSend(1, into: subject)
         #expect(!sent.isSet, "the reader holds 1 = n (the current value)")
         #expect(await reader.next() == 0)
         try await withTimeout("the waiting send") { await sender.value }
@@ -200,13 +184,7 @@ struct SubjectTests {
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)
-        let aboutToSend = Signal<Void>()
-        let sender = Task {
-            aboutToSend.send(())
-            await subject.send(waitingForRoom: 3)
-        }
-        _ = await aboutToSend.next("sender started")
-        await letOthersRun()
+        let (sender, _) = await startWaitingSend(3, into: subject)
         sender.cancel()
         // It returns although the reader has not consumed anything.
         try await withTimeout("the cancelled send") { await sender.value }
