@@ -7,94 +7,81 @@ import Testing
 
 @Suite("Preconditions")
 struct PreconditionTests {
-    /// The precondition message is only printed in debug builds (`-Onone`); in release builds
-    /// a precondition failure traps without it, so only the exit is checked there.
-    func expectMessage(
-        _ result: ExitTest.Result?, contains expected: String,
-        sourceLocation: SourceLocation = #_sourceLocation
-    ) {
-        guard let result else { return }  // the exit test itself already failed
-        #if DEBUG
-            let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-            #expect(output.contains(expected), "stderr: \(output)", sourceLocation: sourceLocation)
-        #endif
-    }
-
     @Test func boundedZero() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.share(buffering: .bounded(0))
         }
-        self.expectMessage(result, contains: "buffering: .bounded(0) needs a limit of at least 1")
+        expectMessage(result, contains: "buffering: .bounded(0) needs a limit of at least 1")
     }
 
     @Test func boundedNegative() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.share(buffering: .bounded(-5))
         }
-        self.expectMessage(result, contains: "buffering: .bounded(-5)")
+        expectMessage(result, contains: "buffering: .bounded(-5)")
     }
 
     @Test func bufferingNewestNegative() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.share(buffering: .bufferingNewest(-1))
         }
-        self.expectMessage(result, contains: "buffering: .bufferingNewest(-1) needs a limit of at least 0")
+        expectMessage(result, contains: "buffering: .bufferingNewest(-1) needs a limit of at least 0")
     }
 
     @Test func negativeKeepAlive() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.share(keepAlive: .milliseconds(-1))
         }
-        self.expectMessage(result, contains: "keepAlive must not be negative, got -0.001 seconds")
+        expectMessage(result, contains: "keepAlive must not be negative, got -0.001 seconds")
     }
 
     @Test func negativeMulticastReplay() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.multicast(replay: -2)
         }
-        self.expectMessage(result, contains: "multicast(replay:buffering:): replay must be at least 0, got -2")
+        expectMessage(result, contains: "multicast(replay:buffering:): replay must be at least 0, got -2")
     }
 
     @Test func invalidSubscriptionPolicy() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncPassthroughSubject<Int, Never>().subscribe(buffering: .evicting(0))
         }
-        self.expectMessage(result, contains: "subscribe(buffering:): .evicting(0)")
+        expectMessage(result, contains: "subscribe(buffering:): .evicting(0)")
     }
 
     @Test func invalidViewPolicy() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncPassthroughSubject<Int, Never>().buffering(.bounded(0))
         }
-        self.expectMessage(result, contains: "buffering(_:): .bounded(0) needs a limit of at least 1")
+        expectMessage(result, contains: "buffering(_:): .bounded(0) needs a limit of at least 1")
     }
 
     @Test func bufferingOldestNegative() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.share(buffering: .bufferingOldest(-1))
         }
-        self.expectMessage(result, contains: "buffering: .bufferingOldest(-1) needs a limit of at least 0")
+        expectMessage(result, contains: "buffering: .bufferingOldest(-1) needs a limit of at least 0")
     }
 
     @Test func negativeDrainTimeout() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = await AsyncPassthroughSubject<Int, Never>().finish(drainingWithin: .seconds(-1))
         }
-        self.expectMessage(result, contains: "finish(drainingWithin:): timeout must not be negative, got -1.0 seconds")
+        expectMessage(result, contains: "finish(drainingWithin:): timeout must not be negative, got -1.0 seconds")
     }
 
     @Test func negativeStopTimeout() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.sharedService(started: .whileSubscribed(stopTimeout: .seconds(-1)))
         }
-        self.expectMessage(result, contains: "stopTimeout must not be negative, got -1.0 seconds")
+        expectMessage(result, contains: "stopTimeout must not be negative, got -1.0 seconds")
     }
 
     @Test func negativeSharedServiceReplay() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.sharedService(replay: -2)
         }
-        self.expectMessage(result, contains: "sharedService(replay:): replay must be at least 0, got -2")
+        expectMessage(result, contains: "sharedService(replay:): replay must be at least 0, got -2")
     }
 
     @Test func sharedServiceRunTwiceAtOnce() async {
@@ -108,7 +95,7 @@ struct PreconditionTests {
             await service.run()
             first.cancel()
         }
-        self.expectMessage(result, contains: "run(): this shared service is already running in another task")
+        expectMessage(result, contains: "run(): this shared service is already running in another task")
     }
 
     /// The limits that are allowed do not stop anything.

@@ -9,8 +9,7 @@ import Testing
 struct AsyncCurrentValueSubjectDocTests {
     // AsyncCurrentValueSubject
     @Test func theType() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let count = AsyncCurrentValueSubject<Int, Never>(0)
         var screen = count.makeAsyncIterator()  // subscribed: it holds the current value, 0

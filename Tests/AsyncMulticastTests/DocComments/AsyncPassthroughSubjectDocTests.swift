@@ -9,8 +9,7 @@ import Testing
 struct AsyncPassthroughSubjectDocTests {
     // AsyncPassthroughSubject
     @Test func theType() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let events = AsyncPassthroughSubject<String, Never>()
         var listener = events.makeAsyncIterator()  // subscribed from here on

@@ -9,8 +9,7 @@ import Testing
 struct AsyncReplaySubjectDocTests {
     // AsyncReplaySubject, then replayCache, which continues it
     @Test func theTypeAndReplayCache() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let messages = AsyncReplaySubject<String, Never>(bufferSize: 2)
         messages.send("a")

@@ -10,8 +10,7 @@ import Testing
 struct AsyncSharedSequenceDocTests {
     // AsyncSharedSequence
     @Test func theProtocol() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         struct Dashboard {
             let prices: any AsyncSharedSequence<Double, Never>
         }
@@ -81,8 +80,7 @@ struct AsyncSharedSequenceDocTests {
 
     // events(buffering:)
     @Test func events() async throws {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
         let feed = source.share()  // (test only)
         let client = Task {  // (test only)
@@ -102,8 +100,7 @@ struct AsyncSharedSequenceDocTests {
 
     // subscriberCounts
     @Test func subscriberCounts() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let (source, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
         let feed = source.share()  // (test only)
         let observer = Task {  // (test only)
@@ -135,8 +132,7 @@ struct AsyncSharedSequenceDocTests {
 
     // subscriberCount
     @Test func subscriberCount() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let events = AsyncPassthroughSubject<String, Never>()  // (test only)
 
         let logs = events.buffering(.bufferingNewest(100))

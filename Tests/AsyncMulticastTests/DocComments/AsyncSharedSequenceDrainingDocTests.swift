@@ -9,8 +9,7 @@ import Testing
 struct AsyncSharedSequenceDrainingDocTests {
     // waitUntilDrained(within:)
     @Test func waitUntilDrained() async throws {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let (tickSource, ticker) = AsyncStream.makeStream(of: Int.self)  // (test only)
         let ticks = tickSource.sharedService(replay: 3, buffering: .unbounded, started: .eagerly)  // (test only)
         let client = ticks.subscribe()  // (test only)
@@ -34,8 +33,7 @@ struct AsyncSharedSequenceDrainingDocTests {
 
     // AsyncSubject.finish(drainingWithin:)
     @Test func subjectFinishDrainingWithin() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let room = AsyncPassthroughSubject<String, Never>()
         let client = room.subscribe()  // a connected client
@@ -50,8 +48,7 @@ struct AsyncSharedSequenceDrainingDocTests {
 
     // AsyncSharedSource.finish(drainingWithin:)
     @Test func sourceFinishDrainingWithin() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let started = Signal<AsyncSharedSource<String, Never>.Emitter>()  // (test only)
         let stopped = Signal<Void>()  // (test only)
         let paths = AsyncSharedSource<String, Never> { emitter in  // (test only)

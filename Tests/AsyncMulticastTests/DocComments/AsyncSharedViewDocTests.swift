@@ -26,8 +26,7 @@ struct AsyncSharedViewDocTests {
 
     // policy
     @Test func policy() {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let events = AsyncPassthroughSubject<String, Never>()  // (test only)
 
         let logs = events.buffering(.bufferingNewest(100))

@@ -12,8 +12,7 @@ struct AsyncSubjectTopicsDocTests {
 
     // AsyncSubjectTopics
     @Test func theType() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let rooms = AsyncSubjectTopics<String, String, Never>()
         let alice = rooms.subscribe(to: "swift")
@@ -50,8 +49,7 @@ struct AsyncSubjectTopicsDocTests {
     // subscribe(to:buffering:), send(_:to:), subscriberCount(of:), keyCount, isLive(_:),
     // waitUntilFreed(_:) and finish(), one room's life
     @Test func aRoomsLife() async throws {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let rooms = AsyncSubjectTopics<String, String, Never>()  // (test only)
 
         let client = rooms.subscribe(to: "swift", buffering: .evicting(4096))

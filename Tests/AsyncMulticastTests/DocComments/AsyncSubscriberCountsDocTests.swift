@@ -9,8 +9,7 @@ import Testing
 struct AsyncSubscriberCountsDocTests {
     // AsyncSubscriberCounts
     @Test func theType() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let (locationUpdates, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
         let started = StartedTasks()  // (test only)
         // swift-format-ignore: AlwaysUseLowerCamelCase

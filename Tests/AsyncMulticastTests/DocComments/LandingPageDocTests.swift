@@ -10,8 +10,7 @@ import Testing
 struct LandingPageDocTests {
     // AsyncMulticast.md: Overview
     @Test func overview() async throws {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let (readings, continuation) = AsyncStream.makeStream(of: Double.self)
         let shared = readings.share()

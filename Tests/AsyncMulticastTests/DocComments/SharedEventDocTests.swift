@@ -9,8 +9,7 @@ import Testing
 struct SharedEventDocTests {
     // SharedEvent
     @Test @MainActor func theType() async throws {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         @Sendable func show(_ price: Int) { printed.record(["show", price]) }  // (test only)
         let prices = AsyncPassthroughSubject<Int, Never>()  // (test only)
         // The loop runs on the main actor, as this test does: it cannot take an element
@@ -61,8 +60,7 @@ struct SharedEventDocTests {
 
     // AsyncSharedEvents
     @Test func asyncSharedEvents() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let ticks = AsyncPassthroughSubject<Int, Never>()
         var slow = ticks.events(buffering: .bufferingNewest(1)).makeAsyncIterator()

@@ -9,8 +9,7 @@ import Testing
 struct SharedIteratorDocTests {
     // SharedIterator
     @Test func theType() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let numbers = (1...3).async  // (test only)
 
         let shared = numbers.share()

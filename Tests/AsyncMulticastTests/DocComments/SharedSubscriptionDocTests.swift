@@ -9,8 +9,7 @@ import Testing
 struct SharedSubscriptionDocTests {
     // SharedSubscription
     @Test func theType() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let updates = AsyncPassthroughSubject<String, Never>()
         let subscription = updates.subscribe()  // joined: nothing sent from here on is missed
@@ -24,8 +23,7 @@ struct SharedSubscriptionDocTests {
 
     // events
     @Test func events() async throws {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let feed = AsyncPassthroughSubject<Int, Never>()  // (test only)
 
         let client = feed.subscribe(buffering: .evicting(256))  // small, to show an eviction
@@ -45,8 +43,7 @@ struct SharedSubscriptionDocTests {
 
     // subscribe(buffering:)
     @Test func subscribe() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let prices = AsyncPassthroughSubject<Double, Never>()  // (test only)
 
         let client = prices.subscribe(buffering: .bufferingNewest(16))  // joined here
@@ -62,8 +59,7 @@ struct SharedSubscriptionDocTests {
 
     // backlog
     @Test func backlog() {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let chat = AsyncReplaySubject<String, Never>(bufferSize: 16, buffering: .evicting(4096))
         let client = chat.subscribe()
@@ -75,8 +71,7 @@ struct SharedSubscriptionDocTests {
 
     // waitForEviction()
     @Test func waitForEviction() async throws {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         let clock = ManualClock()  // (test only)
         let feed = AsyncPassthroughSubject<Int, Never>(clock: clock)  // (test only)
         let connection = StalledConnection()  // (test only)

@@ -9,8 +9,7 @@ import Testing
 struct SubscriberBacklogDocTests {
     // SubscriberBacklog
     @Test func theType() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let feed = AsyncPassthroughSubject<Int, Never>()
         let client = feed.subscribe(buffering: .evicting(100))

@@ -9,8 +9,7 @@ import Testing
 struct SubscriberEvictionDocTests {
     // SubscriberEviction
     @Test func theType() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let room = AsyncPassthroughSubject<String, Never>()
         let client = room.subscribe(buffering: .evicting(3))
@@ -24,8 +23,7 @@ struct SubscriberEvictionDocTests {
 
     // SubscriberEviction.Reason
     @Test func reason() {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
 
         let reason: SubscriberEviction.Reason = .softLimit
         print(reason)  // softLimit

@@ -126,10 +126,9 @@ struct CaughtUpOfferCountTests {
 
     // MARK: Every producer path counts its offers
 
-    enum ProducerPath: String, Sendable, CaseIterable, CustomStringConvertible {
+    enum ProducerPath: String, NamedTestCase {
         case send, sendWaitingForRoom, sendContentsOf, currentValueSet, currentValueUpdate, replaySend
         case sharedSourceEmitter, shareUpstream
-        var description: String { self.rawValue }
     }
 
     /// Two subscribers; `a` catches up on 1, then 2 is produced through `path`. If the path

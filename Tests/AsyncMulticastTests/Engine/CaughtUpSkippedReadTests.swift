@@ -157,8 +157,7 @@ struct CaughtUpSkippedReadTests {
         let skipped = remembered != 0 && remembered == subject.storage.catchUp.offerCount
         subject.finish()
         while let event = await a.next() { events.append(event) }
-        var other: [Int] = []
-        while let element = await b.next() { other.append(element) }
+        let other = await b.readAll()
         #expect(subject.storage.invariantViolation == nil)
         return (events, skipped, other)
     }
@@ -424,8 +423,7 @@ struct CaughtUpSkippedReadTests {
             #expect(received == Array(0...100))
             #expect(reads == 101, "each echo moved the count: every refill read")
             subject.finish()
-            var other: [Int] = []
-            while let element = await b.next() { other.append(element) }
+            let other = await b.readAll()
             #expect(other == Array(0...100))
         }
     }
@@ -436,8 +434,7 @@ struct CaughtUpSkippedReadTests {
             let reader = ActorReader(subject)
             let b = SubscriberBox(subject.makeAsyncIterator())
             let other = Task {
-                var out: [Int] = []
-                while let element = await b.next() { out.append(element) }
+                let out = await b.readAll()
                 return out
             }
             subject.send(0)
@@ -455,8 +452,7 @@ struct CaughtUpSkippedReadTests {
             var a = subject.makeAsyncIterator()
             let b = SubscriberBox(subject.makeAsyncIterator())
             let other = Task {
-                var out: [Int] = []
-                while let element = await b.next() { out.append(element) }
+                let out = await b.readAll()
                 return out
             }
             subject.send(0)

@@ -95,22 +95,7 @@ extension HeavyAndTimingSensitive {
         }
 
         static func run(_ steps: [ModelStep], config: ModelConfig) async -> ModelFailure? {
-            var run = ModelRun(config: config)
-            for (index, step) in steps.enumerated() {
-                if index % 10 == 0 { await Task.yield() }
-                run.step = index
-                do {
-                    try await run.apply(step)
-                    try run.compare()
-                    try run.checkNotices()
-                    try Self.checkDropping(run)
-                } catch {
-                    run.tearDown()
-                    return error
-                }
-            }
-            run.tearDown()
-            return nil
+            await ModelRun.run(steps, config: config, alsoCheck: Self.checkDropping)
         }
 
         @Test("long bursts agree with per-subscriber queues", arguments: [false, true])

@@ -293,10 +293,7 @@ struct ScheduleExplorationTests {
         await exploreSchedules("replay expiry at a hosted run()'s end") { run in
             let clock = ManualClock()
             let source = FedSource()
-            let service = source.sharedService(
-                replay: 1, buffering: .unbounded,
-                started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
-            let hosting = Task { await service.run() }
+            let (service, hosting) = source.hostedReplayService(clock: clock)
             let reader = SubscriberBox(service.makeAsyncIterator())
             let read = reader.startNext()
             _ = await source.control.started.nextUnguarded()
@@ -496,34 +493,39 @@ private final class PermitSource: AsyncSequence, Sendable {
 
     /// Lets `count` more pulls return an element.
     func allow(_ count: Int) {
-        let resumed = self.state.withLock { state in
+        self.resume(returning: true) { state in
             state.permits += count
             let resumed = Array(state.waiting.prefix(state.permits))
             state.waiting.removeFirst(resumed.count)
             state.permits -= resumed.count
             return resumed
         }
-        for pull in resumed { pull.resume(returning: true) }
     }
 
     /// Lets every pull, waiting or to come, return an element.
     func allowAll() {
-        let resumed = self.state.withLock { state in
+        self.resume(returning: true) { state in
             state.unlimited = true
             defer { state.waiting = [] }
             return state.waiting
         }
-        for pull in resumed { pull.resume(returning: true) }
     }
 
     /// Every pull, waiting or to come, returns `nil`.
     func end() {
-        let resumed = self.state.withLock { state in
+        self.resume(returning: false) { state in
             state.ended = true
             defer { state.waiting = [] }
             return state.waiting
         }
-        for pull in resumed { pull.resume(returning: false) }
+    }
+
+    /// Resumes, after the lock, the waiting pulls that `change` takes under it.
+    private func resume(
+        returning permitted: Bool, _ change: (inout State) -> [CheckedContinuation<Bool, Never>]
+    ) {
+        let resumed = self.state.withLock { change(&$0) }
+        for pull in resumed { pull.resume(returning: permitted) }
     }
 
     private func permit() async -> Bool {

@@ -1105,8 +1105,11 @@ struct ModelRun {
         try self.comparePriority()
     }
 
-    /// Runs `steps` on a fresh machine; the first disagreement, if any.
-    static func run(_ steps: [ModelStep], config: ModelConfig) async -> ModelFailure? {
+    /// Runs `steps` on a fresh machine; the first disagreement, if any. `alsoCheck` adds a
+    /// check of its own after every step.
+    static func run(
+        _ steps: [ModelStep], config: ModelConfig, alsoCheck: (ModelRun) throws(ModelFailure) -> Void = { _ in }
+    ) async -> ModelFailure? {
         var run = ModelRun(config: config)
         for (index, step) in steps.enumerated() {
             // A step rarely suspends: every few steps, let the tests beside this one run, so
@@ -1117,6 +1120,7 @@ struct ModelRun {
                 try await run.apply(step)
                 try run.compare()
                 try run.checkNotices()
+                try alsoCheck(run)
             } catch {
                 run.tearDown()
                 return error

@@ -68,8 +68,7 @@ private enum MigratingExample {
 @Test("Guides/MigratingFromCombine.md: Example: a follow counter shared by two screens", .timeLimit(.minutes(3)))
 func migratingGuideFollowRepository() async {
     typealias FollowRepository = MigratingExample.FollowRepository
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
     // [test gate] Each step of the driver is a user action: it comes after both open
     // screens have shown the previous count.
     func shown(_ lines: String...) async { for line in lines { await printed.wait(for: line) } }

@@ -53,8 +53,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// next evaluation points `play()` at a new stream, which nobody iterates.
     @Test("the mistake: events played after `body` read `events` again are lost", .timeLimit(.minutes(3)))
     func mistakeLosesTheEventsAfterASecondRead() async {
-        let printed = PrintedLines()
-        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let (printed, print) = PrintedLines.recorder()
         let model = SwiftUIMistakeExample.PlayerModel()
         let events = model.events  // the first evaluation of `body`
         let view = ViewStandIn { for await event in events { print(event) } }
@@ -78,8 +77,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// a subscriber of it exactly while the view is on screen.
     @Test("the fix: the view receives what is played while it is on screen", .timeLimit(.minutes(3)))
     func fixReceivesWhileOnScreen() async throws {
-        let printed = PrintedLines()
-        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let (printed, print) = PrintedLines.recorder()
         let model = SwiftUIFixExample.PlayerModel()
         #expect(model.events === model.events, "every read returns the same instance")
         let view = ViewStandIn { for await event in model.events { print(event) } }
@@ -106,8 +104,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// subscriber leaves" when one view disappears.
     @Test("the fix: each view is one subscriber, and leaves alone", .timeLimit(.minutes(3)))
     func fixEachViewIsOneSubscriber() async throws {
-        let printed = PrintedLines()
-        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let (printed, print) = PrintedLines.recorder()
         let model = SwiftUIFixExample.PlayerModel()
         let list = ViewStandIn { for await event in model.events { print("list:", event) } }
         let detail = ViewStandIn { for await event in model.events { print("detail:", event) } }
@@ -134,8 +131,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// and the model are dropped, nothing (no task of the view's) keeps the model alive.
     @Test("the fix: appearing and disappearing leaks no subscriber and no model", .timeLimit(.minutes(2)))
     func fixAppearAndDisappearLeakNothing() async throws {
-        let printed = PrintedLines()
-        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let (printed, print) = PrintedLines.recorder()
         let cycles = 50
         weak var observed: SwiftUIFixExample.PlayerModel?
         do {
@@ -163,8 +159,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// starts it again.
     @Test("a shared upstream stops when the last view disappears, and restarts", .timeLimit(.minutes(3)))
     func sharedUpstreamFollowsTheViews() async throws {
-        let printed = PrintedLines()
-        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let (printed, print) = PrintedLines.recorder()
         let source = FedSource()
         let model = SwiftUISharedExample.FeedModel(events: source.share())
         let list = ViewStandIn { for await n in model.events { print("list:", n) } }
@@ -207,8 +202,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// feeding only its own view.
     @Test("share() called in body starts a separate upstream iteration at each evaluation", .timeLimit(.minutes(3)))
     func shareInBodyIsSeparateEachTime() async throws {
-        let printed = PrintedLines()
-        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let (printed, print) = PrintedLines.recorder()
         let source = FedSource()
         let first = source.share()  // what one evaluation of `body` creates
         let second = source.share()  // and the next one
@@ -233,8 +227,7 @@ struct MigratingFromCombineSwiftUIGuideTests {
     /// window has passed with no view, the upstream stops, and the next view restarts it.
     @Test("a shared upstream with keepAlive survives a view coming back within the window", .timeLimit(.minutes(2)))
     func sharedUpstreamKeepAliveWindow() async throws {
-        let printed = PrintedLines()
-        @Sendable func print(_ items: Any...) { printed.record(items) }
+        let (printed, print) = PrintedLines.recorder()
         let clock = ManualClock()
         let source = FedSource()
         let model = SwiftUISharedExample.FeedModel(events: source.share(keepAlive: .seconds(2), clock: clock))

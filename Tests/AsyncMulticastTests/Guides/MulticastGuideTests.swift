@@ -19,8 +19,7 @@ import Testing
 // Guides/Multicast.md: The race share() users hit
 @Test("Guides/Multicast.md: The race share() users hit", .timeLimit(.minutes(3)))
 func multicastGuideTheRaceShareUsersHit() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let (prices, feed) = AsyncStream.makeStream(of: Int.self)
     let shared = prices.share()
@@ -45,8 +44,7 @@ func multicastGuideTheRaceShareUsersHit() async {
 // Guides/Multicast.md: Join first, then connect
 @Test("Guides/Multicast.md: Join first, then connect", .timeLimit(.minutes(3)))
 func multicastGuideJoinFirstThenConnect() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let (prices, feed) = AsyncStream.makeStream(of: Int.self)
     feed.yield(100)
@@ -76,8 +74,7 @@ func multicastGuideJoinFirstThenConnect() async {
 // Guides/Multicast.md: Join first, then connect (tasks that subscribe themselves)
 @Test("Guides/Multicast.md: Join first, then connect (tasks that subscribe themselves)", .timeLimit(.minutes(3)))
 func multicastGuideJoinFirstThenConnectFromTasks() async throws {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let (prices, feed) = AsyncStream.makeStream(of: Int.self)
     feed.yield(100)
@@ -100,8 +97,7 @@ func multicastGuideJoinFirstThenConnectFromTasks() async throws {
 // Guides/Multicast.md: Join first, then connect (autoconnect(minimumSubscribers:))
 @Test("Guides/Multicast.md: Join first, then connect (autoconnect(minimumSubscribers:))", .timeLimit(.minutes(3)))
 func multicastGuideAutoconnectMinimumSubscribers() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let (prices, feed) = AsyncStream.makeStream(of: Int.self)
     feed.yield(100)

@@ -14,8 +14,7 @@ import Testing
 struct ReadmeTests {
     // README.md: Quick start
     @Test func quickStart() async {
-        let printed = PrintedLines()  // (test only)
-        @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
+        let (printed, print) = PrintedLines.recorder()  // (test only)
         // One source, for example readings pushed by a sensor callback.
         let (readings, continuation) = AsyncStream.makeStream(of: Double.self)
 

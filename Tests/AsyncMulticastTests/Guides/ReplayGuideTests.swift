@@ -19,8 +19,7 @@ import Testing
 // Guides/Replay.md: What replay(n) does
 @Test("Guides/Replay.md: What replay(n) does", .timeLimit(.minutes(3)))
 func replayGuideWhatReplayDoes() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let (updates, source) = AsyncStream.makeStream(of: String.self)
     let status = updates.replay(2)
@@ -57,8 +56,7 @@ func replayGuideWhatReplayDoes() async {
 // Guides/Replay.md: The cache when the upstream stops
 @Test("Guides/Replay.md: The cache when the upstream stops", .timeLimit(.minutes(3)))
 func replayGuideCacheOutlivesTheUpstream() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let (readings, sensor) = AsyncStream.makeStream(of: Int.self)
     let temperature = readings.replay(1, replayExpiration: .seconds(Int64.max))
@@ -86,8 +84,7 @@ func replayGuideCacheOutlivesTheUpstream() async {
 // Guides/Replay.md: replay(1) as a state holder
 @Test("Guides/Replay.md: replay(1) as a state holder", .timeLimit(.minutes(3)))
 func replayGuideStateHolder() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     enum Connection: Sendable { case offline, connecting, online }
 
@@ -164,8 +161,7 @@ func replayGuideKeepAlive() async {
 // Guides/Replay.md: Dropping subscribers get fewer replayed elements
 @Test("Guides/Replay.md: Dropping subscribers get fewer replayed elements", .timeLimit(.minutes(3)))
 func replayGuideDroppingSubscribers() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let (numbers, source) = AsyncStream.makeStream(of: Int.self)
     let recent = numbers.replay(3)

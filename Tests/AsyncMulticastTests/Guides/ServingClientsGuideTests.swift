@@ -8,8 +8,7 @@ import Testing
 // Guides/ServingClients.md: Lossy clients that know what they missed
 @Test("Guides/ServingClients.md: Lossy clients that know what they missed", .timeLimit(.minutes(3)))
 func servingClientsGuideLagReports() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let prices = AsyncPassthroughSubject<Int, Never>()
     var slowClient = prices.events(buffering: .bufferingNewest(2)).makeAsyncIterator()
@@ -35,8 +34,7 @@ func servingClientsGuideLagReportsOldest() async {
 // Guides/ServingClients.md: Evicting the client that cannot keep up
 @Test("Guides/ServingClients.md: Evicting the client that cannot keep up", .timeLimit(.minutes(3)))
 func servingClientsGuideEviction() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let feed = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(3))
     var stalled = feed.events().makeAsyncIterator()  // subscribed, but does not read in time
@@ -62,8 +60,7 @@ func servingClientsGuideEviction() async {
     "Guides/ServingClients.md: Evicting the client that cannot keep up (SubscriberEvictedError)",
     .timeLimit(.minutes(3)))
 func servingClientsGuideEvictionThrows() async throws {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let (updates, input) = AsyncThrowingStream.makeStream(of: Int.self)
     let shared = updates.share(buffering: .evicting(2))
@@ -85,8 +82,7 @@ func servingClientsGuideEvictionThrows() async throws {
 // Guides/ServingClients.md: Sizing the two limits (the burst)
 @Test("Guides/ServingClients.md: Sizing the two limits (the burst)", .timeLimit(.minutes(3)))
 func servingClientsGuideBurst() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     for policy in [SharedBufferingPolicy.evicting(256), .evicting(4096)] {
         let room = AsyncReplaySubject<String, Never>(bufferSize: 50, buffering: policy)
@@ -108,8 +104,7 @@ func servingClientsGuideBurst() async {
 // Guides/ServingClients.md: Sizing the two limits (the soft limit)
 @Test("Guides/ServingClients.md: Sizing the two limits (the soft limit)", .timeLimit(.minutes(3)))
 func servingClientsGuideSoftLimit() async throws {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let soft = SharedBufferingPolicy.SoftLimit.above(256, for: .seconds(1))  // 10 s or more, in a server
     let room = AsyncReplaySubject<String, Never>(bufferSize: 50, buffering: .evicting(4096, softLimit: soft))
@@ -133,8 +128,7 @@ func servingClientsGuideSoftLimit() async throws {
 // Guides/ServingClients.md: Joining when the request arrives
 @Test("Guides/ServingClients.md: Joining when the request arrives", .timeLimit(.minutes(3)))
 func servingClientsGuideSubscribe() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let room = AsyncPassthroughSubject<String, Never>(
         buffering: .evicting(4096, softLimit: .above(256, for: .seconds(10))))
@@ -152,8 +146,7 @@ func servingClientsGuideSubscribe() async {
 // Guides/ServingClients.md: Shutting down
 @Test("Guides/ServingClients.md: Shutting down", .timeLimit(.minutes(3)))
 func servingClientsGuideShuttingDown() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let room = AsyncPassthroughSubject<String, Never>(buffering: .evicting(4096))
     let alice = room.subscribe()
@@ -175,8 +168,7 @@ func servingClientsGuideShuttingDown() async {
 // Guides/ServingClients.md: Fan-out by key
 @Test("Guides/ServingClients.md: Fan-out by key", .timeLimit(.minutes(3)))
 func servingClientsGuideFanOutByKey() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let rooms = AsyncSubjectTopics<String, String, Never>(
         replay: 2, buffering: .evicting(4096), keepAlive: .seconds(30))
@@ -195,8 +187,7 @@ func servingClientsGuideFanOutByKey() async {
 // Guides/ServingClients.md: Fan-out by key (a room freed when its last client goes)
 @Test("Guides/ServingClients.md: Fan-out by key (freed)", .timeLimit(.minutes(3)))
 func servingClientsGuideFanOutByKeyFreed() async throws {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let lobby = AsyncSubjectTopics<String, String, Never>(buffering: .evicting(4096))
     let client = lobby.subscribe(to: "lobby")

@@ -8,8 +8,7 @@ import Testing
 // Guides/Subjects.md: AsyncReplaySubject
 @Test("Guides/Subjects.md: AsyncReplaySubject", .timeLimit(.minutes(3)))
 func subjectsGuideAsyncReplaySubject() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let chat = AsyncReplaySubject<String, Never>(bufferSize: 2)
     chat.send("alice: hi")
@@ -33,8 +32,7 @@ func subjectsGuideAsyncReplaySubject() async {
 // Guides/Subjects.md: Feeding a sequence into a subject: send(contentsOf:)
 @Test("Guides/Subjects.md: Feeding a sequence into a subject: send(contentsOf:)", .timeLimit(.minutes(3)))
 func subjectsGuideSendContentsOf() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let log = AsyncPassthroughSubject<String, Never>()
     var reader = log.makeAsyncIterator()

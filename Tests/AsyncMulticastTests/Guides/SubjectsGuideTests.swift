@@ -19,8 +19,7 @@ import Testing
 // Guides/Subjects.md: AsyncPassthroughSubject
 @Test("Guides/Subjects.md: AsyncPassthroughSubject", .timeLimit(.minutes(3)))
 func subjectsGuidePassthrough() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let events = AsyncPassthroughSubject<String, Never>()
     var early = events.makeAsyncIterator()  // a subscriber from here on
@@ -47,8 +46,7 @@ func subjectsGuidePassthrough() async {
 // Guides/Subjects.md: Subscribing from a task
 @Test("Guides/Subjects.md: Subscribing from a task", .timeLimit(.minutes(3)))
 func subjectsGuideSubscribingFromATask() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let events = AsyncPassthroughSubject<String, Never>()
     let subscriber = events.makeAsyncIterator()
@@ -66,8 +64,7 @@ func subjectsGuideSubscribingFromATask() async {
 // Guides/Subjects.md: AsyncCurrentValueSubject
 @Test("Guides/Subjects.md: AsyncCurrentValueSubject", .timeLimit(.minutes(3)))
 func subjectsGuideCurrentValue() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let volume = AsyncCurrentValueSubject<Int, Never>(5)
     var slider = volume.makeAsyncIterator()  // default: .bufferingNewest(1)
@@ -96,8 +93,7 @@ func subjectsGuideCurrentValue() async {
 // Guides/Subjects.md: Changing the value from several tasks: update(_:)
 @Test("Guides/Subjects.md: Changing the value from several tasks: update(_:)", .timeLimit(.minutes(3)))
 func subjectsGuideAtomicUpdate() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let cart = AsyncCurrentValueSubject<[String], Never>([])
     await withTaskGroup(of: Void.self) { group in
@@ -130,8 +126,7 @@ func atomicUpdateLosesNothing() async {
 // Guides/Subjects.md: Completion
 @Test("Guides/Subjects.md: Completion", .timeLimit(.minutes(3)))
 func subjectsGuideCompletion() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     struct Disconnected: Error {}
 
@@ -164,8 +159,7 @@ func subjectsGuideCompletion() async {
 // Guides/Subjects.md: Waiting for room: send(waitingForRoom:)
 @Test("Guides/Subjects.md: Waiting for room: send(waitingForRoom:)", .timeLimit(.minutes(3)))
 func subjectsGuideWaitingForRoom() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let jobs = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
     var worker = jobs.makeAsyncIterator()
@@ -198,8 +192,7 @@ func subjectsGuideWaitingForRoom() async {
 @Test(
     "Guides/Subjects.md: Waiting for room: send(waitingForRoom:) (a subscriber that answers)", .timeLimit(.minutes(3)))
 func subjectsGuideASubscriberThatAnswers() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let echo = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(4))
     var reader = echo.makeAsyncIterator()
@@ -217,8 +210,7 @@ func subjectsGuideASubscriberThatAnswers() async {
 // Guides/Subjects.md: One subscriber may drop, another may not
 @Test("Guides/Subjects.md: One subscriber may drop, another may not", .timeLimit(.minutes(3)))
 func subjectsGuidePerSubscriberBuffering() async {
-    let printed = PrintedLines()
-    @Sendable func print(_ items: Any...) { printed.record(items) }
+    let (printed, print) = PrintedLines.recorder()
 
     let taps = AsyncPassthroughSubject<String, Never>()  // .unbounded by default
     var ui = taps.makeAsyncIterator()  // must see every tap

@@ -9,6 +9,19 @@ import Testing
 
 @Suite("multicast().autoconnect(minimumSubscribers:)", .timeLimit(.minutes(2)))
 struct AutoconnectMinimumTests {
+    /// `autoconnect(minimumSubscribers: 2)` of a `FedSource`'s multicast, which its two
+    /// subscribers `a` and `b` connected by joining.
+    static func connectedByTwo() async -> (
+        FedSource, AsyncMulticastSequence<Int, Never>, a: SubscriberTask<Int, Never>, b: SubscriberTask<Int, Never>
+    ) {
+        let source = FedSource()
+        let multicast = source.multicast().autoconnect(minimumSubscribers: 2)
+        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        await source.control.waitForStart(of: 0)
+        return (source, multicast, a, b)
+    }
+
     @Test(
         "nothing is pulled until the n-th subscriber joins, even while the first ones wait; then all n see the first element"
     )
@@ -35,24 +48,16 @@ struct AutoconnectMinimumTests {
         #expect(await a.next() == 2)
         #expect(await b.next() == 2)
         #expect(source.control.iteratorCount == 1)
-        await a.leave()
-        await b.leave()
-        await c.leave()
+        await leaveAll(a, b, c)
     }
 
     @Test("later joiners do not reconnect, and leaving does not disconnect")
     func laterJoinersAndLeaving() async throws {
-        let source = FedSource()
-        let multicast = source.multicast().autoconnect(minimumSubscribers: 2)
-        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        await source.control.waitForStart(of: 0)
+        let (source, multicast, a, b) = await Self.connectedByTwo()
         let late = await SubscriberTask.join { multicast.makeAsyncIterator() }
         source.control.yield(1)
         #expect(await late.next() == 1, "a later joiner shares the running connection")
-        await a.leave()
-        await b.leave()
-        await late.leave()
+        await leaveAll(a, b, late)
         #expect(multicast.subscriberCount == 0)
         #expect(multicast.storage.upstreamState == .running(epoch: 0), "nobody left, still connected")
         #expect(source.control.end(of: 0) == nil, "the upstream iteration was not cancelled")
@@ -64,17 +69,12 @@ struct AutoconnectMinimumTests {
         #expect(await x.next() == 2)
         #expect(await y.next() == 2)
         #expect(source.control.iteratorCount == 1, "never a second iteration")
-        await x.leave()
-        await y.leave()
+        await leaveAll(x, y)
     }
 
     @Test("after the connection is cancelled, the joiner that makes the count again connects again")
     func reconnectsAfterCancellation() async throws {
-        let source = FedSource()
-        let multicast = source.multicast().autoconnect(minimumSubscribers: 2)
-        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        await source.control.waitForStart(of: 0)
+        let (source, multicast, a, b) = await Self.connectedByTwo()
         source.control.yield(1)
         #expect(await a.next() == 1)
         #expect(await b.next() == 1)
@@ -92,8 +92,7 @@ struct AutoconnectMinimumTests {
         source.control.yield(10)
         #expect(await x.next() == 10)
         #expect(await y.next() == 10)
-        await x.leave()
-        await y.leave()
+        await leaveAll(x, y)
     }
 
     @Test("subscribers that joined through the plain multicast count, but only an autoconnecting one connects")
@@ -134,11 +133,7 @@ struct AutoconnectMinimumTests {
 
     @Test("once the upstream has finished, reaching the count does not start it again")
     func noRestartAfterTheEnd() async throws {
-        let source = FedSource()
-        let multicast = source.multicast().autoconnect(minimumSubscribers: 2)
-        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        await source.control.waitForStart(of: 0)
+        let (source, multicast, a, b) = await Self.connectedByTwo()
         source.control.yield(1)
         source.control.finish()
         #expect(await a.drain().elements == [1])
@@ -155,13 +150,7 @@ struct AutoconnectMinimumTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = [1, 2, 3].async.multicast().autoconnect(minimumSubscribers: 0)
         }
-        #if DEBUG
-            if let result {
-                let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-                #expect(
-                    output.contains("autoconnect(minimumSubscribers:): minimumSubscribers must be at least 1, got 0"),
-                    "stderr: \(output)")
-            }
-        #endif
+        expectMessage(
+            result, contains: "autoconnect(minimumSubscribers:): minimumSubscribers must be at least 1, got 0")
     }
 }

@@ -62,8 +62,7 @@ struct MulticastReliabilityTests {
             #expect(await old.next() == nil)
 
             second.cancel()
-            var rest: [Int] = []
-            while let element = await fresh.next() { rest.append(element) }
+            let rest = await fresh.readAll()
             #expect(rest == Array(1050..<(1050 + rest.count)), "drains the rest of the second iteration")
             // At most the 2 of its bound, plus the 1 its iterator's batch may hold
             // (`.bounded(2)` batches `min(2 / 2, 64)`), depending on how far ahead the
@@ -90,8 +89,7 @@ struct MulticastReliabilityTests {
             try Task.checkCancellation()  // stopped by the hang guard: nothing more to check
             #expect(received == Array(1000..<1050))
             second.cancel()
-            var rest: [Int] = []
-            while let element = await fresh.next() { rest.append(element) }
+            let rest = await fresh.readAll()
             #expect(rest == Array(1050..<(1050 + rest.count)))
             #expect(multicast.subscriberCount == 0)
             #expect(base.iterations == 2)
@@ -146,8 +144,7 @@ struct MulticastReliabilityTests {
             #expect(multicast.subscriberCount == 1, "only the new subscriber is left")
 
             second.cancel()
-            var rest: [Int] = []
-            while let element = await fresh.next() { rest.append(element) }
+            let rest = await fresh.readAll()
             #expect(rest == Array(1020..<(1020 + rest.count)))
             #expect(multicast.subscriberCount == 0)
             #expect(base.iterations == 2)

@@ -30,8 +30,7 @@ struct MulticastTests {
         #expect(await a.next() == 2)
         #expect(await b.next() == 2)
         connection.cancel()
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
     }
 
     @Test("subscribers that joined before connect() but never waited see the first element too")
@@ -46,8 +45,7 @@ struct MulticastTests {
         #expect(await a.take(3) == [1, 2, 3])
         #expect(await b.take(3) == [1, 2, 3])
         connection.cancel()
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
     }
 
     @Test("connect() while connected returns the same connection")
@@ -208,9 +206,8 @@ struct MulticastTests {
         await b.leave()
     }
 
-    enum AutoconnectedFace: String, CaseIterable, CustomStringConvertible, Sendable {
+    enum AutoconnectedFace: String, NamedTestCase {
         case view, viewOfView, events, viewEvents, anyShared
-        var description: String { self.rawValue }
     }
 
     @Test(

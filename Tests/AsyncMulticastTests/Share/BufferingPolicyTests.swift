@@ -215,11 +215,9 @@ struct BufferingPolicyTests {
             var late = shared.makeAsyncIterator()
             for i in 5..<8 { upstream.yield(i) }
             upstream.finish()
-            var received: [Int] = []
-            while let element = await late.next() { received.append(element) }
+            let received = await late.readAll()
             #expect(received == [5, 6, 7])
-            var held: [Int] = []
-            while let element = await holder.next() { held.append(element) }
+            let held = await holder.readAll()
             #expect(held == Array(0..<8))
         }
     }
@@ -322,13 +320,11 @@ struct BufferingPolicyTests {
             let shared = Instrumented(Counter(limit: 100), probe: probe).share(buffering: .unbounded)
             var slow = shared.makeAsyncIterator()
             var fast = shared.makeAsyncIterator()
-            var fastReceived: [Int] = []
-            while let element = await fast.next() { fastReceived.append(element) }
+            let fastReceived = await fast.readAll()
             #expect(fastReceived == Array(0..<100))
             #expect(probe.pulls == 101, "not paced by the slow subscriber")
             #expect(shared.storage.bufferedCount == 100)
-            var slowReceived: [Int] = []
-            while let element = await slow.next() { slowReceived.append(element) }
+            let slowReceived = await slow.readAll()
             #expect(slowReceived == Array(0..<100))
             #expect(shared.storage.bufferedCount == 0)
         }

@@ -114,8 +114,7 @@ struct CancellationTests {
                 var iterator = shared.makeAsyncIterator()
                 others.append(
                     Task {
-                        var received: [Int] = []
-                        while let element = await iterator.next() { received.append(element) }
+                        let received = await iterator.readAll()
                         return received
                     })
             }

@@ -22,8 +22,13 @@ struct DrainedSourceShutdownTests {
         }
     }
 
-    @Test func finishingASourceStopsItsSessionAndReturnsOnceItsSubscribersReadToTheEnd() async throws {
-        let clock = ManualClock()
+    /// A source on `clock` whose one paced reader started its session and read 1.
+    static func startedAndRead(
+        clock: ManualClock
+    ) async throws -> (
+        paths: Source, events: Signal<String>, emitters: LockedLog<Source.Emitter>, emitter: Source.Emitter,
+        reader: PacedReader<Int>
+    ) {
         let events = Signal<String>()
         let emitters = LockedLog<Source.Emitter>()
         let paths = Self.makeSource(clock: clock, events: events, emitters: emitters)
@@ -33,6 +38,11 @@ struct DrainedSourceShutdownTests {
         let emitter = try #require(emitters.values.first)
         emitter.send(1)
         #expect(await reader.reads.next() == .some(1))
+        return (paths, events, emitters, emitter, reader)
+    }
+
+    @Test func finishingASourceStopsItsSessionAndReturnsOnceItsSubscribersReadToTheEnd() async throws {
+        let (paths, events, emitters, emitter, reader) = try await Self.startedAndRead(clock: ManualClock())
         emitter.send(2)
         emitter.send(3)
 
@@ -64,15 +74,8 @@ struct DrainedSourceShutdownTests {
 
     @Test func aSourceWithAStalledSubscriberReturnsFalseAtTheDeadline() async throws {
         let clock = ManualClock()
-        let events = Signal<String>()
-        let emitters = LockedLog<Source.Emitter>()
-        let paths = Self.makeSource(clock: clock, events: events, emitters: emitters)
-        let reader = PacedReader(paths.subscribe())
-        reader.permits.send(())
-        #expect(await events.next("start") == "start")
-        try #require(emitters.values.first).send(1)
-        #expect(await reader.reads.next() == .some(1))
-        try #require(emitters.values.first).send(2)  // never read
+        let (paths, events, _, emitter, reader) = try await Self.startedAndRead(clock: clock)
+        emitter.send(2)  // never read
 
         let shutdown = Task { await paths.finish(drainingWithin: .seconds(5)) }
         #expect(await events.next("stop") == "stop")

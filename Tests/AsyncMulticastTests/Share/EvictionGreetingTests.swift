@@ -166,8 +166,7 @@ struct EvictionGreetingTests {
 
             // After the end: the whole window, whatever the limit, then nil.
             var afterEnd = shared.buffering(.evicting(1)).makeAsyncIterator()
-            var received: [Int] = []
-            while let value = await afterEnd.next() { received.append(value) }
+            let received = await afterEnd.readAll()
             #expect(received == [9, 10, 11])
         }
     }
@@ -278,8 +277,7 @@ struct EvictionGreetingTests {
                     readers.append(
                         Task {
                             var iterator = iterator
-                            var values: [Int] = []
-                            while let value = await iterator.next() { values.append(value) }
+                            let values = await iterator.readAll()
                             return values
                         })
                 }
@@ -527,11 +525,9 @@ struct EvictionGreetingTests {
         subject.send(102)  // `stalled` holds 2 new ones (and its greeting): evicted
         subject.send(103)
         subject.finish()
-        var rest: [SharedEvent<Int>] = []
-        while let event = await keeping.next() { rest.append(event) }
+        let rest = await keeping.readAll()
         #expect(rest == [.element(102), .element(103)])
-        var stalledEvents: [SharedEvent<Int>] = []
-        while let event = await stalled.next() { stalledEvents.append(event) }
+        let stalledEvents = await stalled.readAll()
         #expect(stalledEvents.last == .evicted(.hardLimit(2)), "\(stalledEvents)")
         #expect(!stalledEvents.contains { if case .missed = $0 { return true } else { return false } })
     }

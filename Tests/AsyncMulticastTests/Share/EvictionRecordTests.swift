@@ -140,12 +140,9 @@ struct EvictionRecordTests {
         // One read takes the greeting and, in its batch (4), the first 3 shared elements.
         for n in 1...5 { #expect(await events.next() == .element(n)) }
         #expect(client.backlog == SubscriberBacklog(count: 2, highWaterMark: 5))
-        await clock.waitForSleepers(count: 1)
-        clock.advance(by: .seconds(10))
-        let expected = SubscriberEviction(reason: .softLimit, backlog: 2, highWaterMark: 5)
-        #expect(await client.waitForEviction() == expected)
-        #expect(await events.next() == .evicted(expected))
-        #expect(await events.next() == nil)
+        await expectEvictedAtTheSoftDeadline(
+            client, events: &events, clock: clock, after: .seconds(10),
+            SubscriberEviction(reason: .softLimit, backlog: 2, highWaterMark: 5))
     }
 
     @Test("a current-value subject: the current value is a greeting, not held")

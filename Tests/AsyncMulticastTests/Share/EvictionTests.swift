@@ -241,8 +241,7 @@ struct EvictionTests {
             #expect(subject.storage.evictedCount(.evicting(4)) == 1, "holding 4 when another arrives is not")
             #expect(subject.storage.bufferedCount == 0)
 
-            var events: [SharedEvent<Int>] = []
-            while let event = await client.next() { events.append(event) }
+            let events = await client.readAll()
             #expect(events == [.element(2), .element(3), .evicted(.hardLimit(4))])
             #expect(subject.subscriberCount == 0)
         }
@@ -372,8 +371,7 @@ struct EvictionTests {
         var client = room.events().makeAsyncIterator()
         room.send(9)  // the first element produced after it joined: 1 of its 8
         room.finish()
-        var events: [SharedEvent<Int>] = []
-        while let event = await client.next() { events.append(event) }
+        let events = await client.readAll()
         #expect(events == (1...9).map { .element($0) })
     }
 
@@ -383,8 +381,7 @@ struct EvictionTests {
         for n in 1...20 { room.send(n) }
         var client = room.events().makeAsyncIterator()
         room.finish()
-        var events: [SharedEvent<Int>] = []
-        while let event = await client.next() { events.append(event) }
+        let events = await client.readAll()
         #expect(events == (1...20).map { .element($0) })
     }
 
@@ -394,8 +391,7 @@ struct EvictionTests {
         var client = state.events().makeAsyncIterator()
         state.send(1)
         state.finish()
-        var events: [SharedEvent<Int>] = []
-        while let event = await client.next() { events.append(event) }
+        let events = await client.readAll()
         #expect(events == [.element(0), .element(1)])
     }
 
@@ -429,8 +425,7 @@ struct EvictionTests {
         #expect(await reader.take(1) == [5])
         input.finish()
         #expect(await reader.next() == nil)
-        var events: [SharedEvent<Int>] = []
-        while let event = await late.next() { events.append(event) }
+        let events = await late.readAll()
         #expect(events == (1...5).map { .element($0) })
     }
 
@@ -444,8 +439,7 @@ struct EvictionTests {
         #expect(await reader.take(3) == [1, 2, 3])
         var late = multicast.makeAsyncIterator()
         connection.cancel()
-        var received: [Int] = []
-        while let n = await late.next() { received.append(n) }
+        let received = await late.readAll()
         #expect(received == [1, 2, 3])
     }
 
@@ -454,11 +448,6 @@ struct EvictionTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(0))
         }
-        #if DEBUG
-            if let result {
-                let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-                #expect(output.contains("buffering: .evicting(0) needs a limit of at least 1"), "stderr: \(output)")
-            }
-        #endif
+        expectMessage(result, contains: "buffering: .evicting(0) needs a limit of at least 1")
     }
 }

@@ -40,10 +40,9 @@ struct KeepAliveTests {
         #expect(clock.sleeperDeadlines == [self.at(.seconds(20) - .nanoseconds(1))])
         #expect(source.control.end(of: 0) == nil, "leaving again opened a new window")
 
-        clock.advance(to: self.at(.seconds(20) - .nanoseconds(1)))
-        let ended = await source.control.waitForEnd()
-        #expect(ended?.iteration == 0)
-        #expect(ended?.end == .cancelled, "cancelled at the second window's deadline")
+        await expectCancelledAtTheDeadline(
+            self.at(.seconds(20) - .nanoseconds(1)), clock: clock, source: source, iteration: 0,
+            "cancelled at the second window's deadline")
         #expect(source.control.iteratorCount == 1)
     }
 
@@ -56,23 +55,13 @@ struct KeepAliveTests {
         let shared = source.share(buffering: .unbounded, keepAlive: .seconds(5), clock: clock)
         await startReadAndLeave(shared, source, 1)
         #expect(await clock.waitForSleepers(count: 1))
-        clock.advance(by: .seconds(5) - .nanoseconds(1))
-        #expect(clock.sleeperCount == 1, "not before the deadline")
-        #expect(source.control.end(of: 0) == nil)
-
-        clock.advance(by: .nanoseconds(1))
-        let ended = await source.control.waitForEnd()
-        #expect(ended?.iteration == 0)
-        #expect(ended?.end == .cancelled, "onTermination(.cancelled) at the window's end")
+        await expectCancelledAtTheDeadline(
+            self.at(.seconds(5)), clock: clock, source: source, iteration: 0,
+            "onTermination(.cancelled) at the window's end")
         #expect(clock.sleeperCount == 0, "share() has no replay cache to time: the timer ended")
 
-        let b = await SubscriberTask.join { shared.makeAsyncIterator() }
-        b.request()
-        await source.control.waitForStart(of: 1)
-        source.control.yield(7)
-        #expect(await b.answer() == 7)
+        await restartReadAndLeave(shared, source, iteration: 1, value: 7)
         #expect(source.control.iteratorCount == 2)
-        await b.leave()
         #expect(await clock.waitForSleepers(count: 1), "a new window, timed by a new timer task")
         #expect(clock.sleeperDeadlines == [self.at(.seconds(10))])
         #expect(source.control.end(of: 1) == nil)
@@ -116,13 +105,7 @@ struct KeepAliveTests {
         clock.advance(by: .seconds(86_400 * 365))
         #expect(replayed.replayCache == [2], "a year later")
 
-        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
-        #expect(await b.next() == 2, "the cache survives the window's end")
-        b.request()
-        await source.control.waitForStart(of: 1)
-        source.control.yield(5)
-        #expect(await b.answer() == 5)
-        await b.leave()
+        await restartReadAndLeave(replayed, source, iteration: 1, value: 5, replayed: 2)  // the cache survived
     }
 
     @Test(
@@ -140,20 +123,13 @@ struct KeepAliveTests {
         #expect(clock.sleeperDeadlines == [self.at(.seconds(65))], "the cache expires at 65")
 
         clock.advance(to: self.at(.seconds(10)))
-        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
-        #expect(await b.next() == 1, "the cache has not expired")
-        b.request()
-        await source.control.waitForStart(of: 1)
-        source.control.yield(2)
-        #expect(await b.answer() == 2)
-        await b.leave()  // a keep-alive window, 10 to 15
+        // The cache has not expired; leaving opens a keep-alive window, 10 to 15.
+        await restartReadAndLeave(replayed, source, iteration: 1, value: 2, replayed: 1)
         #expect(await clock.waitForSleepers(count: 1))
         #expect(clock.sleeperDeadlines == [self.at(.seconds(15))], "the timer sleeps toward the keep-alive's end")
 
-        clock.advance(to: self.at(.seconds(15)))
-        let ended = await source.control.waitForEnd()
-        #expect(ended?.iteration == 1)
-        #expect(ended?.end == .cancelled, "at 15, not at 65")
+        await expectCancelledAtTheDeadline(
+            self.at(.seconds(15)), clock: clock, source: source, iteration: 1, "at 15, not at 65")
         #expect(await clock.waitForSleepers(count: 1))
         #expect(clock.sleeperDeadlines == [self.at(.seconds(75))], "then the cache expires 60 s later")
         #expect(replayed.replayCache == [2])

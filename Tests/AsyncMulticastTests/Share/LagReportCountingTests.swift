@@ -392,8 +392,7 @@ struct LagReportCountingTests {
                 await sendConcurrently(senders: 3, perSender: 200) { value, _ in subject.send(value) }
                 subject.finish()
             }
-            var events: [SharedEvent<Int>] = []
-            while let event = await reader.next() { events.append(event) }
+            let events = await reader.readAll()
             await sending.value
             let summary = LagSummary(events)
             #expect(summary.elements.count + summary.missed == 600, "\(policy): \(summary)")
@@ -505,16 +504,9 @@ struct LagReportCountingTests {
                 subject.finish()
                 for feeder in feeders { await feeder.value }
                 all += await lossless.drain().elements
-                let events = await lossy.value
-                var elements: [Int] = []
-                var missed = 0
-                for event in events {
-                    switch event {
-                    case .element(let value): elements.append(value)
-                    case .missed(let count): missed += count
-                    case .evicted: Issue.record("round \(round): no eviction with a dropping policy")
-                    }
-                }
+                let summary = LagSummary(await lossy.value)
+                let (elements, missed) = (summary.elements, summary.missed)
+                #expect(!summary.evicted, "round \(round): no eviction with a dropping policy")
                 #expect(elements.count + missed == all.count, "round \(round): \(elements.count) + \(missed)")
                 #expect(isIncreasingPerSender(all, stride: stride))
                 // What the lossy reader got is a subsequence of what everyone got.

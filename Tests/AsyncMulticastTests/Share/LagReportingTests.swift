@@ -327,8 +327,7 @@ struct LagReportingTests {
         #expect(await client.next() == .missed(1))
         for n in 4...6 { subject.send(n) }  // 2 was not taken by the .missed: it goes with 3 and 4
         subject.finish()
-        var events: [SharedEvent<Int>] = []
-        while let event = await client.next() { events.append(event) }
+        let events = await client.readAll()
         #expect(events == [.missed(3), .element(5), .element(6)])
     }
 
@@ -343,8 +342,7 @@ struct LagReportingTests {
         #expect(await client.next() == .missed(1))
         subject.send(8)  // 4 and 5 are still the two it holds: dropped
         subject.finish()
-        var events: [SharedEvent<Int>] = []
-        while let event = await client.next() { events.append(event) }
+        let events = await client.readAll()
         #expect(events == [.element(4), .element(5), .missed(3)])
     }
 
@@ -414,9 +412,8 @@ struct LagReportingTests {
 
     // MARK: Every face
 
-    enum Face: String, Sendable, CaseIterable, CustomStringConvertible {
+    enum Face: String, NamedTestCase {
         case passthroughSubject, currentValueSubject, replaySubject, share, replay, multicast, sharedSource
-        var description: String { self.rawValue }
     }
 
     @Test("events(buffering:) on every face reports the gap where it is", arguments: Face.allCases)
@@ -500,8 +497,7 @@ struct LagReportingTests {
         #expect(await reader.take(5) == [1, 2, 3, 4, 5])
         connection.cancel()
         #expect(await reader.next() == nil)
-        var events: [SharedEvent<Int>] = []
-        while let event = await client.next() { events.append(event) }
+        let events = await client.readAll()
         // What the same subscriber reports when the upstream finishes instead (see the
         // ServingClients guide): the ending of a connection must not lose the count.
         let expected: [SharedEvent<Int>] =
@@ -523,8 +519,7 @@ struct LagReportingTests {
         for n in 6...7 { input.yield(n) }  // room for 6 after the gap; 7 dropped
         #expect(await reader.take(2) == [6, 7])
         connection.cancel()
-        var events: [SharedEvent<Int>] = []
-        while let event = await client.next() { events.append(event) }
+        let events = await client.readAll()
         #expect(events == [.element(2), .missed(3), .element(6), .missed(1)])
     }
 }

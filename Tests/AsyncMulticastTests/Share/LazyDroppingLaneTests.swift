@@ -242,16 +242,9 @@ struct LazyDroppingLaneTests {
         #expect(await sampler.value <= 2)
         #expect(stalled.backlog == SubscriberBacklog(count: 2, highWaterMark: 2))
         for (k, reader) in readers.enumerated() {
-            let events = await reader.value
-            var received: [Int] = []
-            var missed = 0
-            for event in events {
-                switch event {
-                case .element(let value): received.append(value)
-                case .missed(let n): missed += n
-                case .evicted: Issue.record("\(policies[k]) evicted")
-                }
-            }
+            let summary = LagSummary(await reader.value)
+            let (received, missed) = (summary.elements, summary.missed)
+            #expect(!summary.evicted, "\(policies[k]) evicted")
             #expect(received.count + missed == 2 * perSender, "\(policies[k])")
             for sender in 0..<2 {
                 let own = received.filter { $0 / 1_000_000 == sender }

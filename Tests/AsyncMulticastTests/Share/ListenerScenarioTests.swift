@@ -18,13 +18,11 @@ struct ListenerScenarioTests {
             var first = shared.makeAsyncIterator()
             var second = shared.makeAsyncIterator()
             let a = Task {
-                var received: [Int] = []
-                while let n = await first.next() { received.append(n) }
+                let received = await first.readAll()
                 return received
             }
             let b = Task {
-                var received: [Int] = []
-                while let n = await second.next() { received.append(n) }
+                let received = await second.readAll()
                 return received
             }
             let feeding = Task {
@@ -58,8 +56,7 @@ struct ListenerScenarioTests {
                 return received
             }
             let staying = Task {
-                var received: [Int] = []
-                while let n = await stayingIterator.next() { received.append(n) }
+                let received = await stayingIterator.readAll()
                 return received
             }
             for n in 1...5 { producer.yield(n) }
@@ -85,11 +82,9 @@ struct ListenerScenarioTests {
             var late = shared.makeAsyncIterator()
             for n in 6...9 { producer.yield(n) }
             producer.finish()
-            var lateReceived: [Int] = []
-            while let n = await late.next() { lateReceived.append(n) }
+            let lateReceived = await late.readAll()
             #expect(lateReceived == [6, 7, 8, 9], "not from 1")
-            var earlyRest: [Int] = []
-            while let n = await early.next() { earlyRest.append(n) }
+            let earlyRest = await early.readAll()
             #expect(earlyRest == [6, 7, 8, 9])
         }
     }

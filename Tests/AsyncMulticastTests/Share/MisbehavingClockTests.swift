@@ -12,22 +12,29 @@ import Testing
 
 @Suite("keepAlive on a misbehaving clock", .timeLimit(.minutes(2)))
 struct MisbehavingClockTests {
-    /// A subscriber restarts the stopped upstream (iteration `iteration`), reads `value` from
-    /// it, and leaves.
-    private func restartReadAndLeave(
-        _ shared: AsyncShareSequence<Int, Never>, _ source: FedSource, iteration: Int, value: Int,
-        sourceLocation: SourceLocation = #_sourceLocation
-    ) async {
-        let b = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
-        b.request()
-        await source.control.waitForStart(of: iteration, sourceLocation: sourceLocation)
-        source.control.yield(value)
-        #expect(await b.answer(sourceLocation: sourceLocation) == value, sourceLocation: sourceLocation)
-        await b.leave(sourceLocation: sourceLocation)
-    }
-
     /// The instant `offset` after the clock was created.
     private func at(_ offset: Duration) -> ManualClock.Instant { ManualClock.Instant(offset: offset) }
+
+    /// `share(keepAlive: 10 s)` of a new `FedSource` on `clock`, visited once at `start`: a
+    /// subscriber read 1 and left, so the window is open.
+    private func visited(
+        on clock: ManualClock, at start: Duration = .zero
+    ) async -> (FedSource, AsyncShareSequence<Int, Never>) {
+        let source = FedSource()
+        let shared = source.share(keepAlive: .seconds(10), clock: clock)
+        clock.advance(to: self.at(start))
+        await startReadAndLeave(shared, source, 1)
+        return (source, shared)
+    }
+
+    /// `visited(on:at:)`, then the timer sleeps toward the window's end.
+    private func visitedAndTimed(
+        on clock: ManualClock, at start: Duration = .zero, sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> (FedSource, AsyncShareSequence<Int, Never>) {
+        let visited = await self.visited(on: clock, at: start)
+        #expect(await clock.waitForSleepers(count: 1), sourceLocation: sourceLocation)
+        return visited
+    }
 
     // MARK: A sleep that throws
 
@@ -35,9 +42,7 @@ struct MisbehavingClockTests {
     func sleepThrowsOnce() async {
         let clock = ManualClock()
         clock.failNextSleeps(1)
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock)
         let ended = await source.control.waitForEnd()
         #expect(ended?.iteration == 0)
         #expect(ended?.end == .cancelled, "a window its clock cannot time closes at once")
@@ -45,16 +50,10 @@ struct MisbehavingClockTests {
         #expect(clock.now == self.at(.zero), "without the clock moving")
         #expect(shared.storage.timer == .idle, "the timer ended, and the machine knows it")
 
-        await self.restartReadAndLeave(shared, source, iteration: 1, value: 2)
+        await restartReadAndLeave(shared, source, iteration: 1, value: 2)
         #expect(await clock.waitForSleepers(count: 1), "a new window, timed as usual")
         #expect(clock.sleeperDeadlines == [self.at(.seconds(10))])
-        clock.advance(by: .seconds(10) - .nanoseconds(1))
-        #expect(clock.sleeperCount == 1, "not before its deadline")
-        #expect(source.control.end(of: 1) == nil)
-        clock.advance(by: .nanoseconds(1))
-        let endedAgain = await source.control.waitForEnd()
-        #expect(endedAgain?.iteration == 1)
-        #expect(endedAgain?.end == .cancelled, "at its deadline")
+        await expectCancelledAtTheDeadline(self.at(.seconds(10)), clock: clock, source: source, iteration: 1)
         #expect(shared.storage.timer == .idle)
     }
 
@@ -71,7 +70,7 @@ struct MisbehavingClockTests {
                 await startReadAndLeave(replayed, source, 1)
             } else {
                 #expect(replayed.replayCache.isEmpty, "a restarted upstream greets nobody with the old cache")
-                await self.restartReadAndLeave(replayed, source, iteration: iteration, value: iteration + 1)
+                await restartReadAndLeave(replayed, source, iteration: iteration, value: iteration + 1)
             }
             let ended = await source.control.waitForEnd()
             #expect(ended?.iteration == iteration)
@@ -88,9 +87,7 @@ struct MisbehavingClockTests {
     func sleepReturnsAtOnce() async {
         let clock = ManualClock()
         clock.returnEverySleepAtOnce()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock)
         let ended = await source.control.waitForEnd()
         #expect(ended?.iteration == 0)
         #expect(ended?.end == .cancelled, "a window its clock cannot time closes at once")
@@ -103,11 +100,7 @@ struct MisbehavingClockTests {
     @Test("a clock set back: a window opened after the jump ends at its own deadline, not at the earlier window's")
     func clockSetBackThenNewWindow() async {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        clock.advance(to: self.at(.seconds(100)))
-        await startReadAndLeave(shared, source, 1)
-        #expect(await clock.waitForSleepers(count: 1))
+        let (source, shared) = await self.visitedAndTimed(on: clock, at: .seconds(100))
         #expect(clock.sleeperDeadlines == [self.at(.seconds(110))], "the first window: 100 to 110")
 
         clock.jump(to: self.at(.seconds(95)))
@@ -119,13 +112,8 @@ struct MisbehavingClockTests {
         #expect(clock.sleeperDeadlines == [self.at(.seconds(105))], "the timer sleeps toward the second window's end")
         #expect(shared.storage.timer == .running)
 
-        clock.advance(to: self.at(.seconds(105) - .nanoseconds(1)))
-        #expect(clock.sleeperCount == 1, "not before its deadline")
-        #expect(source.control.end(of: 0) == nil)
-        clock.advance(by: .nanoseconds(1))
-        let ended = await source.control.waitForEnd()
-        #expect(ended?.iteration == 0)
-        #expect(ended?.end == .cancelled, "at 105, the second window's deadline")
+        await expectCancelledAtTheDeadline(
+            self.at(.seconds(105)), clock: clock, source: source, iteration: 0, "at 105, the second window's deadline")
         #expect(clock.sleeperCount == 0, "one timer: none is left sleeping toward 110")
         #expect(shared.storage.timer == .idle)
     }
@@ -144,13 +132,8 @@ struct MisbehavingClockTests {
         #expect(clock.sleeperDeadlines == [self.at(.seconds(110))], "the cache expires at 110")
 
         clock.jump(to: self.at(.seconds(95)))
-        let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
-        #expect(await b.next() == 1, "the cache has not expired")
-        b.request()
-        await source.control.waitForStart(of: 1)
-        source.control.yield(2)
-        #expect(await b.answer() == 2)
-        await b.leave()  // stopped again: the cache's second expiry window, 95 to 105
+        // Stopped again: the cache's second expiry window, 95 to 105.
+        await restartReadAndLeave(replayed, source, iteration: 1, value: 2, replayed: 1)
         #expect(await source.control.waitForEnd()?.iteration == 1)
         #expect(await clock.waitForSleepers(count: 1))
         #expect(clock.sleeperDeadlines == [self.at(.seconds(105))], "the new cache expires at 105")
@@ -166,26 +149,18 @@ struct MisbehavingClockTests {
     @Test("a clock set back, and no new window: the window ends when the clock reaches its deadline again")
     func clockSetBackSameWindow() async {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        clock.advance(to: self.at(.seconds(100)))
-        await startReadAndLeave(shared, source, 1)
+        let (source, _) = await self.visited(on: clock, at: .seconds(100))
         #expect(await clock.waitForSleepers(count: 1))
 
         clock.jump(to: self.at(.seconds(50)))
-        clock.advance(to: self.at(.seconds(110) - .nanoseconds(1)))
-        #expect(clock.sleeperCount == 1, "the clock has not read 110 yet")
-        #expect(source.control.end(of: 0) == nil)
-        clock.advance(by: .nanoseconds(1))
-        #expect(await source.control.waitForEnd()?.end == .cancelled)
+        await expectCancelledAtTheDeadline(
+            self.at(.seconds(110)), clock: clock, source: source, iteration: 0, "once the clock reads 110 again")
     }
 
     @Test("a clock that jumps far past the deadline: the window closes when the timer wakes")
     func clockJumpsAhead() async {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock)
         #expect(await clock.waitForSleepers(count: 1))
         clock.jump(to: self.at(.seconds(86_400 * 365 * 100)))
         let ended = await source.control.waitForEnd()
@@ -196,10 +171,7 @@ struct MisbehavingClockTests {
     @Test("a clock set back many times: each new window replaces the sleeping timer, one timer task at a time")
     func clockSetBackManyTimes() async {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        clock.advance(to: self.at(.seconds(1_000)))
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock, at: .seconds(1_000))
         for back in 1...50 {
             #expect(await clock.waitForSleepers(count: 1))
             #expect(clock.sleeperCount == 1, "one sleeping timer")
@@ -225,9 +197,7 @@ struct MisbehavingClockTests {
     )
     func sleepNeverReturns() async throws {
         let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (source, shared) = await self.visited(on: clock)
         #expect(await clock.waitForSleepers(count: 1))
         #expect(shared.storage.timer == .running)
 

@@ -59,9 +59,7 @@ extension MisbehavingClockTimerTests {
     @Test("replay: after a failed sleep, a keep-alive window re-armed on the same timer is cut short")
     func failedSleepLeaksIntoARearmedWindow() async throws {
         let clock = ScriptedClock { $0 == 0 ? .throwFailure : .normal }
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
+        let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: .seconds(100), on: clock)
         #expect(try await visitScripted(replayed) == 0)
         #expect(try await log.waitForEnd(of: 0) == .cancelled, "the failed sleep closed the keep-alive at once")
         try await clock.waitForWakes([at(.seconds(100))])  // the expiry window, on the same timer
@@ -122,9 +120,7 @@ extension MisbehavingClockTimerTests {
         // The control: a clock that behaves. The 3-day window is timed in three sleeps.
         do {
             let clock = ScriptedClock()
-            let log = ScriptedLog()
-            let replayed = ScriptedBase(log: log).replay(
-                1, keepAlive: .seconds(10), replayExpiration: day * 3, clock: clock)
+            let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: day * 3, on: clock)
             try await visitUntilTheKeepAliveEnds(replayed, clock, log)
             for chunk in 1...2 {
                 try await clock.waitForWakes([at(.seconds(10) + day * chunk)])
@@ -138,9 +134,7 @@ extension MisbehavingClockTimerTests {
         }
         // The first sleep throws: the keep-alive closes at once, the 3-day expiry window opens.
         let clock = ScriptedClock { $0 == 0 ? .throwFailure : .normal }
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: day * 3, clock: clock)
+        let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: day * 3, on: clock)
         #expect(try await visitScripted(replayed) == 0)
         #expect(try await log.waitForEnd(of: 0) == .cancelled)
         try await clock.waitForWakes([at(day)])
@@ -156,17 +150,8 @@ extension MisbehavingClockTimerTests {
 
     @Test("replay: the clock set back as the keep-alive sleep returns: the expiry window opened then is delayed")
     func setBackAsTheSleepReturnsDelaysTheExpiryWindow() async throws {
-        let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
-        #expect(try await visitScripted(replayed) == 0)
-        try await clock.waitForWakes([at(.seconds(10))])
         // The sleep returns at 10 (its deadline), but the clock reads 0 when the timer looks.
-        clock.setBackOnNextWake(to: at(.zero))
-        clock.jump(to: .seconds(10))
-        #expect(try await log.waitForEnd(of: 0) == .cancelled, "documented: a returned sleep closes the window")
-        try await waitUntil("the expiry timer asleep") { clock.sleeperCount == 1 }
+        let (clock, replayed) = try await self.keepAliveSleepReturned(reading: .zero)
         #expect(clock.now == at(.zero))
         // Expected (Replay.md): "a clock set back does not delay a window opened after the
         // jump: it ends when the clock reads its own deadline". The expiry window opened when
@@ -188,8 +173,7 @@ extension MisbehavingClockTimerTests {
     )
     func setBackDuringALongWindowStretchesASleep() async throws {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: day * 3, clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: day * 3, on: clock)
         #expect(try await visitScripted(shared) == 0)
         try await clock.waitForWakes([at(day)])
         clock.setBackOnNextWake(to: at(.zero - day * 30))
@@ -212,16 +196,14 @@ extension MisbehavingClockTimerTests {
     func longWindowsOnASleepThatReturnsAtOnce() async throws {
         do {
             let clock = ScriptedClock { _ in .returnAtOnce }
-            let log = ScriptedLog()
-            let shared = ScriptedBase(log: log).share(keepAlive: day * 10, clock: clock)
+            let (log, shared) = scriptedShare(keepAlive: day * 10, on: clock)
             #expect(try await visitScripted(shared) == 0)
             #expect(try await log.waitForEnd(of: 0) == .cancelled)
             #expect(clock.sleepCalls <= 11, "one sleep per day of the window at most: \(clock.sleepCalls)")
         }
         do {
             let clock = ScriptedClock { _ in .returnAtOnce }
-            let log = ScriptedLog()
-            let replayed = ScriptedBase(log: log).replay(1, keepAlive: day * 3, replayExpiration: day * 5, clock: clock)
+            let (log, replayed) = scriptedReplay(1, keepAlive: day * 3, replayExpiration: day * 5, on: clock)
             #expect(try await visitScripted(replayed) == 0)
             #expect(try await log.waitForEnd(of: 0) == .cancelled)
             try await waitUntil("the cache to expire") { replayed.replayCache.isEmpty }
@@ -232,9 +214,7 @@ extension MisbehavingClockTimerTests {
         do {
             // Just under forever: timed, in sleeps of at most a day; and 2^40 s is never timed.
             let clock = ScriptedClock()
-            let log = ScriptedLog()
-            let shared = ScriptedBase(log: log).share(
-                keepAlive: .seconds(Int64(1) << 40) - .nanoseconds(1), clock: clock)
+            let (log, shared) = scriptedShare(keepAlive: .seconds(Int64(1) << 40) - .nanoseconds(1), on: clock)
             #expect(try await visitScripted(shared) == 0)
             try await clock.waitForWakes([at(day)])
             clock.jump(to: day)
@@ -259,8 +239,7 @@ extension MisbehavingClockTimerTests {
     func lateEarlyAndThrowingSleepsInTurn() async throws {
         let plans: [ScriptedClock.Sleep] = [.late(by: .seconds(5)), .early(by: .seconds(3)), .throwFailure, .normal]
         let clock = ScriptedClock { plans[$0 % plans.count] }
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         for session in 0..<8 {
             #expect(try await visitScripted(shared) == session)
             let left = clock.now
@@ -378,8 +357,7 @@ extension MisbehavingClockTimerTests {
     @Test("share: a sleep failing in the middle of a 3-day keep-alive closes it; the next 3-day window is timed fully")
     func failureInTheMiddleOfALongWindow() async throws {
         let clock = ScriptedClock { $0 == 1 ? .throwFailure : .normal }
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: day * 3, clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: day * 3, on: clock)
         #expect(try await visitScripted(shared) == 0)
         try await clock.waitForWakes([at(day)])
         clock.jump(to: day)
@@ -408,9 +386,7 @@ extension MisbehavingClockTimerTests {
     func failureInTheMiddleOfAChainedWindow() async throws {
         // Sleeps: 0 keep-alive (to 10 s), 1 expiry (to 10 s + 1 day), 2 expiry: fails.
         let clock = ScriptedClock { $0 == 2 ? .throwFailure : .normal }
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: day * 3, clock: clock)
+        let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: day * 3, on: clock)
         try await visitUntilTheKeepAliveEnds(replayed, clock, log)
         try await clock.waitForWakes([at(.seconds(10) + day)])
         clock.jump(to: .seconds(10) + day)
@@ -466,8 +442,7 @@ extension MisbehavingClockTimerTests {
     @Test("share: a sleep failing while a subscriber is back (no window open) stops nothing; the next window is timed")
     func failureWhileNoWindowIsOpen() async throws {
         let clock = ScriptedClock { $0 == 0 ? .failWhenReleased : .normal }
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         #expect(try await visitScripted(shared) == 0)
         try await waitUntil("the keep-alive sleep held") { clock.pendingFailures == 1 }
         let reader = await SubscriberTask.join { shared.makeAsyncIterator() }
@@ -501,9 +476,7 @@ extension MisbehavingClockTimerTests {
                 // A failure among the sleeps of session 0 (each window takes one sleep per day).
                 let failing = Int.random(in: 0..<((halfDays.0 + 1) / 2 + (halfDays.1 + 1) / 2), using: &generator)
                 let clock = ScriptedClock { $0 == failing ? .throwFailure : .normal }
-                let log = ScriptedLog()
-                let replayed = ScriptedBase(log: log).replay(
-                    1, keepAlive: keepAlive, replayExpiration: expiry, clock: clock)
+                let (log, replayed) = scriptedReplay(1, keepAlive: keepAlive, replayExpiration: expiry, on: clock)
                 // Session 0: its windows, with the failure somewhere (or later).
                 #expect(try await visitScripted(replayed) == 0)
                 try await waitUntil("round \(round): cycle 0 done") {
@@ -528,19 +501,28 @@ extension MisbehavingClockTimerTests {
         }
     }
 
-    /// replay(1, keepAlive: 10 s, replayExpiration: 100 s): the keep-alive sleep returns at 10
-    /// and the clock then reads `reading`: the expiry window must end at `reading + 100`.
-    private func chainedWindowAfterAJump(to reading: Duration) async throws {
+    /// replay(1, keepAlive: 10 s, replayExpiration: 100 s) on a `ScriptedClock`, visited once:
+    /// the keep-alive sleep returns at 10 and the clock then reads `reading`. Checks that the
+    /// returned sleep closed the keep-alive window (documented: it is trusted) and waits for
+    /// the expiry timer's sleep.
+    private func keepAliveSleepReturned(
+        reading: Duration
+    ) async throws -> (ScriptedClock, AsyncShareSequence<Int, Never>) {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
+        let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: .seconds(100), on: clock)
         #expect(try await visitScripted(replayed) == 0)
         try await clock.waitForWakes([at(.seconds(10))])
         clock.setBackOnNextWake(to: at(reading))
         clock.jump(to: .seconds(10))
-        #expect(try await log.waitForEnd(of: 0) == .cancelled, "a returned sleep is trusted")
+        #expect(try await log.waitForEnd(of: 0) == .cancelled, "a returned sleep closes the window: it is trusted")
         try await waitUntil("the expiry timer asleep") { clock.sleeperCount == 1 }
+        return (clock, replayed)
+    }
+
+    /// The keep-alive sleep returns at 10 and the clock then reads `reading`: the expiry
+    /// window must end at `reading + 100`.
+    private func chainedWindowAfterAJump(to reading: Duration) async throws {
+        let (clock, replayed) = try await self.keepAliveSleepReturned(reading: reading)
         #expect(clock.sleeperWakes == [at(reading + .seconds(100))], "clock read \(reading)")
         let expected = reading + .seconds(100)
         clock.jump(to: expected - .nanoseconds(1))
@@ -573,9 +555,7 @@ extension MisbehavingClockTimerTests {
             let clock = ScriptedClock { _ in .returnAtOnce }
             clock.setCreep(.milliseconds(1))
             clock.setOnEveryWake { $0.advanced(by: .zero - day) }
-            let log = ScriptedLog()
-            let replayed = ScriptedBase(log: log).replay(
-                1, keepAlive: keepAlive, replayExpiration: expiry, clock: clock)
+            let (log, replayed) = scriptedReplay(1, keepAlive: keepAlive, replayExpiration: expiry, on: clock)
             #expect(try await visitScripted(replayed) == 0)
             #expect(try await log.waitForEnd(of: 0) == .cancelled)
             try await waitUntil("the cache to expire") { replayed.replayCache.isEmpty }
@@ -607,9 +587,7 @@ extension MisbehavingClockTimerTests {
         try await withTimeout(seconds: 150) {
             var generator = LCG(seed: 4_4)
             let clock = ScriptedClock()
-            let log = ScriptedLog()
-            let replayed = ScriptedBase(log: log).replay(
-                1, keepAlive: .seconds(10), replayExpiration: .seconds(50), clock: clock)
+            let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: .seconds(50), on: clock)
             var cached = false
             for round in 0..<100 {
                 // A cached value greets without starting the upstream: read one more to start it.
@@ -639,9 +617,7 @@ extension MisbehavingClockTimerTests {
     func replacedTimerFailingLate() async throws {
         for round in 0..<30 {
             let clock = ScriptedClock { $0 == 1 ? .failWhenReleasedIgnoringCancellation : .normal }
-            let log = ScriptedLog()
-            let replayed = ScriptedBase(log: log).replay(
-                1, keepAlive: .seconds(10), replayExpiration: .seconds(100), clock: clock)
+            let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: .seconds(100), on: clock)
             try await visitUntilTheKeepAliveEnds(replayed, clock, log)
             try await waitUntil("round \(round): the expiry sleep held") { clock.pendingFailures == 1 }
             // Back within the expiry window: the cache, then a restarted iteration; leaving

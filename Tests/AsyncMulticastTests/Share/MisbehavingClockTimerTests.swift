@@ -128,8 +128,7 @@ private func visit<S: AsyncSequence & Sendable>(
 /// The window's deadline is an hour minus 10 s before the limit: representable.
 private func nearLimitTimerChunk() async throws {
     let clock = ScriptedClock()
-    let log = ScriptedLog()
-    let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+    let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(3_600))
     _ = try await visit(shared)
     try await clock.waitForSleepers(1)
@@ -140,8 +139,7 @@ private func nearLimitTimerChunk() async throws {
 /// The last subscriber leaves a second before the limit.
 private func nearLimitLeave() async throws {
     let clock = ScriptedClock()
-    let log = ScriptedLog()
-    let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+    let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(1))
     _ = try await visit(shared)
     clock.advance(by: .seconds(10))  // saturates at the limit, past the deadline
@@ -152,9 +150,7 @@ private func nearLimitLeave() async throws {
 /// closes, and the replay cache's expiry window opens.
 private func nearLimitExpiry() async throws {
     let clock = ScriptedClock()
-    let log = ScriptedLog()
-    let replayed = ScriptedBase(log: log).replay(
-        1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
+    let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: .seconds(60), on: clock)
     _ = try await visit(replayed)
     try await clock.waitForSleepers(1)
     clock.jump(to: Duration(attoseconds: .max) - .seconds(1))
@@ -175,8 +171,7 @@ struct MisbehavingClockTimerTests {
     @Test("share: a sleep that throws every other time closes every other window at once, the others at their deadline")
     func sleepThrowsEveryOtherTime() async throws {
         let clock = ScriptedClock { $0 % 2 == 0 ? .throwFailure : .normal }
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         for session in 0..<6 {
             #expect(try await visit(shared) == session, "a new iteration each time, greeted with its index")
             #expect(shared.subscriberCount == 0)
@@ -201,9 +196,7 @@ struct MisbehavingClockTimerTests {
     @Test("replay: a sleep throwing CancellationError although not cancelled closes the keep-alive and expiry windows")
     func sleepThrowsCancellationErrorUncancelled() async throws {
         let clock = ScriptedClock { _ in .throwCancellation }
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
+        let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: .seconds(60), on: clock)
         for session in 0..<3 {
             #expect(replayed.replayCache.isEmpty, "no stale cache greets a restarted upstream")
             #expect(try await visit(replayed) == session, "the fresh iteration's first element, not a stale one")
@@ -217,9 +210,7 @@ struct MisbehavingClockTimerTests {
     @Test("replay: a sleep that throws once closes the keep-alive window at once; the expiry window is timed as usual")
     func replaySleepThrowsOnce() async throws {
         let clock = ScriptedClock { $0 == 0 ? .throwFailure : .normal }
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
+        let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: .seconds(60), on: clock)
         #expect(try await visit(replayed) == 0)
         #expect(try await log.waitForEnd(of: 0) == .cancelled)
         try await clock.waitForSleepers(1)
@@ -296,8 +287,7 @@ struct MisbehavingClockTimerTests {
     func stuckSleepThenSetBack() async throws {
         let clock = ScriptedClock { $0 == 0 ? .neverEvenIfCancelled : .normal }
         defer { clock.releaseStuckSleeps() }
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         clock.jump(to: .seconds(100))
         #expect(try await visit(shared) == 0)  // the window 100 to 110, its sleep stuck
         try await clock.waitForSleepers(1)
@@ -316,8 +306,7 @@ struct MisbehavingClockTimerTests {
     @Test("a sleep that returns early (the time moved): the timer trusts it, the window closes when it returns")
     func sleepReturnsEarlyOnce() async throws {
         let clock = ScriptedClock { $0 == 0 ? .early(by: .seconds(1)) : .normal }
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         clock.jump(to: .seconds(9) - .nanoseconds(1))
@@ -341,8 +330,7 @@ struct MisbehavingClockTimerTests {
     @Test("a sleep that always returns 1 s early: each window closes 1 s early, when its sleep returns")
     func sleepAlwaysReturnsEarly() async throws {
         let clock = ScriptedClock { _ in .early(by: .seconds(1)) }
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         for session in 0..<3 {
             #expect(try await visit(shared) == session)
             try await clock.waitForSleepers(1)
@@ -362,8 +350,7 @@ struct MisbehavingClockTimerTests {
         "a clock whose now moves on every read (1 ns), sleeping correctly: the window ends when it reads its deadline")
     func nowMovesOnEveryRead() async throws {
         let clock = ScriptedClock(tickPerRead: .nanoseconds(1))
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         for session in 0..<3 {
             #expect(try await visit(shared) == session)
             try await clock.waitForSleepers(1)
@@ -382,8 +369,7 @@ struct MisbehavingClockTimerTests {
     @Test("a clock that only moves when read (1 s a read) and sleeps at once: the window closes after a few reads")
     func clockMovedOnlyByReads() async throws {
         let clock = ScriptedClock(tickPerRead: .seconds(1)) { _ in .returnAtOnce }
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         #expect(try await visit(shared) == 0)
         #expect(try await log.waitForEnd(of: 0) == .cancelled)
         #expect(clock.sleepCalls <= 10, "each loop of the timer reads the clock, which moves it")
@@ -410,8 +396,7 @@ struct MisbehavingClockTimerTests {
     @Test("share: jumps of ±2^41 s, repeatedly, while windows open and close; each ends at its own deadline")
     func jumpsBothWays() async throws {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         var generator = LCG(seed: 41)
         var iteration = 0
         #expect(try await visit(shared) == 0)
@@ -449,9 +434,7 @@ struct MisbehavingClockTimerTests {
     @Test("replay: the expiry window after ±2^41 s jumps, and a keep-alive window set back before it")
     func replayExpiryJumps() async throws {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            2, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
+        let (log, replayed) = scriptedReplay(2, keepAlive: .seconds(10), replayExpiration: .seconds(60), on: clock)
         #expect(try await visit(replayed) == 0)
         try await clock.waitForSleepers(1)
         // Set back within the keep-alive window, then a new window from there.
@@ -518,8 +501,7 @@ struct MisbehavingClockTimerTests {
     @Test("a forward jump and a set-back before the timer reads the clock: the window closes when its sleep returns")
     func jumpAheadAndBackBeforeTheTimerLooks() async throws {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         clock.jump(to: .seconds(100))
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
@@ -536,9 +518,8 @@ struct MisbehavingClockTimerTests {
         // Just under: timed, closed by a far jump.
         do {
             let clock = ScriptedClock()
-            let log = ScriptedLog()
-            let replayed = ScriptedBase(log: log).replay(
-                1, keepAlive: forever - .nanoseconds(1), replayExpiration: forever - .nanoseconds(1), clock: clock)
+            let (log, replayed) = scriptedReplay(
+                1, keepAlive: forever - .nanoseconds(1), replayExpiration: forever - .nanoseconds(1), on: clock)
             #expect(try await visit(replayed) == 0)
             try await clock.waitForSleepers(1)
             clock.advance(by: farJump)
@@ -550,8 +531,7 @@ struct MisbehavingClockTimerTests {
         // 2^40 s and more: never timed, on a clock whose every sleep throws.
         for window in [forever, .seconds(Int64.max)] {
             let clock = ScriptedClock { _ in .throwFailure }
-            let log = ScriptedLog()
-            let shared = ScriptedBase(log: log).share(keepAlive: window, clock: clock)
+            let (log, shared) = scriptedShare(keepAlive: window, on: clock)
             #expect(try await visit(shared) == 0)
             clock.advance(by: .seconds(Int64.max))
             await letOthersRun()
@@ -573,9 +553,7 @@ struct MisbehavingClockTimerTests {
     @Test("a clock set back near Duration's lower limit: windows are timed as usual")
     func nearDurationMin() async throws {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
+        let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: .seconds(60), on: clock)
         // The timer counts from the clock's reading when `replayed` was made: 0.
         clock.jump(to: Duration(attoseconds: .min) + .seconds(1))
         #expect(try await visit(replayed) == 0)
@@ -635,8 +613,7 @@ struct MisbehavingClockTimerTests {
     @Test("a subscriber joining a nanosecond before the deadline, and at it before the timer's sleep returned")
     func joinAtDeadline() async throws {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         clock.jump(to: .seconds(10) - .nanoseconds(1))
@@ -664,8 +641,7 @@ struct MisbehavingClockTimerTests {
         var restarted = 0
         for round in 0..<50 {
             let clock = ScriptedClock()
-            let log = ScriptedLog()
-            let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+            let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
             #expect(try await visit(shared) == 0)
             try await clock.waitForSleepers(1)
             clock.jump(to: .seconds(10))  // wakes the timer, which races the subscriber
@@ -726,8 +702,7 @@ struct MisbehavingClockTimerTests {
     @Test("a subscribing task cancelled while the window is open leaves then, and the window restarts from then")
     func cancelledSubscriberRestartsTheWindow() async throws {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         #expect(try await visit(shared) == 0)
         try await clock.waitForSleepers(1)
         clock.advance(by: .seconds(5))
@@ -768,8 +743,7 @@ struct MisbehavingClockTimerTests {
     )
     func manyReturnsWithinTheWindow() async throws {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let shared = ScriptedBase(log: log).share(keepAlive: .seconds(10), clock: clock)
+        let (log, shared) = scriptedShare(keepAlive: .seconds(10), on: clock)
         #expect(try await visit(shared) == 0)
         var generator = LCG(seed: 300)
         for _ in 0..<300 {
@@ -793,9 +767,7 @@ struct MisbehavingClockTimerTests {
     @Test("replay: the base ends while the keep-alive window is open: no timer is left, the cache is kept for good")
     func baseEndsDuringTheWindow() async throws {
         let clock = ScriptedClock()
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            2, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
+        let (log, replayed) = scriptedReplay(2, keepAlive: .seconds(10), replayExpiration: .seconds(60), on: clock)
         #expect(try await visit(replayed) == 0)
         try await clock.waitForSleepers(1)
         log.send(1)
@@ -1042,9 +1014,7 @@ struct MisbehavingClockTimerTests {
     @Test("a clock that wakes its sleepers on a Dispatch thread: windows are timed as usual")
     func wakesOnAnotherThread() async throws {
         let clock = ScriptedClock(wakesOnOtherThread: true)
-        let log = ScriptedLog()
-        let replayed = ScriptedBase(log: log).replay(
-            1, keepAlive: .seconds(10), replayExpiration: .seconds(60), clock: clock)
+        let (log, replayed) = scriptedReplay(1, keepAlive: .seconds(10), replayExpiration: .seconds(60), on: clock)
         for session in 0..<5 {
             #expect(try await visit(replayed) == session)
             try await clock.waitForSleepers(1)

@@ -36,8 +36,7 @@ struct ReplayCacheTests {
         var late = replayed.makeAsyncIterator()
         #expect(await late.next() == 4)
         #expect(await late.next() == nil)
-        await present.leave()
-        await newcomer.leave()
+        await leaveAll(present, newcomer)
     }
 
     @Test("share() has an empty replay cache")

@@ -99,8 +99,7 @@ struct ReplayTests {
         #expect(await b.take(2) == [6, 7])
         #expect(await a.take(2) == [6, 7])
         #expect(source.control.iteratorCount == 1)
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
     }
 
     @Test("fewer elements produced than `count`: a new subscriber gets all of them")
@@ -114,8 +113,7 @@ struct ReplayTests {
         #expect(await b.take(2) == [1, 2])
         source.control.yield(3)
         #expect(await b.next() == 3)
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
     }
 
     @Test(
@@ -314,8 +312,7 @@ struct ReplayTests {
         #expect(replayed.replayCache == [3, 10], "a restart inside the window cancels the expiry")
         let c = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await c.take(2) == [3, 10])
-        await b.leave()
-        await c.leave()
+        await leaveAll(b, c)
     }
 
     @Test(
@@ -387,8 +384,7 @@ struct ReplayTests {
         source.control.yield(3)
         trace.append("b: \(await b.answer().map(String.init) ?? "nil")")
         trace.append("a: \(await a.take(1))")
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
         let ended = await source.control.waitForEnd()
         trace.append("ended: \(ended.map { "\($0.iteration) \($0.end)" } ?? "nil")")
         let c = await SubscriberTask.join { shared.makeAsyncIterator() }
@@ -427,8 +423,7 @@ struct ReplayTests {
         source.control.yield(4)
         #expect(await late.next() == 4)
         #expect(await a.next() == 4)
-        await a.leave()
-        await late.leave()
+        await leaveAll(a, late)
     }
 
     @Test("a dropping subscriber gets at most max(n, 1) replayed elements, the newest")
@@ -442,9 +437,7 @@ struct ReplayTests {
         #expect(await newest.next() == 4)
         let full = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await full.take(3) == [2, 3, 4])
-        await a.leave()
-        await newest.leave()
-        await full.leave()
+        await leaveAll(a, newest, full)
     }
 
     // MARK: Bad input
@@ -454,10 +447,7 @@ struct ReplayTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncStream<Int> { $0.finish() }.replay(-1)
         }
-        if let result {
-            let message = String(decoding: result.standardErrorContent, as: UTF8.self)
-            #expect(message.contains("replay(_:)"), "message: \(message)")
-            #expect(message.contains("-1"), "message: \(message)")
-        }
+        expectMessage(result, contains: "replay(_:)")
+        expectMessage(result, contains: "-1")
     }
 }

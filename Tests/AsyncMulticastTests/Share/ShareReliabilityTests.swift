@@ -128,8 +128,7 @@ struct ShareReliabilityTests {
             let sharedView = Counter(limit: 500).share().buffering(policy)
             for sequence in [AnyIterable(shared), AnyIterable(sharedView)] {
                 var iterator = sequence.make()
-                var received: [Int] = []
-                while let element = await iterator.next() { received.append(element) }
+                let received = await iterator.readAll()
                 #expect(received == values, "share, \(policy)")
             }
 
@@ -137,10 +136,8 @@ struct ShareReliabilityTests {
             var a = multicast.makeAsyncIterator()
             var b = multicast.buffering(policy).makeAsyncIterator()
             multicast.connect()
-            var receivedA: [Int] = []
-            while let element = await a.next() { receivedA.append(element) }
-            var receivedB: [Int] = []
-            while let element = await b.next() { receivedB.append(element) }
+            let receivedA = await a.readAll()
+            let receivedB = await b.readAll()
             #expect(receivedA == values, "multicast, \(policy)")
             #expect(receivedB == values, "multicast view, \(policy)")
         }
@@ -178,8 +175,7 @@ struct ShareReliabilityTests {
             #expect(lateReceived == Array(0..<15))
 
             var afterEnd = replayed.makeAsyncIterator()
-            var afterEndReceived: [Int] = []
-            while let element = await afterEnd.next() { afterEndReceived.append(element) }
+            let afterEndReceived = await afterEnd.readAll()
             #expect(afterEndReceived == Array(0..<15), "the whole history, then nil")
             #expect(relay.iterations == 1)
             #expect(replayed.subscriberCount == 0)

@@ -33,10 +33,8 @@ struct ShareSemanticsTests {
             var late = shared.makeAsyncIterator()
             for i in 3..<6 { upstream.yield(i) }
             upstream.finish()
-            var lateElements: [Int] = []
-            while let element = await late.next() { lateElements.append(element) }
-            var earlyRest: [Int] = []
-            while let element = await early.next() { earlyRest.append(element) }
+            let lateElements = await late.readAll()
+            let earlyRest = await early.readAll()
             #expect(lateElements == [3, 4, 5])
             #expect(earlyRest == [3, 4, 5])
         }
@@ -52,8 +50,7 @@ struct ShareSemanticsTests {
             for i in 0..<5 { upstream.yield(i) }
             for i in 0..<5 { #expect(await reader.next() == i) }
             upstream.finish()
-            var received: [Int] = []
-            while let element = await idle.next() { received.append(element) }
+            let received = await idle.readAll()
             #expect(received == [0, 1, 2, 3, 4])
         }
     }

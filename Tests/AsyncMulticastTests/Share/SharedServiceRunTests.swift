@@ -435,10 +435,7 @@ struct SharedServiceRunTests {
     ) {
         let clock = ManualClock()
         let source = FedSource()
-        let service = source.sharedService(
-            replay: 1, buffering: .unbounded,
-            started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
-        let hosting = Task { await service.run() }
+        let (service, hosting) = source.hostedReplayService(clock: clock)
         await firstVisitReadsOne(service, source)
         await clock.waitForSleepers(count: 1)  // the expiry window
         return (clock, source, service, hosting)
@@ -652,8 +649,7 @@ struct SharedServiceRunTests {
         hosting.cancel()
         #expect(await ends(hosting))
         #expect(await viaSubscription.take(10) == [1, 2, 3])
-        var events: [SharedEvent<Int>] = []
-        while let event = await viaEvents.next() { events.append(event) }
+        let events = await viaEvents.readAll()
         #expect(events == [.missed(2), .element(3)])
         #expect(await viaView.take(10) == [1, 2, 3])
     }
@@ -782,12 +778,7 @@ struct SharedServiceRunTests {
             await service.run()
             await first.value
         }
-        #if DEBUG
-            if let result {
-                let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-                #expect(output.contains("already running in another task"), "stderr: \(output)")
-            }
-        #endif
+        expectMessage(result, contains: "already running in another task")
     }
 
     // MARK: - run() inside a task group, cancelled by the group

@@ -36,15 +36,23 @@ private final class CallbackMonitor: Sendable {
         self.holdsStop = holdsStop
     }
 
-    func start(_ handler: @escaping @Sendable (Int) -> Void) {
+    /// Applies `change` under the lock; logs and sends the event it names ("start N", "stop N").
+    private func record(_ change: (inout State) -> String) {
         let event = self.state.withLock { state -> String in
+            let event = change(&state)
+            state.log.append(event)
+            return event
+        }
+        self.events.send(event)
+    }
+
+    func start(_ handler: @escaping @Sendable (Int) -> Void) {
+        self.record { state in
             if state.handler != nil || state.stopping { state.overlapped = true }
             state.handler = handler
             state.starts += 1
-            state.log.append("start \(state.starts)")
             return "start \(state.starts)"
         }
-        self.events.send(event)
     }
 
     func stop() {
@@ -57,14 +65,12 @@ private final class CallbackMonitor: Sendable {
             // Blocks this thread (a synchronous teardown) until the test releases it.
             self.stopGate.wait("held stop \(number)")
         }
-        let event = self.state.withLock { state -> String in
+        self.record { state in
             state.handler = nil
             state.stopping = false
             state.stops += 1
-            state.log.append("stop \(state.stops)")
             return "stop \(state.stops)"
         }
-        self.events.send(event)
     }
 
     /// Lets the stop in progress (with `holdsStop`) finish.
@@ -83,6 +89,19 @@ private final class CallbackMonitor: Sendable {
     var log: [String] { self.state.withLock { $0.log } }
     var overlapped: Bool { self.state.withLock { $0.overlapped } }
     var isRunning: Bool { self.state.withLock { $0.handler != nil } }
+}
+
+/// Joins a subscriber whose demand starts session `session` (checked): its `next()` is
+/// outstanding, to be read with `answer()`.
+private func joinAndStart(
+    _ source: AsyncSharedSource<Int, TestError>, _ monitor: CallbackMonitor, session: Int = 1,
+    _ comment: Comment? = nil,
+    sourceLocation: SourceLocation = #_sourceLocation
+) async -> SubscriberTask<Int, TestError> {
+    let subscriber = await SubscriberTask.join({ source.makeAsyncIterator() }, sourceLocation: sourceLocation)
+    subscriber.request()
+    #expect(await monitor.events.next() == "start \(session)", comment, sourceLocation: sourceLocation)
+    return subscriber
 }
 
 @Suite("AsyncSharedSource", .timeLimit(.minutes(2)))
@@ -145,8 +164,7 @@ struct SharedSourceTests {
         #expect(await b.answer() == 2)
         #expect(await a.next() == 2)
         #expect(monitor.starts == 1, "the second subscriber shares the running session")
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
         #expect(await monitor.events.next() == "stop 1")
     }
 
@@ -169,9 +187,7 @@ struct SharedSourceTests {
         #expect(!monitor.isRunning)
         #expect(source.subscriberCount == 0)
 
-        let c = await SubscriberTask.join { source.makeAsyncIterator() }
-        c.request()
-        #expect(await monitor.events.next() == "start 2")
+        let c = await joinAndStart(source, monitor, session: 2)
         monitor.emit(5)
         #expect(await c.answer() == 5)
         #expect(monitor.log == ["start 1", "stop 1", "start 2"])
@@ -227,9 +243,7 @@ struct SharedSourceTests {
         let monitor = CallbackMonitor()
         let emitters = LockedLog<Source.Emitter>()
         let source = Self.makeSource(monitor, emitters: emitters)
-        let a = await SubscriberTask.join { source.makeAsyncIterator() }
-        a.request()
-        #expect(await monitor.events.next() == "start 1")
+        let a = await joinAndStart(source, monitor)
         monitor.emit(1)
         #expect(await a.answer() == 1)
         await a.leave()
@@ -237,9 +251,7 @@ struct SharedSourceTests {
         let stale = emitters.values[0]
         stale.send(99)  // a late callback of session 1, nobody subscribed
 
-        let b = await SubscriberTask.join { source.makeAsyncIterator() }
-        b.request()
-        #expect(await monitor.events.next() == "start 2")
+        let b = await joinAndStart(source, monitor, session: 2)
         stale.send(98)  // a late callback of session 1 while session 2 runs
         stale.finish()  // must not end session 2 either
         monitor.emit(5)
@@ -254,17 +266,14 @@ struct SharedSourceTests {
     func replayLatestValue() async {
         let monitor = CallbackMonitor()
         let source = Self.makeSource(monitor, replay: 1)
-        let a = await SubscriberTask.join { source.makeAsyncIterator() }
-        a.request()
-        #expect(await monitor.events.next() == "start 1")
+        let a = await joinAndStart(source, monitor)
         monitor.emit(1)
         monitor.emit(2)
         #expect(await a.answer() == 1)
         #expect(await a.next() == 2)
         let b = await SubscriberTask.join { source.makeAsyncIterator() }
         #expect(await b.next() == 2)
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
         #expect(await monitor.events.next() == "stop 1")
     }
 
@@ -277,9 +286,7 @@ struct SharedSourceTests {
         let clock = ManualClock()
         let monitor = CallbackMonitor()
         let source = Self.makeSource(monitor, keepAlive: .seconds(5), clock: clock)
-        let a = await SubscriberTask.join { source.makeAsyncIterator() }
-        a.request()
-        #expect(await monitor.events.next() == "start 1")
+        let a = await joinAndStart(source, monitor)
         monitor.emit(1)
         #expect(await a.answer() == 1)
         await a.leave()
@@ -302,9 +309,7 @@ struct SharedSourceTests {
         clock.advance(to: ManualClock.Instant(offset: .seconds(10) - .nanoseconds(1)))
         #expect(await monitor.events.next() == "stop 1", "stopped when the second window ended")
 
-        let c = await SubscriberTask.join { source.makeAsyncIterator() }
-        c.request()
-        #expect(await monitor.events.next() == "start 2", "after the window, a new session")
+        let c = await joinAndStart(source, monitor, session: 2, "after the window, a new session")
         monitor.emit(3)
         #expect(await c.answer() == 3)
         await c.leave()
@@ -323,9 +328,7 @@ struct SharedSourceTests {
         let monitor = CallbackMonitor()
         let source = Self.makeSource(
             monitor, replay: 1, keepAlive: .seconds(5), replayExpiration: .seconds(30), clock: clock)
-        let a = await SubscriberTask.join { source.makeAsyncIterator() }
-        a.request()
-        #expect(await monitor.events.next() == "start 1")
+        let a = await joinAndStart(source, monitor)
         monitor.emit(1)
         monitor.emit(2)
         #expect(await a.answer() == 1)
@@ -348,9 +351,7 @@ struct SharedSourceTests {
         }
         #expect(source.replayCache.isEmpty, "expired")
 
-        let c = await SubscriberTask.join { source.makeAsyncIterator() }
-        c.request()
-        #expect(await monitor.events.next() == "start 2")
+        let c = await joinAndStart(source, monitor, session: 2)
         monitor.emit(9)
         #expect(await c.answer() == 9, "nothing of session 1 replayed")
         await c.leave()
@@ -394,9 +395,7 @@ extension HeavyAndTimingSensitive {
             let monitor = CallbackMonitor(holdsStop: true)
             let keepAlive: Duration = cause == .keepAliveDeadline ? .seconds(10) : .zero
             let source = SharedSourceTests.makeSource(monitor, keepAlive: keepAlive, clock: clock)
-            let a = await SubscriberTask.join { source.makeAsyncIterator() }
-            a.request()
-            #expect(await monitor.events.next() == "start 1")
+            let a = await joinAndStart(source, monitor)
             monitor.emit(1)
             #expect(await a.answer() == 1)
             await self.endSession(of: a, by: cause, clock: clock)

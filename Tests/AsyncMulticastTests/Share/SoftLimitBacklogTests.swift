@@ -1271,14 +1271,3 @@ struct SoftLimitBacklogTests {
                 == "evicting(1, softLimit: .above(0, for: 0.0 seconds))")
     }
 }
-
-/// The precondition message is only printed in debug builds (as PreconditionTests checks it).
-private func expectMessage(
-    _ result: ExitTest.Result?, contains expected: String, sourceLocation: SourceLocation = #_sourceLocation
-) {
-    guard let result else { return }
-    #if DEBUG
-        let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-        #expect(output.contains(expected), "stderr: \(output)", sourceLocation: sourceLocation)
-    #endif
-}

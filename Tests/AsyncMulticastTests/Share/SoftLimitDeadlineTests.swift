@@ -97,8 +97,7 @@ struct SoftLimitDeadlineTests {
         #expect(slow.backlog != nil)
         #expect(subject.subscriberCount == 1)
         subject.finish()
-        var rest: [Int] = []
-        while let n = await iterator.next() { rest.append(n) }
+        let rest = await iterator.readAll()
         #expect(rest == [3, 4, 5])
     }
 

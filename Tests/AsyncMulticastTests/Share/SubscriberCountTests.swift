@@ -24,67 +24,39 @@ private struct CountedFace: Sendable, CustomStringConvertible {
     let waitForSubscribers: @Sendable (Int) async throws(CancellationError) -> Void
 
     var description: String { self.name }
+
+    /// `face`, subscribed to through `subscribe` if given, else through `face` itself.
+    init<Face: AsyncSharedSequence<Int, Never>>(
+        _ name: String, _ face: Face, subscribe: (@Sendable () -> SharedIterator<Int, Never>)? = nil
+    ) {
+        self.name = name
+        self.storage = face.storage
+        self.subscribe = subscribe ?? { face.makeAsyncIterator() }
+        self.subscriberCounts = { face.subscriberCounts }
+        self.waitForSubscribers = { n throws(CancellationError) in try await face.waitForSubscribers(atLeast: n) }
+    }
 }
 
 @Suite("Subscriber counts: subscriberCounts and waitForSubscribers(atLeast:)", .timeLimit(.minutes(2)))
 struct SubscriberCountTests {
-    enum Face: String, Sendable, CaseIterable, CustomStringConvertible {
+    enum Face: String, NamedTestCase {
         case passthroughSubject, currentValueSubject, replaySubject, share, replay, multicast, sharedSource, view
-        var description: String { self.rawValue }
     }
 
     private func make(_ face: Face) -> CountedFace {
         switch face {
-        case .passthroughSubject:
-            let s = AsyncPassthroughSubject<Int, Never>()
-            return CountedFace(
-                name: "\(face)", storage: s.storage, subscribe: { s.makeAsyncIterator() },
-                subscriberCounts: { s.subscriberCounts },
-                waitForSubscribers: { n throws(CancellationError) in try await s.waitForSubscribers(atLeast: n) })
-        case .currentValueSubject:
-            let s = AsyncCurrentValueSubject<Int, Never>(0)
-            return CountedFace(
-                name: "\(face)", storage: s.storage, subscribe: { s.makeAsyncIterator() },
-                subscriberCounts: { s.subscriberCounts },
-                waitForSubscribers: { n throws(CancellationError) in try await s.waitForSubscribers(atLeast: n) })
-        case .replaySubject:
-            let s = AsyncReplaySubject<Int, Never>(bufferSize: 2)
-            return CountedFace(
-                name: "\(face)", storage: s.storage, subscribe: { s.makeAsyncIterator() },
-                subscriberCounts: { s.subscriberCounts },
-                waitForSubscribers: { n throws(CancellationError) in try await s.waitForSubscribers(atLeast: n) })
-        case .share:
-            let s = Counter().share()
-            return CountedFace(
-                name: "\(face)", storage: s.storage, subscribe: { s.makeAsyncIterator() },
-                subscriberCounts: { s.subscriberCounts },
-                waitForSubscribers: { n throws(CancellationError) in try await s.waitForSubscribers(atLeast: n) })
-        case .replay:
-            let s = Counter().replay(1)
-            return CountedFace(
-                name: "\(face)", storage: s.storage, subscribe: { s.makeAsyncIterator() },
-                subscriberCounts: { s.subscriberCounts },
-                waitForSubscribers: { n throws(CancellationError) in try await s.waitForSubscribers(atLeast: n) })
-        case .multicast:
-            let s = Counter().multicast()
-            return CountedFace(
-                name: "\(face)", storage: s.storage, subscribe: { s.makeAsyncIterator() },
-                subscriberCounts: { s.subscriberCounts },
-                waitForSubscribers: { n throws(CancellationError) in try await s.waitForSubscribers(atLeast: n) })
-        case .sharedSource:
-            let s = AsyncSharedSource<Int, Never> { _ in {} }
-            return CountedFace(
-                name: "\(face)", storage: s.storage, subscribe: { s.makeAsyncIterator() },
-                subscriberCounts: { s.subscriberCounts },
-                waitForSubscribers: { n throws(CancellationError) in try await s.waitForSubscribers(atLeast: n) })
+        case .passthroughSubject: return CountedFace("\(face)", AsyncPassthroughSubject<Int, Never>())
+        case .currentValueSubject: return CountedFace("\(face)", AsyncCurrentValueSubject<Int, Never>(0))
+        case .replaySubject: return CountedFace("\(face)", AsyncReplaySubject<Int, Never>(bufferSize: 2))
+        case .share: return CountedFace("\(face)", Counter().share())
+        case .replay: return CountedFace("\(face)", Counter().replay(1))
+        case .multicast: return CountedFace("\(face)", Counter().multicast())
+        case .sharedSource: return CountedFace("\(face)", AsyncSharedSource<Int, Never> { _ in {} })
         case .view:
             // A view counts every subscriber of the underlying subject, whatever their policy.
             let subject = AsyncPassthroughSubject<Int, Never>()
-            let s = subject.buffering(.bufferingNewest(1))
             return CountedFace(
-                name: "\(face)", storage: s.storage, subscribe: { subject.makeAsyncIterator() },
-                subscriberCounts: { s.subscriberCounts },
-                waitForSubscribers: { n throws(CancellationError) in try await s.waitForSubscribers(atLeast: n) })
+                "\(face)", subject.buffering(.bufferingNewest(1)), subscribe: { subject.makeAsyncIterator() })
         }
     }
 
@@ -265,8 +237,7 @@ struct SubscriberCountTests {
         subject.send(1)
         #expect(await a.next() == 1)
         #expect(await b.next() == 1)
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
     }
 
     @Test("waitForSubscribers throws CancellationError when its task is cancelled while waiting")

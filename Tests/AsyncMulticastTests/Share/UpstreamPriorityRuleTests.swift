@@ -55,11 +55,14 @@ private var canEscalate: Bool {
     return false
 }
 
-@Suite("The upstream's priority: every waiting subscriber's, whoever starts it", .timeLimit(.minutes(3)))
+// Every test needs a platform that raises a running task: the trait is the suite's.
+@Suite(
+    "The upstream's priority: every waiting subscriber's, whoever starts it", .enabled(if: canEscalate),
+    .timeLimit(.minutes(3)))
 struct UpstreamPriorityRuleTests {
     @Test(
-        "multicast().autoconnect(): a background subscriber's demand raises the upstream it connects to the highest waiting priority",
-        .enabled(if: canEscalate))
+        "multicast().autoconnect(): a background subscriber's demand raises the upstream it connects to the highest waiting priority"
+    )
     func autoconnectDemandRaisesToEveryWaitingPriority() async throws {
         let probe = IterationsProbe()
         let multicast = probe.multicast()
@@ -77,8 +80,8 @@ struct UpstreamPriorityRuleTests {
     }
 
     @Test(
-        "multicast().autoconnect(minimumSubscribers:): a background join that connects raises the upstream to a subscriber already waiting",
-        .enabled(if: canEscalate))
+        "multicast().autoconnect(minimumSubscribers:): a background join that connects raises the upstream to a subscriber already waiting"
+    )
     func autoconnectJoinRaisesToAWaitingSubscriber() async throws {
         let probe = IterationsProbe()
         let feed = probe.multicast().autoconnect(minimumSubscribers: 2)
@@ -99,8 +102,7 @@ struct UpstreamPriorityRuleTests {
     }
 
     @Test(
-        "multicast(): a high-priority subscriber that left before connect() does not raise the upstream",
-        .enabled(if: canEscalate))
+        "multicast(): a high-priority subscriber that left before connect() does not raise the upstream")
     func cancelledWaiterDoesNotRaiseTheUpstream() async throws {
         let probe = IterationsProbe()
         let multicast = probe.multicast()
@@ -130,8 +132,8 @@ struct UpstreamPriorityRuleTests {
     // next one started, and its end (`finish(epoch:)` of the old epoch) must not make the
     // storage forget the new task, which a high-priority subscriber then still raises.
     @Test(
-        "share(): the previous iteration ending after the restart does not stop a waiting subscriber raising the new one",
-        .enabled(if: canEscalate))
+        "share(): the previous iteration ending after the restart does not stop a waiting subscriber raising the new one"
+    )
     func staleIterationEndingKeepsTheNewTaskRaisable() async throws {
         let probe = IterationsProbe()
         let shared = probe.share()
@@ -156,9 +158,23 @@ struct UpstreamPriorityRuleTests {
 
     /// The faces whose upstream a subscriber raises: `share()`, and a `sharedService` whose
     /// `run()` runs at background priority.
-    enum Face: String, CaseIterable, CustomTestStringConvertible {
+    enum Face: String, NamedTestCase {
         case share, sharedService
-        var testDescription: String { self.rawValue }
+
+        /// This face of `probe` (a service `started` so, hosted by a background task): the
+        /// sequence, its count of waiting subscribers, and the hosting task if any.
+        func make(
+            _ probe: IterationsProbe, started: SharingStarted
+        ) -> (any AsyncSequence<Int, Never> & Sendable, () -> Int, Task<Void, Never>?) {
+            switch self {
+            case .share:
+                let shared = probe.share()
+                return (shared, { shared.storage.waitingCount }, nil)
+            case .sharedService:
+                let service = probe.sharedService(started: started)
+                return (service, { service.storage.waitingCount }, Task(priority: .background) { await service.run() })
+            }
+        }
     }
 
     // A KNOWN LIMITATION (Guides/Share.md): a subscriber's priority is read when it starts
@@ -171,23 +187,12 @@ struct UpstreamPriorityRuleTests {
     @Test(
         "a subscriber escalated while it waits raises the upstream to its new priority",
         .disabled("a known limitation: an escalation while waiting is not observed (see above)"),
-        .enabled(if: canEscalate), arguments: Face.allCases)
+        arguments: Face.allCases)
     func subscriberEscalatedWhileWaitingRaisesTheUpstream(_ face: Face) async throws {
         #if compiler(>=6.2)
             guard #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) else { return }
             let probe = IterationsProbe()
-            let sequence: any AsyncSequence<Int, Never> & Sendable
-            let waiting: () -> Int
-            var hosting: Task<Void, Never>? = nil
-            switch face {
-            case .share:
-                let shared = probe.share()
-                (sequence, waiting) = (shared, { shared.storage.waitingCount })
-            case .sharedService:
-                let service = probe.sharedService(started: .lazily)
-                hosting = Task(priority: .background) { await service.run() }
-                (sequence, waiting) = (service, { service.storage.waitingCount })
-            }
+            let (sequence, waiting, hosting) = face.make(probe, started: .lazily)
             let got = Signal<Int?>()
             let reader = readOne(sequence, at: .background, into: got)
             try await waitUntil("the background subscriber waiting") { waiting() == 1 }
@@ -208,21 +213,10 @@ struct UpstreamPriorityRuleTests {
     // raise applied to the retiring task).
     @Test(
         "a subscriber waiting for a restart raises the previous iteration that is still stopping",
-        .enabled(if: canEscalate), arguments: Face.allCases)
+        arguments: Face.allCases)
     func waitingSubscriberRaisesTheStoppingIteration(_ face: Face) async throws {
         let probe = IterationsProbe(stopFloor: .high)
-        let sequence: any AsyncSequence<Int, Never> & Sendable
-        let waiting: () -> Int
-        var hosting: Task<Void, Never>? = nil
-        switch face {
-        case .share:
-            let shared = probe.share()
-            (sequence, waiting) = (shared, { shared.storage.waitingCount })
-        case .sharedService:
-            let service = probe.sharedService(started: .whileSubscribed())
-            hosting = Task(priority: .background) { await service.run() }
-            (sequence, waiting) = (service, { service.storage.waitingCount })
-        }
+        let (sequence, waiting, hosting) = face.make(probe, started: .whileSubscribed())
         let got = Signal<Int?>()
         _ = readOne(sequence, at: .background, into: got)
         try await probe.send(1, to: 0)
@@ -248,7 +242,7 @@ struct UpstreamPriorityRuleTests {
     // rounds with connect() on 2 cores, before). Many rounds: one below the priority fails.
     @Test(
         "the first step of an upstream started while a high-priority subscriber waits runs at that priority",
-        .enabled(if: canEscalate), arguments: ["connect()", "run()"])
+        arguments: ["connect()", "run()"])
     func firstStepRunsAtTheWaitingPriority(_ starter: String) async throws {
         let firstSteps = LockedLog<TaskPriority>()
         for round in 0..<100 {

@@ -179,9 +179,8 @@ struct UpstreamTaskTests {
 
     /// How a face's restart is driven: `share()`, or a `sharedService` whose `run()` runs at
     /// background priority.
-    enum RestartingFace: String, CaseIterable, CustomTestStringConvertible {
+    enum RestartingFace: String, NamedTestCase {
         case share, sharedService
-        var testDescription: String { self.rawValue }
     }
 
     @Test(

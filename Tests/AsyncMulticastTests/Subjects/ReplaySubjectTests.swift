@@ -60,8 +60,7 @@ struct ReplaySubjectTests {
             #expect(subject.replayCache == [3, 4, 5], "reading does not take anything out of the cache")
             var newcomer = subject.makeAsyncIterator()
             subject.finish()
-            var replayed: [Int] = []
-            while let n = await newcomer.next() { replayed.append(n) }
+            let replayed = await newcomer.readAll()
             #expect(replayed == [3, 4, 5])
         }
     }
@@ -79,10 +78,8 @@ struct ReplaySubjectTests {
             subject.send(3)
             #expect(subject.replayCache == [3], "the cache fills again from what is sent next")
             subject.finish()
-            var presentReceived: [Int] = []
-            while let n = await present.next() { presentReceived.append(n) }
-            var newcomerReceived: [Int] = []
-            while let n = await newcomer.next() { newcomerReceived.append(n) }
+            let presentReceived = await present.readAll()
+            let newcomerReceived = await newcomer.readAll()
             #expect(presentReceived == [1, 2, 3], "the reset took nothing from a present subscriber")
             #expect(newcomerReceived == [3])
             #expect(subject.storage.invariantViolation == nil)
@@ -143,8 +140,7 @@ struct ReplaySubjectTests {
             #expect(subject.replayCache == [1, 2, 3, 4, 5], "the cache itself is bufferSize long")
             var late = subject.makeAsyncIterator()
             subject.finish()
-            var replayed: [Int] = []
-            while let n = await late.next() { replayed.append(n) }
+            let replayed = await late.readAll()
             #expect(replayed == expected)
         }
     }
@@ -163,8 +159,7 @@ struct ReplaySubjectTests {
             #expect(await events.next() == .element(3))
             #expect(await events.next() == .element(4))
             #expect(await events.next() == nil)
-            var all: [Int] = []
-            while let n = await full.next() { all.append(n) }
+            let all = await full.readAll()
             #expect(all == [1, 2, 3, 4])
         }
     }
@@ -186,8 +181,7 @@ struct ReplaySubjectTests {
         #expect(seen.count == 100)
         #expect(cache == Array(seen.suffix(3)))
         var late = subject.makeAsyncIterator()
-        var replayed: [Int] = []
-        while let n = await late.next() { replayed.append(n) }
+        let replayed = await late.readAll()
         #expect(replayed == cache)
     }
 
@@ -196,13 +190,6 @@ struct ReplaySubjectTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncReplaySubject<Int, Never>(bufferSize: -1)
         }
-        #if DEBUG
-            if let result {
-                let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-                #expect(
-                    output.contains("AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got -1"),
-                    "stderr: \(output)")
-            }
-        #endif
+        expectMessage(result, contains: "AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got -1")
     }
 }

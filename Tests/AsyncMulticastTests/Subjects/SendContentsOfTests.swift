@@ -34,9 +34,8 @@ private actor Feeder {
 
 @Suite("send(contentsOf:)", .timeLimit(.minutes(2)))
 struct SendContentsOfTests {
-    enum SubjectKind: String, Sendable, CaseIterable, CustomStringConvertible {
+    enum SubjectKind: String, NamedTestCase {
         case passthrough, currentValue, replay
-        var description: String { self.rawValue }
     }
 
     @Test(
@@ -96,22 +95,29 @@ struct SendContentsOfTests {
         var reader = subject.makeAsyncIterator()
         await Feeder().feed(subject)
         subject.finish()
-        var received: [Int] = []
-        while let n = await reader.next() { received.append(n) }
+        let received = await reader.readAll()
         #expect(received == [1, 2, 3])
     }
 
-    @Test("stops when its task is cancelled: the element in hand is sent, nothing more is pulled")
-    func stopsWhenCancelled() async throws {
+    /// A subject whose subscriber read 1 from `send(contentsOf:)` of a `StubbornSource` (each
+    /// pull waits for the test's answer, whatever the cancellation); its second pull waits.
+    private func sendingUntilTheSecondPull() async -> (
+        AsyncPassthroughSubject<Int, Never>, SubscriberTask<Int, Never>, StubbornSource, Task<Void, Never>
+    ) {
         let subject = AsyncPassthroughSubject<Int, Never>()
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
-        // Each pull waits for the test's answer, whatever the cancellation.
         let source = StubbornSource()
         let sending = Task { await subject.send(contentsOf: source) }
         _ = await source.control.pulled.next("first pull")
         source.control.answer(1)
         #expect(await reader.next() == 1)
         _ = await source.control.pulled.next("second pull")
+        return (subject, reader, source, sending)
+    }
+
+    @Test("stops when its task is cancelled: the element in hand is sent, nothing more is pulled")
+    func stopsWhenCancelled() async throws {
+        let (subject, reader, source, sending) = await self.sendingUntilTheSecondPull()
         sending.cancel()
         source.control.answer(2)  // pulled before the cancellation was seen
         // It returns without pulling again (a third pull would wait for an answer forever).
@@ -125,14 +131,7 @@ struct SendContentsOfTests {
 
     @Test("a sequence that ignores cancellation and answers after the completion is asked once more, then returns")
     func stopsWhenTheSubjectCompletes() async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>()
-        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
-        let source = StubbornSource()
-        let sending = Task { await subject.send(contentsOf: source) }
-        _ = await source.control.pulled.next("first pull")
-        source.control.answer(1)
-        #expect(await reader.next() == 1)
-        _ = await source.control.pulled.next("second pull")
+        let (subject, reader, source, sending) = await self.sendingUntilTheSecondPull()
         subject.finish()
         source.control.answer(2)  // ignored: the subject has completed
         // It returned an element, so it may not have seen the cancellation: asked once more,
@@ -172,9 +171,8 @@ struct SendContentsOfTests {
         #expect(probe.pulls == 0, "a completed subject takes nothing, so nothing is pulled")
     }
 
-    enum Completion: String, Sendable, CaseIterable, CustomStringConvertible {
+    enum Completion: String, NamedTestCase {
         case finish, fail
-        var description: String { self.rawValue }
     }
 
     @Test(
@@ -203,18 +201,26 @@ struct SendContentsOfTests {
         #expect(source.control.iteratorCount == 1)
     }
 
+    /// Starts `send(contentsOf: elements)` into `subject`, counting its pulls; returns once it
+    /// waits for room.
+    private func startSendingUntilItWaitsForRoom(
+        _ elements: Range<Int>, into subject: AsyncPassthroughSubject<Int, Never>
+    ) async throws -> (Probe, Task<Void, Never>) {
+        let probe = Probe()
+        let sending = Task { await subject.send(contentsOf: Instrumented(elements.async, probe: probe)) }
+        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        return (probe, sending)
+    }
+
     @Test("returns when the subject completes while it waits for room; the element it waited to send is ignored")
     func returnsWhenTheSubjectCompletesWhilePaced() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
         var reader = subject.makeAsyncIterator()
-        let probe = Probe()
-        let sending = Task { await subject.send(contentsOf: Instrumented((0..<10).async, probe: probe)) }
-        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        let (probe, sending) = try await self.startSendingUntilItWaitsForRoom(0..<10, into: subject)
         subject.finish()
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
         #expect(probe.pulls == 4, "one more pull, in a cancelled task, tells the sequence its iteration ended")
-        var received: [Int] = []
-        while let n = await reader.next() { received.append(n) }
+        let received = await reader.readAll()
         #expect(received == [0, 1], "what was sent before the completion, then the end: the last pull is ignored")
     }
 
@@ -257,8 +263,7 @@ struct SendContentsOfTests {
         }
         subject.send(3)
         subject.finish()
-        var received: [Int] = []
-        while let n = await reader.next() { received.append(n) }
+        let received = await reader.readAll()
         #expect(received == [1, 2, 3], "sent before the error, and the subject was still open")
     }
 
@@ -267,9 +272,7 @@ struct SendContentsOfTests {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(4))
         var reader = subject.makeAsyncIterator()
         let id = reader.subscription.id
-        let probe = Probe()
-        let sending = Task { await subject.send(contentsOf: Instrumented((0..<20).async, probe: probe)) }
-        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        let (probe, sending) = try await self.startSendingUntilItWaitsForRoom(0..<20, into: subject)
         #expect(subject.storage.undelivered(id) == [0, 1, 2, 3], "it sent until the subscriber held 4, then waited")
         #expect(probe.pulls == 5, "and pulled only the element it waits to send")
 
@@ -287,15 +290,12 @@ struct SendContentsOfTests {
     func cancelledWhilePaced() async throws {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
         var reader = subject.makeAsyncIterator()
-        let probe = Probe()
-        let sending = Task { await subject.send(contentsOf: Instrumented((0..<10).async, probe: probe)) }
-        try await waitUntil("the sender waiting for room") { subject.storage.producersWaitingForRoom == 1 }
+        let (probe, sending) = try await self.startSendingUntilItWaitsForRoom(0..<10, into: subject)
         sending.cancel()
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
         #expect(probe.pulls == 3)
         subject.finish()
-        var received: [Int] = []
-        while let n = await reader.next() { received.append(n) }
+        let received = await reader.readAll()
         #expect(received == [0, 1, 2], "the element it was waiting to send was not lost")
     }
 }

@@ -55,15 +55,29 @@ struct SubjectReliabilityTests {
         }
     }
 
+    /// Where an echoing subscriber's bound is: the subject's policy, or a view's on an
+    /// unbounded subject.
+    enum BoundOn: String, NamedTestCase {
+        case subject, view
+    }
+
     @Test(
-        "a subscriber of a .bounded(n) subject that echoes every element with send(waitingForRoom:) never waits for itself, for every n in 1...64"
-    )
-    func echoingSubscriberNeverWaitsForItself() async throws {
+        "a subscriber of a .bounded(n) subject, or of a .bounded(n) view on an unbounded subject, that echoes every element with send(waitingForRoom:) never waits for itself, for every n in 1...64",
+        arguments: BoundOn.allCases)
+    func echoingSubscriberNeverWaitsForItself(_ boundOn: BoundOn) async throws {
         try await withTimeout(seconds: 150) {
             for bound in 1...64 {
                 if Task.isCancelled { break }
-                let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(bound))
-                let iterator = subject.makeAsyncIterator()
+                let subject: AsyncPassthroughSubject<Int, Never>
+                let iterator: SharedIterator<Int, Never>
+                switch boundOn {
+                case .subject:
+                    subject = AsyncPassthroughSubject(buffering: .bounded(bound))
+                    iterator = subject.makeAsyncIterator()
+                case .view:
+                    subject = AsyncPassthroughSubject()
+                    iterator = subject.buffering(.bounded(bound)).makeAsyncIterator()
+                }
                 await Self.checkEcho(bound: bound, subject: subject, iterator: iterator)
             }
         }
@@ -94,20 +108,6 @@ struct SubjectReliabilityTests {
         }
     }
 
-    @Test(
-        "a subscriber of a .bounded(n) view on an unbounded subject that echoes every element never waits for itself, for every n in 1...64"
-    )
-    func echoingViewSubscriberNeverWaitsForItself() async throws {
-        try await withTimeout(seconds: 150) {
-            for bound in 1...64 {
-                if Task.isCancelled { break }
-                let subject = AsyncPassthroughSubject<Int, Never>()
-                let iterator = subject.buffering(.bounded(bound)).makeAsyncIterator()
-                await Self.checkEcho(bound: bound, subject: subject, iterator: iterator)
-            }
-        }
-    }
-
     /// A burst of `max(1, bound - 1)` synchronous sends, then the subscriber (this task)
     /// echoes every element it receives (`element + 1000`) with `send(waitingForRoom:)` until
     /// it received `3 * bound + 5` elements. It never holds more than `bound - 1` unconsumed
@@ -132,8 +132,7 @@ struct SubjectReliabilityTests {
             return
         }
         subject.finish()
-        var rest: [Int] = []
-        while let element = await iterator.next() { rest.append(element) }
+        let rest = await iterator.readAll()
 
         // Everything sent, in order: the burst, then each echo in the order of the elements
         // it answers.
@@ -208,8 +207,7 @@ struct SubjectReliabilityTests {
                 for value in values.prefix(150) { subject.send(value) }
                 for value in values.dropFirst(150) { await subject.send(waitingForRoom: value) }
                 subject.finish()
-                var received: [Int] = []
-                while let element = await iterator.next() { received.append(element) }
+                let received = await iterator.readAll()
                 #expect(received == values, "\(policy)")
             }
 
@@ -224,8 +222,7 @@ struct SubjectReliabilityTests {
                 for value in values.prefix(150) { subject.send(value) }
                 for value in values.dropFirst(150) { await subject.send(waitingForRoom: value) }
                 subject.finish()
-                var received: [Int] = []
-                while let element = await iterator.next() { received.append(element) }
+                let received = await iterator.readAll()
                 #expect(received == [-1] + values, "\(policy)")
                 #expect(subject.value == 299)
             }

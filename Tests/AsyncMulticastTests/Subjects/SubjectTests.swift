@@ -32,8 +32,7 @@ struct SubjectTests {
         #expect(await p.next() == 10)
         #expect(await c.take(3) == [0, 10, 11])
         #expect(currentValue.value == 11)
-        await p.leave()
-        await c.leave()
+        await leaveAll(p, c)
     }
 
     @Test("plain subject.send(x) in async code needs no await and is not ambiguous")
@@ -49,8 +48,7 @@ struct SubjectTests {
         await current.send(waitingForRoom: 2)
         #expect(await a.take(2) == [1, 2])
         #expect(await b.take(3) == [0, 1, 2])
-        await a.leave()
-        await b.leave()
+        await leaveAll(a, b)
     }
 
     @Test("the passthrough subject's default buffering is .unbounded: nothing is lost")
@@ -156,15 +154,7 @@ struct SubjectTests {
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)  // the reader now holds 2 = n
-        let aboutToSend = Signal<Void>()
-        let sent = LockedFlag()
-        let sender = Task {
-            aboutToSend.send(())
-            await subject.send(waitingForRoom: 3)
-            sent.set()
-        }
-        _ = await aboutToSend.next("sender started")
-        await letOthersRun()
+        let (sender, sent) = await startWaitingSend(3, into: subject)
         #expect(!sent.isSet, "the send waits: the reader is full")
 
         #expect(await reader.next() == 1)  // consuming makes room
@@ -178,15 +168,7 @@ struct SubjectTests {
     func currentValueWaitingSend() async throws {
         let subject = AsyncCurrentValueSubject<Int, Never>(0, buffering: .bounded(1))
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }  // holds the current value
-        let aboutToSend = Signal<Void>()
-        let sent = LockedFlag()
-        let sender = Task {
-            aboutToSend.send(())
-            await subject.send(waitingForRoom: 1)
-            sent.set()
-        }
-        _ = await aboutToSend.next("sender started")
-        await letOthersRun()
+        let (sender, sent) = await startWaitingSend(1, into: subject)
         #expect(!sent.isSet, "the reader holds 1 = n (the current value)")
         #expect(await reader.next() == 0)
         try await withTimeout("the waiting send") { await sender.value }
@@ -202,13 +184,7 @@ struct SubjectTests {
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(1)
         subject.send(2)
-        let aboutToSend = Signal<Void>()
-        let sender = Task {
-            aboutToSend.send(())
-            await subject.send(waitingForRoom: 3)
-        }
-        _ = await aboutToSend.next("sender started")
-        await letOthersRun()
+        let (sender, _) = await startWaitingSend(3, into: subject)
         sender.cancel()
         // It returns although the reader has not consumed anything.
         try await withTimeout("the cancelled send") { await sender.value }

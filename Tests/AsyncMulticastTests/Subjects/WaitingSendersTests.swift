@@ -141,8 +141,7 @@ struct WaitingSendersTests {
                 let bystander = subject.buffering(.unbounded).makeAsyncIterator()
                 let watching = Task {
                     var bystander = bystander
-                    var values: [Int] = []
-                    while let value = await bystander.next() { values.append(value) }
+                    let values = await bystander.readAll()
                     return values
                 }
                 for value in 0..<bound { subject.send(value) }  // a burst of exactly the bound
@@ -332,8 +331,7 @@ struct WaitingSendersTests {
             subject.finish()
             #expect(await greeted.next() == nil, "evicted by the live ones, not by the greeting")
             #expect(await newest.next() == .missed(12))
-            var received: [Int] = []
-            while let value = await unbounded.next() { received.append(value) }
+            let received = await unbounded.readAll()
             #expect(received == Array(1...20))
         }
     }
@@ -348,8 +346,7 @@ struct WaitingSendersTests {
                     let iterator = subject.buffering(.unbounded).makeAsyncIterator()
                     return Task {
                         var iterator = iterator
-                        var values: [Int] = []
-                        while let value = await iterator.next() { values.append(value) }
+                        let values = await iterator.readAll()
                         return values
                     }
                 }

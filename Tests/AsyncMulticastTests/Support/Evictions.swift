@@ -31,3 +31,16 @@ func startWatchers<Element: Sendable, Failure: Error>(
     }
     return watchers
 }
+
+/// Moves `clock` past a soft limit's duration once its timer sleeps; checks that `client` is
+/// told `expected` and that its `events` end with it.
+func expectEvictedAtTheSoftDeadline(
+    _ client: SharedSubscription<Int, Never>, events: inout SharedEventIterator<Int, Never>, clock: ManualClock,
+    after duration: Duration, _ expected: SubscriberEviction, sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    await clock.waitForSleepers(count: 1)
+    clock.advance(by: duration)
+    #expect(await client.waitForEviction() == expected, sourceLocation: sourceLocation)
+    #expect(await events.next() == .evicted(expected), sourceLocation: sourceLocation)
+    #expect(await events.next() == nil, sourceLocation: sourceLocation)
+}

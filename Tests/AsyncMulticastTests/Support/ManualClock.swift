@@ -31,7 +31,7 @@ final class ManualClock: Clock, Sendable {
         static func < (lhs: Instant, rhs: Instant) -> Bool { lhs.offset < rhs.offset }
     }
 
-    private struct Sleeper: Sendable {
+    private struct Sleeper: TestClockSleeper {
         let id: UInt64
         let deadline: Instant
         let continuation: CheckedContinuation<Void, any Error>
@@ -135,12 +135,8 @@ final class ManualClock: Clock, Sendable {
                 for waiter in satisfied { waiter.resume(returning: true) }
             }
         } onCancel: {
-            let sleeper = self.state.withLock { state -> Sleeper? in
-                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else {
-                    state.cancelled.insert(id)  // not registered yet: it will not be
-                    return nil
-                }
-                return state.sleepers.remove(at: index)
+            let sleeper = self.state.withLock { state in
+                cancelSleep(id, sleepers: &state.sleepers, cancelled: &state.cancelled)
             }
             sleeper?.continuation.resume(throwing: CancellationError())
         }
@@ -216,4 +212,23 @@ final class ManualClock: Clock, Sendable {
             waiter?.continuation.resume(returning: false)
         }
     }
+}
+
+/// A sleep of a test clock (`ManualClock`, `ScriptedClock`): its id and its continuation.
+protocol TestClockSleeper: Sendable {
+    var id: UInt64 { get }
+    var continuation: CheckedContinuation<Void, any Error> { get }
+}
+
+/// The cancellation of sleep `id` under the clock's lock: the sleeper, removed from
+/// `sleepers` for the caller to resume outside the lock; or `nil` when it has not registered
+/// yet, and then `id` goes into `cancelled` so that it never will.
+func cancelSleep<Sleeper: TestClockSleeper>(
+    _ id: UInt64, sleepers: inout [Sleeper], cancelled: inout Set<UInt64>
+) -> Sleeper? {
+    guard let index = sleepers.firstIndex(where: { $0.id == id }) else {
+        cancelled.insert(id)  // not registered yet: it will not be
+        return nil
+    }
+    return sleepers.remove(at: index)
 }

@@ -6,9 +6,10 @@
 //   shadows `Swift.print` in that file and records into one `PrintedLines` for the file; its
 //   suite is serialized, and the guide's top-level declarations (which print too) sit at file
 //   scope.
-// - A per-example `print`: the other guide-test files declare a local `print` in each test (or
-//   a `static func print` in the namespace that holds an example's declarations) recording
-//   into that example's own `PrintedLines`; those tests may run in parallel.
+// - A per-example `print`: the other guide-test files declare a local `print` in each test,
+//   `let (printed, print) = PrintedLines.recorder()` (or a `static func print` in the namespace
+//   that holds an example's declarations) recording into that example's own `PrintedLines`;
+//   those tests may run in parallel.
 
 import Testing
 
@@ -23,6 +24,19 @@ final class PrintedLines: Sendable {
     }
 
     private let state = Lock(State())
+
+    /// A recorder and a `print` that records into it, to shadow `Swift.print` in one example:
+    /// `let (printed, print) = PrintedLines.recorder()`.
+    static func recorder() -> (PrintedLines, Printer) {
+        let printed = PrintedLines()
+        return (printed, Printer(printed: printed))
+    }
+
+    /// Called as `print(items...)`: records one line, formatted as `Swift.print` formats `items`.
+    struct Printer: Sendable {
+        let printed: PrintedLines
+        func callAsFunction(_ items: Any...) { self.printed.record(items) }
+    }
 
     /// Records one line, formatted as `Swift.print` formats `items`.
     func record(_ items: [Any], separator: String = " ") {

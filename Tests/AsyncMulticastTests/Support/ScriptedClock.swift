@@ -63,7 +63,7 @@ final class ScriptedClock: Clock, Sendable {
         case failWhenReleasedIgnoringCancellation
     }
 
-    private struct Sleeper: Sendable {
+    private struct Sleeper: TestClockSleeper {
         let id: UInt64
         /// `nil`: no time wakes it.
         let wake: Instant?
@@ -246,12 +246,8 @@ final class ScriptedClock: Clock, Sendable {
             }
         } onCancel: {
             guard !ignoringCancellation else { return }
-            let sleeper = self.state.withLock { state -> Sleeper? in
-                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else {
-                    state.cancelled.insert(id)  // not registered yet: it will not be
-                    return nil
-                }
-                return state.sleepers.remove(at: index)
+            let sleeper = self.state.withLock { state in
+                cancelSleep(id, sleepers: &state.sleepers, cancelled: &state.cancelled)
             }
             sleeper?.continuation.resume(throwing: CancellationError())
         }

@@ -54,3 +54,21 @@ func parkInOrder(
     }
     return senders
 }
+
+/// Starts `send(waitingForRoom: element)` into `subject` in a task of its own; returns once
+/// that task started and the others had a chance to run: the task, and a flag set when the
+/// send returned.
+func startWaitingSend(
+    _ element: Int, into subject: some AsyncSubject<Int, Never>
+) async -> (sender: Task<Void, Never>, sent: LockedFlag) {
+    let aboutToSend = Signal<Void>()
+    let sent = LockedFlag()
+    let sender = Task {
+        aboutToSend.send(())
+        await subject.send(waitingForRoom: element)
+        sent.set()
+    }
+    _ = await aboutToSend.next("sender started")
+    await letOthersRun()
+    return (sender, sent)
+}

@@ -2,12 +2,29 @@
 //
 // - `SubscriberBox` holds an iterator; each `next()` runs in the task that calls it, so a test
 //   can cancel one read (`startNext()` then `cancel()`) or read from an already-cancelled task.
+// - `HeldSubscription` holds a subscription until a test or another task releases it.
 // - `SubscriberTask` is a subscriber living in a task of its own, driven by commands under a
 //   hang guard: `next()`, `take(_:)`, `drain()`, `leave()`, or `cancel()` for its whole task.
 
 import Testing
 
 @testable import AsyncMulticast
+
+// MARK: - HeldSubscription: a subscription released when the test says so
+
+/// A subscription that a test (or another task) releases when it says so: the last copy
+/// going is a leave.
+final class HeldSubscription<Element: Sendable, Failure: Error>: Sendable {
+    let subscription: Lock<SharedSubscription<Element, Failure>?>
+    init(_ subscription: SharedSubscription<Element, Failure>) { self.subscription = Lock(subscription) }
+    func release() {
+        let released = self.subscription.withLock { held in
+            defer { held = nil }
+            return held
+        }
+        _ = released  // dropped here, outside the lock
+    }
+}
 
 // MARK: - SubscriberBox: reads in the caller's task
 
@@ -33,9 +50,25 @@ final class SubscriberBox<Element: Sendable, Failure: Error>: @unchecked Sendabl
 }
 
 extension SubscriberBox where Failure == Never {
+    /// Reads until the end: every element left.
+    func readAll() async -> [Element] {
+        var elements: [Element] = []
+        while let element = await self.next() { elements.append(element) }
+        return elements
+    }
+
     /// Starts one `next()` in a new task.
     func startNext() -> Task<Element?, Never> {
         Task { await self.next() }
+    }
+}
+
+extension AsyncIteratorProtocol where Failure == Never {
+    /// Reads until the end: every element left.
+    mutating func readAll(isolation actor: isolated (any Actor)? = #isolation) async -> [Element] {
+        var elements: [Element] = []
+        while let element = await self.next(isolation: actor) { elements.append(element) }
+        return elements
     }
 }
 
@@ -299,4 +332,11 @@ extension MulticastStorage {
     var evictionWatcherCount: Int {
         self.state.withLock { $0.machine.evictionWatchers.values.reduce(0) { $0 + $1.count } }
     }
+}
+
+/// Each of `subscribers` leaves, in order.
+func leaveAll<Element: Sendable, Failure: Error>(
+    _ subscribers: SubscriberTask<Element, Failure>..., sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    for subscriber in subscribers { await subscriber.leave(sourceLocation: sourceLocation) }
 }

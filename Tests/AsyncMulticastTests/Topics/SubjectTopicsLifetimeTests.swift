@@ -9,19 +9,6 @@ import Testing
 
 @Suite("AsyncSubjectTopics lifetime", .timeLimit(.minutes(2)))
 struct SubjectTopicsLifetimeTests {
-    /// A subscription that a test releases when it says so (the last copy going is a leave).
-    final class Held: Sendable {
-        let subscription: Lock<SharedSubscription<Int, Never>?>
-        init(_ subscription: SharedSubscription<Int, Never>) { self.subscription = Lock(subscription) }
-        func release() {
-            let released = self.subscription.withLock { held in
-                defer { held = nil }
-                return held
-            }
-            _ = released  // dropped here, outside the lock
-        }
-    }
-
     @Test("the first subscriber of a key creates its subject; later ones join it")
     func firstSubscriberCreatesTheKey() async throws {
         let topics = AsyncSubjectTopics<String, Int, Never>()
@@ -47,8 +34,8 @@ struct SubjectTopicsLifetimeTests {
     @Test("a key is freed when its last subscriber leaves, not before")
     func freedAfterTheLastLeave() async throws {
         let topics = AsyncSubjectTopics<String, Int, Never>()
-        let first = Held(topics.subscribe(to: "a"))
-        let second = Held(topics.subscribe(to: "a"))
+        let first = HeldSubscription(topics.subscribe(to: "a"))
+        let second = HeldSubscription(topics.subscribe(to: "a"))
         first.release()
         #expect(topics.isLive("a"), "one subscriber is left")
         #expect(topics.subscriberCount(of: "a") == 1)
@@ -78,7 +65,7 @@ struct SubjectTopicsLifetimeTests {
     @Test("a key joined again after it was freed is a fresh subject: nothing of the old one")
     func rejoinedKeyIsFresh() async throws {
         let topics = AsyncSubjectTopics<String, Int, Never>(replay: 4)
-        let first = Held(topics.subscribe(to: "a"))
+        let first = HeldSubscription(topics.subscribe(to: "a"))
         topics.send(1, to: "a")
         topics.send(2, to: "a")
         first.release()
@@ -93,7 +80,7 @@ struct SubjectTopicsLifetimeTests {
     func freedAfterKeepAliveOnTheClock() async throws {
         let clock = ManualClock()
         let topics = AsyncSubjectTopics<String, Int, Never>(keepAlive: .seconds(5), clock: clock)
-        let subscriber = Held(topics.subscribe(to: "a"))
+        let subscriber = HeldSubscription(topics.subscribe(to: "a"))
         subscriber.release()
         #expect(await clock.waitForSleepers(count: 1), "the window's timer sleeps")
         #expect(clock.sleeperDeadlines == [.init(offset: .seconds(5))])
@@ -110,12 +97,12 @@ struct SubjectTopicsLifetimeTests {
     func joinDuringKeepAliveKeepsTheSubject() async throws {
         let clock = ManualClock()
         let topics = AsyncSubjectTopics<String, Int, Never>(replay: 2, keepAlive: .seconds(5), clock: clock)
-        let first = Held(topics.subscribe(to: "a"))
+        let first = HeldSubscription(topics.subscribe(to: "a"))
         topics.send(1, to: "a")
         topics.send(2, to: "a")
         first.release()
         #expect(await clock.waitForSleepers(count: 1))
-        let second = Held(topics.subscribe(to: "a"))
+        let second = HeldSubscription(topics.subscribe(to: "a"))
         try await waitUntil("the cancelled timer gone") { clock.sleeperCount == 0 }
         clock.advance(by: .seconds(10))
         #expect(topics.isLive("a"), "a subscriber holds it")
@@ -130,10 +117,10 @@ struct SubjectTopicsLifetimeTests {
     func eachLastLeaveOpensAWindow() async throws {
         let clock = ManualClock()
         let topics = AsyncSubjectTopics<String, Int, Never>(keepAlive: .seconds(5), clock: clock)
-        Held(topics.subscribe(to: "a")).release()
+        HeldSubscription(topics.subscribe(to: "a")).release()
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(3))
-        let back = Held(topics.subscribe(to: "a"))
+        let back = HeldSubscription(topics.subscribe(to: "a"))
         try await waitUntil("the first timer cancelled") { clock.sleeperCount == 0 }
         back.release()
         #expect(await clock.waitForSleepers(count: 1))
@@ -157,7 +144,7 @@ struct SubjectTopicsLifetimeTests {
         #expect(clock.sleeperDeadlines == [.init(offset: .seconds(10))])
         let late = topics.subscribe(to: "a")
         topics.send(4, to: "a")
-        let held = Held(late)
+        let held = HeldSubscription(late)
         var iterator = late.makeAsyncIterator()
         #expect(await iterator.next() == 2)
         #expect(await iterator.next() == 3)
@@ -203,7 +190,7 @@ struct SubjectTopicsLifetimeTests {
     func foreverKeepsKeys() async throws {
         let clock = ManualClock()
         let topics = AsyncSubjectTopics<String, Int, Never>(keepAlive: .seconds(Int64.max), clock: clock)
-        Held(topics.subscribe(to: "a")).release()
+        HeldSubscription(topics.subscribe(to: "a")).release()
         #expect(topics.isLive("a"))
         #expect(clock.sleeperCount == 0)
         clock.advance(by: .seconds(1 << 41))

@@ -1,0 +1,41 @@
+// What the keep-alive tests (KeepAliveTests, MisbehavingClockTests) do again and again with
+// a `FedSource` on a `ManualClock`: a subscriber restarting the stopped upstream, and a
+// window checked to close exactly at its deadline.
+
+import Testing
+
+@testable import AsyncMulticast
+
+/// A subscriber joins `shared`, reads `replayed` from its cache if given, restarts the
+/// stopped upstream (iteration `iteration`), reads `value` from it, and leaves.
+func restartReadAndLeave(
+    _ shared: AsyncShareSequence<Int, Never>, _ source: FedSource, iteration: Int, value: Int,
+    replayed: Int? = nil, sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    let b = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
+    if let replayed {
+        #expect(
+            await b.next(sourceLocation: sourceLocation) == replayed, "replayed: the cache has not expired",
+            sourceLocation: sourceLocation)
+    }
+    b.request()
+    await source.control.waitForStart(of: iteration, sourceLocation: sourceLocation)
+    source.control.yield(value)
+    #expect(await b.answer(sourceLocation: sourceLocation) == value, sourceLocation: sourceLocation)
+    await b.leave(sourceLocation: sourceLocation)
+}
+
+/// Moves `clock` to one nanosecond before `deadline`: the timer still sleeps and iteration
+/// `iteration` of `source` runs on; then to `deadline`: the iteration is cancelled.
+func expectCancelledAtTheDeadline(
+    _ deadline: ManualClock.Instant, clock: ManualClock, source: FedSource, iteration: Int,
+    _ comment: Comment? = nil, sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    clock.advance(to: deadline.advanced(by: .zero - .nanoseconds(1)))
+    #expect(clock.sleeperCount == 1, "not before its deadline: the timer still sleeps", sourceLocation: sourceLocation)
+    #expect(source.control.end(of: iteration) == nil, "still running inside the window", sourceLocation: sourceLocation)
+    clock.advance(by: .nanoseconds(1))
+    let ended = await source.control.waitForEnd(sourceLocation: sourceLocation)
+    #expect(ended?.iteration == iteration, sourceLocation: sourceLocation)
+    #expect(ended?.end == .cancelled, comment, sourceLocation: sourceLocation)
+}
