@@ -85,9 +85,9 @@ struct PreconditionTests {
 
     @Test func negativeStopTimeout() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            _ = [1, 2, 3].async.sharedService(started: .whileSubscribed(stopTimeout: .seconds(-1)))
+            _ = [1, 2, 3].async.sharedService(started: .whileSubscribed(keepAlive: .seconds(-1)))
         }
-        self.expectMessage(result, contains: "stopTimeout must not be negative, got -1.0 seconds")
+        self.expectMessage(result, contains: "keepAlive must not be negative, got -1.0 seconds")
     }
 
     @Test func negativeSharedServiceReplay() async {

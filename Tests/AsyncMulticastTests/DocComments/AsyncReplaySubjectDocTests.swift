@@ -12,7 +12,7 @@ struct AsyncReplaySubjectDocTests {
         let printed = PrintedLines()  // (test only)
         @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
 
-        let messages = AsyncReplaySubject<String, Never>(bufferSize: 2)
+        let messages = AsyncReplaySubject<String, Never>(replay: 2)
         messages.send("a")
         messages.send("b")
         messages.send("c")

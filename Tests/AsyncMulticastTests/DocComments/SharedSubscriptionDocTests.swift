@@ -65,7 +65,7 @@ struct SharedSubscriptionDocTests {
         let printed = PrintedLines()  // (test only)
         @Sendable func print(_ items: Any...) { printed.record(items) }  // (test only)
 
-        let chat = AsyncReplaySubject<String, Never>(bufferSize: 16, buffering: .evicting(4096))
+        let chat = AsyncReplaySubject<String, Never>(replay: 16, buffering: .evicting(4096))
         let client = chat.subscribe()
         for n in 1...50 { chat.send("message \(n)") }
         print(client.backlog!.highWaterMark)  // 50

@@ -167,7 +167,7 @@ struct CaughtUpOfferCountTests {
                 #expect(await b.next() == 1)
                 #expect(await b.next() == 2)
             case .replaySend:
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2, buffering: .bounded(8))
+                let subject = AsyncReplaySubject<Int, Never>(replay: 2, buffering: .bounded(8))
                 subject.send(0)
                 var a = subject.makeAsyncIterator()
                 var b = subject.makeAsyncIterator()

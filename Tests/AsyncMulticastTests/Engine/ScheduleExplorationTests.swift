@@ -295,7 +295,7 @@ struct ScheduleExplorationTests {
             let source = FedSource()
             let service = source.sharedService(
                 replay: 1, buffering: .unbounded,
-                started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
+                started: .whileSubscribed(keepAlive: .zero, replayExpiration: .seconds(10)), clock: clock)
             let hosting = Task { await service.run() }
             let reader = SubscriberBox(service.makeAsyncIterator())
             let read = reader.startNext()

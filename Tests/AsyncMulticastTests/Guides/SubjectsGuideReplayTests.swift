@@ -11,7 +11,7 @@ func subjectsGuideAsyncReplaySubject() async {
     let printed = PrintedLines()
     @Sendable func print(_ items: Any...) { printed.record(items) }
 
-    let chat = AsyncReplaySubject<String, Never>(bufferSize: 2)
+    let chat = AsyncReplaySubject<String, Never>(replay: 2)
     chat.send("alice: hi")
     chat.send("bob: hello")
     chat.send("alice: how are you?")

@@ -698,7 +698,7 @@ struct SoftLimitBacklogTests {
     func softLimitUnderReplayGreetings() async throws {
         let clock = ManualClock()
         let subject = AsyncReplaySubject<Int, Never>(
-            bufferSize: 5, buffering: .evicting(10, softLimit: .above(2, for: .seconds(5))), clock: clock)
+            replay: 5, buffering: .evicting(10, softLimit: .above(2, for: .seconds(5))), clock: clock)
         for n in 1...5 { subject.send(n) }
         let greeted = subject.subscribe()
         let strict = subject.buffering(.evicting(10, softLimit: .above(0, for: .zero))).subscribe()
@@ -1224,7 +1224,7 @@ struct SoftLimitBacklogTests {
 
     @Test func softCountAboveTheHardLimit() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            _ = AsyncReplaySubject<Int, Never>(bufferSize: 1).buffering(.evicting(1, softLimit: .above(9, for: .zero)))
+            _ = AsyncReplaySubject<Int, Never>(replay: 1).buffering(.evicting(1, softLimit: .above(9, for: .zero)))
         }
         expectMessage(
             result, contains: "buffering(_:): .evicting(1, softLimit: .above(9, ...)) needs a soft limit from 0 to 0")

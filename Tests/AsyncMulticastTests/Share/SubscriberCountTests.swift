@@ -48,7 +48,7 @@ struct SubscriberCountTests {
                 subscriberCounts: { s.subscriberCounts },
                 waitForSubscribers: { n throws(CancellationError) in try await s.waitForSubscribers(atLeast: n) })
         case .replaySubject:
-            let s = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+            let s = AsyncReplaySubject<Int, Never>(replay: 2)
             return CountedFace(
                 name: "\(face)", storage: s.storage, subscribe: { s.makeAsyncIterator() },
                 subscriberCounts: { s.subscriberCounts },
