@@ -162,8 +162,11 @@ extension MulticastStateMachine {
     /// `nil` when the sender must wait for room.
     mutating func produceIfRoom(_ element: Element, epoch: UInt64) -> ProduceAction? {
         var resuming: [SubscriberContinuation] = []
-        let outcome = self.elementProducedIfRoom(element, epoch: epoch, resuming: &resuming)
-        return outcome.map { ProduceAction($0, element: element, resuming: resuming) }
+        switch self.elementProducedIfRoom(element, epoch: epoch, resuming: &resuming) {
+        case .noRoom: return nil
+        case .produced: return ProduceAction(.proceed, element: element, resuming: resuming)
+        case .stop: return ProduceAction(.stop, element: element, resuming: resuming)
+        }
     }
 }
 
