@@ -56,7 +56,7 @@ struct CaughtUpOfferCountTests {
         var (machine, ids) = runningMachine(policy: .bounded(8), subscribers: 1)
         var batch: [Int]? = []
         var report = ReadReport()
-        guard case .empty = machine.read(ids[0], batch: &batch, report: &report) else {
+        guard case .nothingReady = machine.read(ids[0], batch: &batch, report: &report) else {
             Issue.record("expected nothing to read")
             return
         }

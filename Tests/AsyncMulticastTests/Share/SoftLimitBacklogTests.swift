@@ -171,7 +171,7 @@ private struct SoftLimitModel {
         self.trace.append("read #\(k)")
         let member = self.members[k]
         if member.evicted {
-            guard case .terminal(.success(nil)) = action, report.evicted else {
+            guard case .ended(.success(nil)) = action, report.evicted else {
                 return self.fail(
                     "#\(k) (\(member.policy)) was evicted, its read gave \(action), report.evicted \(report.evicted)")
             }
@@ -192,7 +192,9 @@ private struct SoftLimitModel {
             self.members[k].cursor += 1
             return nil
         }
-        guard case .suspend = action else { return self.fail("#\(k) caught up, expected to suspend, got \(action)") }
+        guard case .nothingReady = action else {
+            return self.fail("#\(k) caught up, expected to suspend, got \(action)")
+        }
         return nil
     }
 
@@ -305,15 +307,15 @@ struct SoftLimitBacklogTests {
                     let same: Bool
                     switch (a, b) {
                     case (.element(let x, _), .element(let y, _)): same = x == y
-                    case (.suspend, .suspend): same = true
-                    case (.terminal, .terminal): same = hr.evicted == sr.evicted
+                    case (.nothingReady, .nothingReady): same = true
+                    case (.ended, .ended): same = hr.evicted == sr.evicted
                     default: same = false
                     }
                     guard same, hr.evicted == sr.evicted else {
                         Issue.record("seed \(seed), n \(n), step \(step): \(a) vs \(b)")
                         return
                     }
-                    if case .terminal = a { pairs.remove(at: k) }
+                    if case .ended = a { pairs.remove(at: k) }
                 case 5:
                     time.advance(by: .seconds(Int64.random(in: 0...3, using: &rng)))
                 default:

@@ -39,15 +39,15 @@ extension Machine {
             return .element(element)
         case .elementReleasingSenders:
             preconditionFailure("unexpected senders released; use nextRequested(_:) directly")
-        case .suspend:
+        case .nothingReady:
             return .suspend(startUpstream: nil)
-        case .suspendStartingUpstream(let effects):
+        case .nothingReadyStartingUpstream(let effects):
             return .suspend(startUpstream: effects.startUpstream)
-        case .terminal(.success(nil)), .terminalNoticed(.success(nil), _):
+        case .ended(.success(nil)), .endedNoticed(.success(nil), _):
             return .finished
-        case .terminal(.success(let element?)), .terminalNoticed(.success(let element?), _):
+        case .ended(.success(let element?)), .endedNoticed(.success(let element?), _):
             preconditionFailure("a terminal event carried the element \(element)")
-        case .terminal(.failure(let error)), .terminalNoticed(.failure(let error), _):
+        case .ended(.failure(let error)), .endedNoticed(.failure(let error), _):
             return .failed(error)
         case .gap:
             preconditionFailure("a gap reported to a reader that does not report gaps")
