@@ -11,7 +11,7 @@
 /// Task { for await e in events { ui.apply(e) } }                  // the UI may not drop
 /// Task { for await e in events.buffering(.bufferingNewest(100)) { logger.log(e) } }
 /// ```
-public struct AsyncSharedView<Element: Sendable, Failure: Error>: AsyncSharedSequence {
+public struct AsyncSharedView<Element: Sendable, Failure: Error>: AsyncSubscribableSequence {
     public typealias AsyncIterator = SharedIterator<Element, Failure>
 
     public let _core: _SharedCore<Element, Failure>

@@ -162,7 +162,7 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
             return .missed(report.missed)
         case .ended(let result):
             element = try result.get()
-        case .mustWait:
+        case .nothingReady:
             element = try await storage.wait(
                 self.subscription.id, report: &report,
                 isolation: actor)

@@ -61,7 +61,7 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
             return element
         case .ended(let result):
             return try result.get()
-        case .mustWait:
+        case .nothingReady:
             return try await self.waitForElement(isolation: actor)
         case .gap:
             preconditionFailure("a read reported a gap to an iterator that does not report gaps")

@@ -1,5 +1,5 @@
 /// A subscriber that has joined and is iterated later, once, from any task: what
-/// ``AsyncSharedSequence/subscribe(buffering:)`` returns, like the receiver tokio's
+/// ``AsyncSubscribableSequence/subscribe(buffering:)`` returns, like the receiver tokio's
 /// `broadcast::Sender::subscribe()` gives.
 ///
 /// An iterator joins when it is created, and iterators are not `Sendable`, so "join, then
@@ -72,7 +72,7 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     /// its clients' high-water marks under a real burst to size their limits.
     ///
     /// ```swift
-    /// let chat = AsyncReplaySubject<String, Never>(bufferSize: 16, buffering: .evicting(4096))
+    /// let chat = AsyncReplaySubject<String, Never>(replay: 16, buffering: .evicting(4096))
     /// let client = chat.subscribe()
     /// for n in 1...50 { chat.send("message \(n)") }
     /// print(client.backlog!.highWaterMark)   // 50
@@ -203,7 +203,7 @@ public struct SharedSubscription<Element: Sendable, Failure: Error>: AsyncSequen
     }
 }
 
-extension AsyncSharedSequence {
+extension AsyncSubscribableSequence {
     /// Joins now and returns the subscriber as a `Sendable` value, to be iterated later,
     /// once, from any task (tokio's `broadcast::Sender::subscribe()`): nothing produced
     /// after this call returns is missed, however late the iteration starts. `nil` takes

@@ -2,20 +2,21 @@
 /// `SharingStarted` says it for `shareIn`.
 ///
 /// ```swift
-/// let prices = feed.sharedService(replay: 1, started: .whileSubscribed(stopTimeout: .seconds(5)))
+/// let prices = feed.sharedService(replay: 1, started: .whileSubscribed(keepAlive: .seconds(5)))
 /// ```
 ///
 /// - ``eagerly``: when `run()` starts, until it ends, subscribers or not.
 /// - ``lazily``: with the first subscriber, until `run()` ends.
-/// - ``whileSubscribed(stopTimeout:replayExpiration:)``: with the first subscriber, until
-///   `stopTimeout` after the last one left; the next subscriber starts it again. What
-///   ``_Concurrency/AsyncSequence/share(buffering:keepAlive:)`` does with `keepAlive`.
+/// - ``whileSubscribed(keepAlive:replayExpiration:)``: with the first subscriber, until
+///   `keepAlive` after the last one left; the next subscriber starts it again. What
+///   ``_Concurrency/AsyncSequence/share(buffering:keepAlive:)`` does with its `keepAlive`
+///   (Kotlin calls it `stopTimeout`).
 public struct SharingStarted: Sendable, Hashable, CustomStringConvertible {
     @usableFromInline
     enum Strategy: Sendable, Hashable {
         case eagerly
         case lazily
-        case whileSubscribed(stopTimeout: Duration, replayExpiration: Duration)
+        case whileSubscribed(keepAlive: Duration, replayExpiration: Duration)
     }
 
     @usableFromInline
@@ -42,35 +43,35 @@ public struct SharingStarted: Sendable, Hashable, CustomStringConvertible {
     /// ```
     public static var lazily: SharingStarted { SharingStarted(.lazily) }
 
-    /// The upstream starts with the first subscriber's demand and stops `stopTimeout` after
+    /// The upstream starts with the first subscriber's demand and stops `keepAlive` after
     /// the last subscriber left, unless one came back meanwhile; the next demand starts a new
     /// iteration of the base. The replay cache outlives a stopped upstream for
     /// `replayExpiration`. Both are timed on the service's `clock:`; neither may be negative,
     /// and one of 2^40 seconds or longer (`.seconds(Int64.max)`) is forever.
     ///
     /// ```swift
-    /// let location = locationUpdates.sharedService(started: .whileSubscribed(stopTimeout: .seconds(5)))
+    /// let location = locationUpdates.sharedService(started: .whileSubscribed(keepAlive: .seconds(5)))
     /// ```
     @inlinable
     public static func whileSubscribed(
-        stopTimeout: Duration = .zero, replayExpiration: Duration = .zero
+        keepAlive: Duration = .zero, replayExpiration: Duration = .zero
     ) -> SharingStarted {
         precondition(
-            stopTimeout >= .zero, "whileSubscribed(stopTimeout:): stopTimeout must not be negative, got \(stopTimeout)")
+            keepAlive >= .zero, "whileSubscribed(keepAlive:): keepAlive must not be negative, got \(keepAlive)")
         precondition(
             replayExpiration >= .zero,
             "whileSubscribed(replayExpiration:): replayExpiration must not be negative, got \(replayExpiration)")
-        return SharingStarted(.whileSubscribed(stopTimeout: stopTimeout, replayExpiration: replayExpiration))
+        return SharingStarted(.whileSubscribed(keepAlive: keepAlive, replayExpiration: replayExpiration))
     }
 
     /// The strategy as it is written: `eagerly`, `lazily`,
-    /// `whileSubscribed(stopTimeout: 5.0 seconds, replayExpiration: 0.0 seconds)`.
+    /// `whileSubscribed(keepAlive: 5.0 seconds, replayExpiration: 0.0 seconds)`.
     public var description: String {
         switch self.strategy {
         case .eagerly: return "eagerly"
         case .lazily: return "lazily"
-        case .whileSubscribed(let stopTimeout, let replayExpiration):
-            return "whileSubscribed(stopTimeout: \(stopTimeout), replayExpiration: \(replayExpiration))"
+        case .whileSubscribed(let keepAlive, let replayExpiration):
+            return "whileSubscribed(keepAlive: \(keepAlive), replayExpiration: \(replayExpiration))"
         }
     }
 }

@@ -72,9 +72,9 @@ struct PreconditionTests {
 
     @Test func negativeStopTimeout() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            _ = [1, 2, 3].async.sharedService(started: .whileSubscribed(stopTimeout: .seconds(-1)))
+            _ = [1, 2, 3].async.sharedService(started: .whileSubscribed(keepAlive: .seconds(-1)))
         }
-        expectMessage(result, contains: "stopTimeout must not be negative, got -1.0 seconds")
+        expectMessage(result, contains: "keepAlive must not be negative, got -1.0 seconds")
     }
 
     @Test func negativeSharedServiceReplay() async {

@@ -14,7 +14,7 @@ import Synchronization
 /// ```swift
 /// let cancellable = sharedPrices.publisher().sink { price in ticker.show(price) }
 /// ```
-public struct SharedSequencePublisher<Base: AsyncSharedSequence>: Publisher {
+public struct SharedSequencePublisher<Base: AsyncSubscribableSequence>: Publisher {
     public typealias Output = Base.Element
     public typealias Failure = Base.Failure
 
@@ -27,7 +27,7 @@ public struct SharedSequencePublisher<Base: AsyncSharedSequence>: Publisher {
     }
 }
 
-extension AsyncSharedSequence {
+extension AsyncSubscribableSequence {
     /// This shared sequence as an OpenCombine publisher; see ``SharedSequencePublisher``.
     public func publisher() -> SharedSequencePublisher<Self> {
         SharedSequencePublisher(base: self)

@@ -138,7 +138,7 @@ public struct SharedSequenceMetrics: Sendable {
     /// // ...
     /// tracking.cancel()
     /// ```
-    public func trackSubscribers<Shared: AsyncSharedSequence>(of sequence: Shared) async {
+    public func trackSubscribers<Shared: AsyncSubscribableSequence>(of sequence: Shared) async {
         for await count in sequence.subscriberCounts {
             self.subscribers.set(count)
         }

@@ -123,12 +123,12 @@ struct ClockTests {
         #expect(probe.runCount == 1)
     }
 
-    @Test("TestClock times a hosted service's whileSubscribed(stopTimeout:)")
+    @Test("TestClock times a hosted service's whileSubscribed(keepAlive:)")
     func sharedServiceStopTimeout() async throws {
         let clock = TestClock()
         let probe = UpstreamProbe()
         let service = probe.sequence.sharedService(
-            replay: 1, started: .whileSubscribed(stopTimeout: .seconds(5)), clock: clock)
+            replay: 1, started: .whileSubscribed(keepAlive: .seconds(5)), clock: clock)
         let hosting = Task { await service.run() }
 
         do {
@@ -136,7 +136,7 @@ struct ClockTests {
             #expect(await screen.next() == 1)
         }
         await clock.advance(by: .seconds(4))
-        #expect(probe.send(11, toRun: 1), "run 1 was stopped before its stopTimeout")
+        #expect(probe.send(11, toRun: 1), "run 1 was stopped before its keepAlive")
         await clock.advance(by: .seconds(2))
         await probe.log.expect(.ended(run: 1))
 

@@ -2,7 +2,26 @@
 // shape of after-lock work (the storage's `OutsideLock` carries it, beside the task handles).
 
 extension MulticastStateMachine {
-    /// What the caller of a transition must do, outside the lock.
+    /// What the caller of a transition must do, outside the lock. Every field, in the order
+    /// the storage acts on them (`MulticastStorage.endCriticalSection(_:_:)` in the critical
+    /// section, then `performWork(_:)` and `resume(_:)` after it):
+    ///
+    /// | Field | What the storage does |
+    /// | --- | --- |
+    /// | `upstreamStart` (in `aside`) | under the lock: starts the upstream task of that epoch at its priority, or wakes a hosted `run()` and raises the task still stopping |
+    /// | `cancelUpstream` | under the lock: takes the task of that epoch out of the state; cancels it after |
+    /// | `timerTask` | under the lock: starts, replaces or cancels the timer task (`TimerTaskAction`) |
+    /// | `firstSubscriber`, `moreSubscribers` | resumes each with `subscriberResult` |
+    /// | `subscriberResult` | what those subscribers receive: an element, `nil` or the error |
+    /// | `handedOver` | resumes each waiting subscriber with the sender's element it was handed |
+    /// | `parkedElementsAppended` | counts the senders' elements appended as offers (`CatchUpSpin`) |
+    /// | `producers` | resumes each waiting producer or sender with `producerResult` |
+    /// | `producerResult` | `true`: room was made, go on; `false`: stop |
+    /// | `notices` (in `aside`) | tells the observers: the subscriber count, completion, evictions, drains |
+    ///
+    /// `aside` holds the two rare ones out of line (see its comment); `isEmpty` is true when
+    /// there is nothing to do. The cheap paths that build no `Effects` (a delivery, a read
+    /// that took an element, a quick leave) do the same things in the same order.
     @usableFromInline
     struct Effects: Sendable {
         /// The first subscriber to resume with `subscriberResult`, kept inline: most
@@ -21,6 +40,7 @@ extension MulticastStateMachine {
         /// Resume each of these with `producerResult`.
         @usableFromInline
         var producers: [ProducerContinuation] = []
+        /// What every producer above is resumed with: `true`, room was made; `false`, stop.
         @usableFromInline
         var producerResult = true
         /// Waiting subscribers handed an element that this transition appended for a sender

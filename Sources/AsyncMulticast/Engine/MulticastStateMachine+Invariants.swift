@@ -18,7 +18,7 @@ extension MulticastStorage.State: InvariantChecking {
         // A timer task runs iff the machine holds a deadline (a window or a soft limit's).
         precondition(
             self.machine.timer.isRunning == (self.timerTask != nil),
-            "MulticastStorage invariant broken: the machine and the storage disagree on the keep-alive timer")
+            "MulticastStorage invariant broken: the machine and the storage disagree on the timer task")
         // The storage holds the task of the current iteration only.
         precondition(
             self.upstreamTask.map { self.machine.isCurrent(epoch: $0.epoch) } ?? true,

@@ -89,7 +89,7 @@ extension MulticastStateMachine {
     }
 
     /// A subject's `send(waitingForRoom:)` that found no room (`elementProducedIfRoom`
-    /// returned `nil`) waits with `element`, behind the senders already waiting: the machine
+    /// returned `.noRoom`) waits with `element`, behind the senders already waiting: the machine
     /// appends it when its turn comes (`releaseProducersIfRoom(into:)`), and the effects of
     /// that transition resume the sender with `true`.
     ///

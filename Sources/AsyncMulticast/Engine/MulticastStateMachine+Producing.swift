@@ -209,16 +209,30 @@ extension MulticastStateMachine {
         self.waiters.removeAll(keepingCapacity: true)
     }
 
+    /// What `elementProducedIfRoom` did with a waiting-for-room sender's element. No payload,
+    /// like `ProduceOutcome`.
+    @usableFromInline
+    enum RoomOutcome: UInt8, Sendable, Equatable {
+        /// The element is in (the subscribers waiting for it are in `resuming`).
+        case produced
+        /// Nothing changed: a bounded subscriber is full, or a sender waits before this one.
+        /// The sender waits for room (`senderParked`).
+        case noRoom
+        /// The element was not taken: the subject has completed (or the epoch is stale).
+        case stop
+    }
+
     /// A subject's `send(waitingForRoom:)` offered `element`: it is produced only if every
     /// bounded subscriber has room and no sender is waiting for room before it; otherwise
-    /// nothing changes and the result is `nil` (the sender waits, see `senderParked`).
+    /// nothing changes (`.noRoom`: the sender waits, see `senderParked`).
     @inlinable
     mutating func elementProducedIfRoom(
         _ element: Element, epoch: UInt64, resuming: inout [SubscriberContinuation]
-    ) -> ProduceOutcome? {
+    ) -> RoomOutcome {
         guard self.isCurrent(epoch: epoch) else { return .stop }
-        guard self.hasRoom, self.parkedProducers.isEmpty else { return nil }
-        return self.elementProduced(element, epoch: epoch, respectingBounds: false, resuming: &resuming)
+        guard self.hasRoom, self.parkedProducers.isEmpty else { return .noRoom }
+        let outcome = self.elementProduced(element, epoch: epoch, respectingBounds: false, resuming: &resuming)
+        return outcome == .stop ? .stop : .produced
     }
 
     /// The most recently produced element, if the shared buffer still holds it (it always

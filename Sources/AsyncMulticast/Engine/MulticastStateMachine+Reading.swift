@@ -66,11 +66,14 @@ struct ReadReport: Sendable {
 }
 
 extension MulticastStateMachine {
+    /// What a read found, in the words `NextAction` and the storage's `Refill` use too:
+    /// `element`, a `gap` to report, `ended` (the subscriber has left: the end, the error, or
+    /// `nil` after its cancellation or eviction), `nothingReady` (for the subscriber in `slot`).
     @usableFromInline
     enum ReadResult {
         case element(Element)
-        case terminal(Result<Element?, Failure>)
-        case empty(slot: Int)
+        case ended(Result<Element?, Failure>)
+        case nothingReady(slot: Int)
         /// With `ReadReport.reportsGaps`: a gap of `report.missed` elements comes next.
         /// Nothing was taken; the subscriber did not leave.
         case gap
@@ -90,7 +93,7 @@ extension MulticastStateMachine {
     /// before its end), and whether the end is an eviction.
     @inlinable
     mutating func read(_ id: SubscriberID, batch: inout [Element]?, report: inout ReadReport) -> ReadResult {
-        guard let slotIndex = self.liveSlot(id) else { return .terminal(.success(nil)) }
+        guard let slotIndex = self.liveSlot(id) else { return .ended(.success(nil)) }
         assert(self.slots[slotIndex].waiterIndex < 0, "a subscriber reads while it is suspended")
         if !self.missedOnRejoin.isEmpty, let missed = self.missedOnRejoin.removeValue(forKey: UInt32(slotIndex)) {
             report.missed += missed
@@ -123,7 +126,7 @@ extension MulticastStateMachine {
             case .evict:
                 report.eviction = self.eviction(of: slotIndex)
                 self.removeSubscriber(slotIndex)
-                return .terminal(.success(nil))
+                return .ended(.success(nil))
             case .park, .keepAll:
                 preconditionFailure("lossless subscriber behind the shared window")
             }
@@ -154,9 +157,9 @@ extension MulticastStateMachine {
         }
         if let terminal = self.terminal {
             self.removeSubscriber(slotIndex)
-            return .terminal(terminal.result)
+            return .ended(terminal.result)
         }
-        return .empty(slot: slotIndex)
+        return .nothingReady(slot: slotIndex)
     }
 
     /// Reads the next element of the subscriber's greeting, if it has one; with batching,
@@ -203,7 +206,7 @@ extension MulticastStateMachine {
                 }
                 report.eviction = self.privateQueues[key]!.eviction
                 self.removeSubscriber(slotIndex)
-                return .terminal(.success(nil))
+                return .ended(.success(nil))
             }
             if report.reportsGaps, self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
             return .element(self.privateQueues[key]!.pop(missed: &report.missed))
@@ -240,17 +243,17 @@ extension MulticastStateMachine {
         /// Indirect, and apart from `.element`: every read returns a `NextAction` through the
         /// lock, and `Effects` inline would make each of them several times larger.
         indirect case elementReleasingSenders(Element, Effects)
-        /// Return this terminal value (`nil` or an error). The subscriber has left.
-        case terminal(Result<Element?, Failure>)
-        /// `terminal`, when observers must hear of it (the count changed): perform `effects`
+        /// Return this value (`nil` or an error): the subscriber has left.
+        case ended(Result<Element?, Failure>)
+        /// `ended`, when observers must hear of it (the count changed): perform `effects`
         /// (its `notices`). Indirect: rare.
-        indirect case terminalNoticed(Result<Element?, Failure>, Effects)
-        /// Nothing is available: suspend and call `subscriberWaiting`.
-        case suspend
-        /// Nothing is available, and this demand started the upstream: perform `effects`
+        indirect case endedNoticed(Result<Element?, Failure>, Effects)
+        /// Nothing ready: suspend and call `subscriberWaiting`.
+        case nothingReady
+        /// Nothing ready, and this demand started the upstream: perform `effects`
         /// (its `upstreamStart`), then suspend and call `subscriberWaiting`. Indirect: once
         /// per upstream iteration.
-        indirect case suspendStartingUpstream(Effects)
+        indirect case nothingReadyStartingUpstream(Effects)
         /// With `ReadReport.reportsGaps`: report the gap of `report.missed` elements; nothing
         /// was taken.
         case gap
@@ -271,17 +274,17 @@ extension MulticastStateMachine {
             report.caughtUp = false  // the senders' elements came after what it took
             self.noticing(&effects)
             return .elementReleasingSenders(element, effects)
-        case .terminal(let result):
-            guard !self.isQuiet else { return .terminal(result) }
+        case .ended(let result):
+            guard !self.isQuiet else { return .ended(result) }
             var effects = Effects()
             self.noticing(&effects)
-            return effects.isEmpty ? .terminal(result) : .terminalNoticed(result, effects)
-        case .empty(let slotIndex):
-            guard let epoch = self.startUpstreamOnDemand(for: slotIndex) else { return .suspend }
+            return effects.isEmpty ? .ended(result) : .endedNoticed(result, effects)
+        case .nothingReady(let slotIndex):
+            guard let epoch = self.startUpstreamOnDemand(for: slotIndex) else { return .nothingReady }
             var effects = Effects()
             self.upstreamStarted(epoch: epoch, into: &effects)
             self.noticing(&effects)
-            return .suspendStartingUpstream(effects)
+            return .nothingReadyStartingUpstream(effects)
         case .gap:
             return .gap
         }
@@ -322,7 +325,7 @@ extension MulticastStateMachine {
             effects.subscriberResult = .success(element)
             self.releaseProducersIfRoom(into: &effects)
             return .resumed(effects)
-        case .terminal(let result):
+        case .ended(let result):
             var effects = Effects()
             effects.resumeSubscriber(continuation)
             effects.subscriberResult = result
@@ -332,7 +335,7 @@ extension MulticastStateMachine {
             var effects = Effects()
             effects.resumeSubscriber(continuation)
             return .resumed(effects)
-        case .empty(let slotIndex):
+        case .nothingReady(let slotIndex):
             self.slots[slotIndex].waiterIndex = Int32(self.waiters.count)
             self.waiters.append(Waiter(slot: UInt32(slotIndex), priority: priority, continuation: continuation))
             self.lanes[Int(self.slots[slotIndex].lane)].waiting += 1

@@ -9,9 +9,9 @@
 extension MulticastStateMachine {
     /// What the storage must do with the timer task's handle, at the end of a critical section.
     /// Without a payload, so that every `Effects` stays as small as before (the new task's
-    /// name is `KeepAliveTimer.generation`): a generation here made `Effects` 8 bytes larger,
+    /// name is `DeadlineTimer.generation`): a generation here made `Effects` 8 bytes larger,
     /// which cost a bounded `share()` 2 instructions a delivery (`compare --instructions`).
-    /// At most one timer task is the machine's (`KeepAliveTimer.isRunning`), usually re-armed
+    /// At most one timer task is the machine's (`DeadlineTimer.isRunning`), usually re-armed
     /// rather than replaced: leaving and coming back many times within the window never piles
     /// up sleeping tasks.
     @usableFromInline
@@ -20,7 +20,7 @@ extension MulticastStateMachine {
         /// when it wakes: the machine moved it).
         case none
         /// A window opened and no timer task runs: create one, of the generation the machine
-        /// named (`KeepAliveTimer.generation`).
+        /// named (`DeadlineTimer.generation`).
         case start
         /// A window opened that closes before the instant the running task sleeps until (the
         /// clock went back, or it timed a longer window): cancel the task and create one of
@@ -41,8 +41,10 @@ extension MulticastStateMachine {
     }
 
     /// The timer's state: the machine's half of the timer task, whose handle the storage holds.
+    /// One task times every deadline: the keep-alive window's, the replay expiry's
+    /// (`TimerWindow`) and the soft limits' (`nextSoftDeadline`), hence the name.
     @usableFromInline
-    struct KeepAliveTimer: Sendable {
+    struct DeadlineTimer: Sendable {
         /// A timer task is the machine's: it holds a deadline, and the storage holds the task.
         @usableFromInline
         var isRunning = false

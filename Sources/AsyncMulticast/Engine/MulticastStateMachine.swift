@@ -274,7 +274,7 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
 
     /// The timer's windows and its task (MulticastStateMachine+Timer.swift).
     @usableFromInline
-    var timer = KeepAliveTimer()
+    var timer = DeadlineTimer()
 
     /// How long the keep-alive and replay-expiry windows last (`length(of:)`).
     @usableFromInline

@@ -102,7 +102,7 @@ extension MulticastStorage {
 
     /// `run()` is over: the machine ends (`hostEnded`, if it has not), and this returns
     /// once every timer task has returned (the upstream task already has), the ones the
-    /// machine replaced or cancelled before included (`KeepAliveTimer.tasksRunning`). Their
+    /// machine replaced or cancelled before included (`DeadlineTimer.tasksRunning`). Their
     /// sleeps were cancelled: a clock's sleep must then throw, as the `clock:` parameter says.
     @inlinable
     func stopHosting() async {

@@ -49,9 +49,10 @@ extension MulticastStorage {
     }
 
     /// `offer` for a subject's `send(waitingForRoom:)`: produces only if every bounded
-    /// subscriber has room; `nil` (nothing produced) otherwise.
+    /// subscriber has room and no sender waits before it; `.noRoom` (nothing produced)
+    /// otherwise.
     @inlinable
-    func offerIfRoom(_ element: Element) -> Machine.ProduceOutcome? {
+    func offerIfRoom(_ element: Element) -> Machine.RoomOutcome {
         var resuming: [Machine.SubscriberContinuation] = []
         let (outcome, followUp) = self.state.withLock { state in
             (
@@ -60,7 +61,7 @@ extension MulticastStorage {
             )
         }
         if followUp { self.producerFollowUp() }
-        if outcome == .proceed { self.perform(delivering: element, to: resuming) }
+        if outcome == .produced { self.perform(delivering: element, to: resuming) }
         return outcome
     }
 
@@ -152,7 +153,11 @@ extension MulticastStorage {
     @inlinable
     @discardableResult
     func sendWhenReady(_ element: Element) async -> Bool {
-        if let outcome = self.offerIfRoom(element) { return outcome != .stop }
+        switch self.offerIfRoom(element) {
+        case .produced: return true
+        case .stop: return false
+        case .noRoom: break
+        }
         if !Task.isCancelled, await self.waitToSend(element) { return true }
         // Cancelled before it parked, or the subject completed (then this is ignored).
         return self.offer(element, epoch: Self.pushEpoch, respectingBounds: false) != .stop

@@ -3,7 +3,7 @@
 // machine's `subscriberWaiting`).
 
 extension MulticastStorage {
-    /// What `refill` found.
+    /// What `refill` found, in the words of the machine's `ReadResult`.
     @usableFromInline
     enum Refill {
         /// The next element (and `batch` holds the ones after it that were ready).
@@ -12,7 +12,7 @@ extension MulticastStorage {
         /// eviction (`report.evicted` tells which).
         case ended(Result<Element?, Failure>)
         /// Nothing ready: call `wait`.
-        case mustWait
+        case nothingReady
         /// Only for a reader that reports gaps (`ReadReport.reportsGaps`): a gap of
         /// `report.missed` elements comes next; nothing was taken.
         case gap
@@ -31,7 +31,7 @@ extension MulticastStorage {
     ///   element produced so far and the subscriber skips empty reads
     ///   (`MulticastStateMachine.skipsEmptyReads(for:mayWaitForOffers:)`), else 0
     ///   (`ElementBatch.offersWhenCaughtUp`). If that count has not moved by the next
-    ///   refill, no element was counted since, and that refill returns `.mustWait` at once,
+    ///   refill, no element was counted since, and that refill returns `.nothingReady` at once,
     ///   without the cancellation check, the lock and the read. This is safe whatever the
     ///   count says, because `wait` reads again under the lock before it stores the
     ///   continuation: it returns an element that arrived uncounted, the end, an error or
@@ -55,7 +55,7 @@ extension MulticastStorage {
         let caughtUpOffers = offersWhenCaughtUp
         if caughtUpOffers != 0 {
             offersWhenCaughtUp = 0
-            if self.catchUp.offerCount == caughtUpOffers { return .mustWait }
+            if self.catchUp.offerCount == caughtUpOffers { return .nothingReady }
         }
         if Task.isCancelled {
             self.unsubscribe(id)
@@ -84,10 +84,10 @@ extension MulticastStorage {
             return .element(element)
         case .elementReleasingSenders(let element, _):
             return .element(element)  // `takeNext` performed what the read released
-        case .terminal(let result), .terminalNoticed(let result, _):
+        case .ended(let result), .endedNoticed(let result, _):
             return .ended(result)
-        case .suspend, .suspendStartingUpstream:
-            return .mustWait  // the upstream, if this demand started it, is already running
+        case .nothingReady, .nothingReadyStartingUpstream:
+            return .nothingReady  // the upstream, if this demand started it, is already running
         case .gap:
             return .gap
         }
@@ -127,14 +127,14 @@ extension MulticastStorage {
             case .elementReleasingSenders(_, let effects):
                 // Not caught up: the senders' elements came after what it took.
                 return (action, self.endCriticalSection(effects, &state))
-            case .terminal:
+            case .ended:
                 return (action, nil)
-            case .terminalNoticed(_, let effects):
+            case .endedNoticed(_, let effects):
                 // The subscriber has left, and observers must hear of it.
                 return (action, self.endCriticalSection(effects, &state))
-            case .suspendStartingUpstream(let effects):
+            case .nothingReadyStartingUpstream(let effects):
                 return (action, self.endCriticalSection(effects, &state))
-            case .suspend:
+            case .nothingReady:
                 catchUpBatch = state.machine.catchUpBatch(for: id)
                 return (action, nil)
             case .gap:

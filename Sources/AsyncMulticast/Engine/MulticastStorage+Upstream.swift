@@ -1,6 +1,6 @@
 // The upstream's lifecycle, beside MulticastStateMachine+Upstream.swift: the upstream task
-// (started and cancelled as the machine's effects say), the keep-alive timer task that times
-// the machine's windows, `connect`, `disconnect`, and the ends (`finish`, `complete`).
+// (started and cancelled as the machine's effects say), the timer task that times the
+// machine's deadlines (the keep-alive and replay-expiry windows, the soft limits), `connect`, `disconnect`, and the ends (`finish`, `complete`).
 
 extension MulticastStorage {
     // MARK: Commands
@@ -171,7 +171,7 @@ extension MulticastStorage {
     @inlinable
     func startTimer(generation: UInt64, in state: inout State) {
         state.timerTask = Task.detached {
-            await self.runKeepAliveTimer(generation: generation)
+            await self.runDeadlineTimer(generation: generation)
             self.timerTaskEnded()
         }
     }
@@ -208,7 +208,7 @@ extension MulticastStorage {
     /// the timer's time at least to its wake-up instant, so the loop sleeps at most once per
     /// `longestTimerSleep` of the window.
     @inlinable
-    func runKeepAliveTimer(generation: UInt64) async {
+    func runDeadlineTimer(generation: UInt64) async {
         var sleepFailed = false
         // The instant the last sleep returned at (trusted), or `nil` before the first sleep.
         var sleptUntil: Duration? = nil

@@ -50,7 +50,7 @@
 
 /// Owns a ``MulticastStateMachine`` behind a lock and carries out the effects of its
 /// transitions — resuming continuations, starting and cancelling the upstream task, the
-/// keep-alive timer — always *after* the lock is released.
+/// timer task that times its windows and deadlines — always *after* the lock is released.
 ///
 /// Every face of the library (`share`, `replay`, `multicast`, the subjects) is a thin
 /// wrapper around one storage.
@@ -72,7 +72,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// upstream iterations (or a source's `stop` and the next `start`) never overlap.
         @usableFromInline
         var retiringTask: Task<Void, Never>?
-        /// The timer task, while the machine says one is its (`KeepAliveTimer.isRunning`).
+        /// The timer task, while the machine says one is its (`DeadlineTimer.isRunning`).
         @usableFromInline
         var timerTask: Task<Void, Never>?
 

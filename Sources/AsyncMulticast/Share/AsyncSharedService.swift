@@ -21,7 +21,7 @@
 /// shutdown is a request, not a cancellation, and this library does not depend on
 /// swift-service-lifecycle to hear it (a bare `extension AsyncSharedService: Service {}`
 /// compiles, but would keep the group from shutting down); once `run()` returned, the
-/// service waits with ``AsyncSharedSequence/waitUntilDrained(within:)`` until every
+/// service waits with ``AsyncSubscribableSequence/waitUntilDrained(within:)`` until every
 /// subscriber has read what was buffered for it and the end. The Share guide's
 /// [Structured sharing](<doc:Share#Structured-sharing>) section shows the service and the
 /// order of a streaming server's services.
@@ -60,8 +60,8 @@ public struct AsyncSharedService<Element: Sendable, Failure: Error>: AsyncReplay
             (mode, keepAlive, replayExpiration) = (.manual, .zero, .seconds(Int64.max))
         case .lazily:
             (mode, keepAlive, replayExpiration) = (.automatic, .seconds(Int64.max), .seconds(Int64.max))
-        case .whileSubscribed(let stopTimeout, let expiration):
-            (mode, keepAlive, replayExpiration) = (.automatic, stopTimeout, expiration)
+        case .whileSubscribed(let window, let expiration):
+            (mode, keepAlive, replayExpiration) = (.automatic, window, expiration)
         }
         self.started = started
         self._core = _SharedCore(
@@ -97,7 +97,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// `ServiceGroup`), instead of a task of its own.
     ///
     /// ```swift
-    /// let prices = feed.sharedService(replay: 1, started: .whileSubscribed(stopTimeout: .seconds(5)))
+    /// let prices = feed.sharedService(replay: 1, started: .whileSubscribed(keepAlive: .seconds(5)))
     /// ```
     ///
     /// - Parameters:
@@ -117,7 +117,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     /// limit's duration on `clock` instead of `ContinuousClock` (a test's manual clock).
     ///
     /// ```swift
-    /// let location = updates.sharedService(started: .whileSubscribed(stopTimeout: .seconds(5)), clock: clock)
+    /// let location = updates.sharedService(started: .whileSubscribed(keepAlive: .seconds(5)), clock: clock)
     /// ```
     @inlinable
     public func sharedService(

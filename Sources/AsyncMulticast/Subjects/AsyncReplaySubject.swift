@@ -1,4 +1,4 @@
-/// A subject that keeps the latest `bufferSize` elements sent and gives them to each new
+/// A subject that keeps the latest `replay` elements sent and gives them to each new
 /// subscriber before the live ones, like RxSwift's `ReplaySubject` or Kotlin's
 /// `MutableSharedFlow(replay:)`, for Swift Concurrency.
 ///
@@ -7,7 +7,7 @@
 /// a subject behind `multicast(replay:)` and `connect()`).
 ///
 /// ```swift
-/// let messages = AsyncReplaySubject<String, Never>(bufferSize: 2)
+/// let messages = AsyncReplaySubject<String, Never>(replay: 2)
 /// messages.send("a")
 /// messages.send("b")
 /// messages.send("c")
@@ -23,15 +23,15 @@ public final class AsyncReplaySubject<Element: Sendable, Failure: Error>: AsyncS
 
     public let _core: _SharedCore<Element, Failure>
 
-    /// Creates a subject that replays the latest `bufferSize` elements to new subscribers.
+    /// Creates a subject that replays the latest `replay` elements to new subscribers.
     ///
     /// - Parameters:
-    ///   - bufferSize: how many of the latest elements a new subscriber receives first;
+    ///   - replay: how many of the latest elements a new subscriber receives first;
     ///     at least 0 (0 makes it a passthrough subject).
     ///   - buffering: how each subscriber keeps elements it has not consumed yet. Under
     ///     `.bounded(n)` the synchronous ``send(_:)`` buffers past `n` (it cannot wait);
     ///     ``send(waitingForRoom:)`` waits instead. A dropping policy's limit below
-    ///     `bufferSize` also limits what a new subscriber is replayed. Under `.evicting(n)` a
+    ///     `replay` also limits what a new subscriber is replayed. Under `.evicting(n)` a
     ///     new subscriber gets the whole replay, which counts against no limit: only what is
     ///     sent after it joined can evict it.
     ///   - clock: the clock that times a soft limit's duration (<doc:Clocks>)
@@ -39,15 +39,15 @@ public final class AsyncReplaySubject<Element: Sendable, Failure: Error>: AsyncS
     ///     a test's manual clock for example.
     @inlinable
     public init(
-        bufferSize: Int, buffering: SharedBufferingPolicy = .unbounded,
+        replay: Int, buffering: SharedBufferingPolicy = .unbounded,
         clock: some Clock<Duration> = ContinuousClock()
     ) {
         precondition(
-            bufferSize >= 0, "AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got \(bufferSize)")
+            replay >= 0, "AsyncReplaySubject(replay:): replay must be at least 0, got \(replay)")
         buffering.validate(parameter: "buffering")
         self._core = _SharedCore(
             MulticastStorage(
-                policy: buffering, replay: bufferSize, mode: .push, clock: TimerClock(clock), upstream: nil))
+                policy: buffering, replay: replay, mode: .push, clock: TimerClock(clock), upstream: nil))
     }
 
 }

@@ -11,7 +11,7 @@ struct AsyncReplaySubjectDocTests {
     @Test func theTypeAndReplayCache() async {
         let (printed, print) = PrintedLines.recorder()  // (test only)
 
-        let messages = AsyncReplaySubject<String, Never>(bufferSize: 2)
+        let messages = AsyncReplaySubject<String, Never>(replay: 2)
         messages.send("a")
         messages.send("b")
         messages.send("c")

@@ -55,7 +55,7 @@ struct AsyncSharedServiceDocTests {
         let source = FedSource()  // (test only)
         let updates = source  // (test only)
 
-        let location = updates.sharedService(started: .whileSubscribed(stopTimeout: .seconds(5)), clock: clock)
+        let location = updates.sharedService(started: .whileSubscribed(keepAlive: .seconds(5)), clock: clock)
 
         let hosting = Task { await location.run() }  // (test only)
         do {  // (test only)

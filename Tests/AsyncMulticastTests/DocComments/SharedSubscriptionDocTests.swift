@@ -61,7 +61,7 @@ struct SharedSubscriptionDocTests {
     @Test func backlog() {
         let (printed, print) = PrintedLines.recorder()  // (test only)
 
-        let chat = AsyncReplaySubject<String, Never>(bufferSize: 16, buffering: .evicting(4096))
+        let chat = AsyncReplaySubject<String, Never>(replay: 16, buffering: .evicting(4096))
         let client = chat.subscribe()
         for n in 1...50 { chat.send("message \(n)") }
         print(client.backlog!.highWaterMark)  // 50

@@ -12,9 +12,9 @@ struct SharingStartedDocTests {
         let source = FedSource()  // (test only)
         let feed = source  // (test only)
 
-        let prices = feed.sharedService(replay: 1, started: .whileSubscribed(stopTimeout: .seconds(5)))
+        let prices = feed.sharedService(replay: 1, started: .whileSubscribed(keepAlive: .seconds(5)))
 
-        #expect(prices.started == .whileSubscribed(stopTimeout: .seconds(5), replayExpiration: .zero))
+        #expect(prices.started == .whileSubscribed(keepAlive: .seconds(5), replayExpiration: .zero))
         #expect(source.control.iteratorCount == 0, "nothing runs before run() and a subscriber")
     }
 
@@ -55,13 +55,13 @@ struct SharingStartedDocTests {
         await hosting.value  // (test only)
     }
 
-    // whileSubscribed(stopTimeout:replayExpiration:)
+    // whileSubscribed(keepAlive:replayExpiration:)
     @Test func whileSubscribed() async throws {
         let source = FedSource()  // (test only)
         let locationUpdates = source  // (test only)
 
-        let location = locationUpdates.sharedService(started: .whileSubscribed(stopTimeout: .seconds(5)))
+        let location = locationUpdates.sharedService(started: .whileSubscribed(keepAlive: .seconds(5)))
 
-        #expect("\(location.started)" == "whileSubscribed(stopTimeout: 5.0 seconds, replayExpiration: 0.0 seconds)")
+        #expect("\(location.started)" == "whileSubscribed(keepAlive: 5.0 seconds, replayExpiration: 0.0 seconds)")
     }
 }

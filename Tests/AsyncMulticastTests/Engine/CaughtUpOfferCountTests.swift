@@ -56,7 +56,7 @@ struct CaughtUpOfferCountTests {
         var (machine, ids) = runningMachine(policy: .bounded(8), subscribers: 1)
         var batch: [Int]? = []
         var report = ReadReport()
-        guard case .empty = machine.read(ids[0], batch: &batch, report: &report) else {
+        guard case .nothingReady = machine.read(ids[0], batch: &batch, report: &report) else {
             Issue.record("expected nothing to read")
             return
         }
@@ -166,7 +166,7 @@ struct CaughtUpOfferCountTests {
                 #expect(await b.next() == 1)
                 #expect(await b.next() == 2)
             case .replaySend:
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2, buffering: .bounded(8))
+                let subject = AsyncReplaySubject<Int, Never>(replay: 2, buffering: .bounded(8))
                 subject.send(0)
                 var a = subject.makeAsyncIterator()
                 var b = subject.makeAsyncIterator()

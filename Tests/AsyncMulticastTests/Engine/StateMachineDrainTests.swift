@@ -30,7 +30,7 @@ struct StateMachineDrainTests {
         var noBatch: [Int]? = nil
         var report = ReadReport()
         guard
-            case .terminalNoticed(.success(nil), let effects) = machine.nextRequested(
+            case .endedNoticed(.success(nil), let effects) = machine.nextRequested(
                 a, batch: &noBatch, report: &report)
         else {
             Issue.record("reading the end did not carry the drain notice")
@@ -57,8 +57,8 @@ struct StateMachineDrainTests {
         var noBatch: [Int]? = nil
         var report = ReadReport()
         switch machine.nextRequested(late, batch: &noBatch, report: &report) {
-        case .terminal(.success(nil)): break
-        case .terminalNoticed(.success(nil), let effects):
+        case .ended(.success(nil)): break
+        case .endedNoticed(.success(nil), let effects):
             #expect(effects.notices.drained == nil, "a removed observer is not told")
         default: Issue.record("the late subscriber did not read the end")
         }

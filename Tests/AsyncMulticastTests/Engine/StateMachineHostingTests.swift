@@ -66,7 +66,7 @@ struct StateMachineHostLifecycleTests {
     func pendingBeforeRun() async {
         var machine = Machine(policy: .unbounded, replay: 0, mode: .automatic, hosted: true)
         let reader = machine.subscriberJoined()
-        guard case .suspendStartingUpstream(let effects) = machine.nextRequested(reader) else {
+        guard case .nothingReadyStartingUpstream(let effects) = machine.nextRequested(reader) else {
             Issue.record("the first read did not start the upstream")
             return
         }

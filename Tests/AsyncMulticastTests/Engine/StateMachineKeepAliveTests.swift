@@ -98,7 +98,7 @@ struct StateMachineKeepAliveTests {
             let leave = machine.subscriberLeft(leaving)
             #expect(leave.isEmpty, "no timer, nothing cancelled")
             #expect(machine.upstream == .lingering(epoch: 0))
-            #expect(!machine.keepAliveTimerIsRunning)
+            #expect(!machine.deadlineTimerIsRunning)
             #expect(!machine.replayExpiryPending, "the upstream never stops, so the cache never expires")
         }
         _ = machine.subscriberJoined()

@@ -59,14 +59,14 @@ extension ModelRun {
     }
 
     /// The end a read returned (`nil`: it returned no end); a read that ended its subscriber
-    /// while someone observes the count says so (`.terminalNoticed`), and is heard.
+    /// while someone observes the count says so (`.endedNoticed`), and is heard.
     mutating func ended(_ action: Machine.NextAction) -> Result? {
         switch action {
-        case .terminal(let result): return result
-        case .terminalNoticed(let result, let effects):
+        case .ended(let result): return result
+        case .endedNoticed(let result, let effects):
             self.hear(effects)
             return result
-        case .element, .elementReleasingSenders, .suspend, .suspendStartingUpstream, .gap: return nil
+        case .element, .elementReleasingSenders, .nothingReady, .nothingReadyStartingUpstream, .gap: return nil
         }
     }
 

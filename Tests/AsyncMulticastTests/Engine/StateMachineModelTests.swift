@@ -646,7 +646,7 @@ struct ModelRun {
                 case .elementReleasingSenders(let read, let released):
                     element = read
                     effects = released
-                case .terminal, .terminalNoticed, .suspend, .suspendStartingUpstream, .gap:
+                case .ended, .endedNoticed, .nothingReady, .nothingReadyStartingUpstream, .gap:
                     throw self.fail("read \(action), expected element \(expected)")
                 }
                 try self.check(element == expected, "read \(element), expected \(expected)")
@@ -693,9 +693,9 @@ struct ModelRun {
                 self.replayExpiryPending = false  // restarted within the expiry window: kept
             }
             switch (action, start) {
-            case (.suspend, nil):
+            case (.nothingReady, nil):
                 break
-            case (.suspendStartingUpstream(let effects), let start?) where effects.startUpstream == start:
+            case (.nothingReadyStartingUpstream(let effects), let start?) where effects.startUpstream == start:
                 try await self.expect(effects, resuming: [], with: nil, releasing: [], with: true, starting: start)
                 try await self.expectUpstreamStart(effects, epoch: start)
             default:

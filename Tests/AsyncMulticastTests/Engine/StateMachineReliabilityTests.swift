@@ -22,7 +22,7 @@ struct StateMachineReliabilityTests {
             switch machine.nextRequested(self.id, batch: &lending, report: &report) {
             case .element(let element, _): return element
             // No gap: this reader does not report gaps.
-            case .terminal, .terminalNoticed, .suspend, .suspendStartingUpstream, .gap: return nil
+            case .ended, .endedNoticed, .nothingReady, .nothingReadyStartingUpstream, .gap: return nil
             case .elementReleasingSenders: preconditionFailure("no sender waits for room in these tests")
             }
         }

@@ -35,7 +35,7 @@ private func pushMachine(_ policy: SharedBufferingPolicy, time: TestTime, replay
 private func readsEvicted(_ machine: inout Machine, _ id: SubscriberID) -> Bool {
     var batch: [Int]? = nil
     var report = ReadReport()
-    guard case .terminal(.success(nil)) = machine.nextRequested(id, batch: &batch, report: &report) else {
+    guard case .ended(.success(nil)) = machine.nextRequested(id, batch: &batch, report: &report) else {
         return false
     }
     return report.evicted

@@ -384,11 +384,11 @@ struct StateMachineTests {
                             parked = false
                             resumes += 1
                         }
-                    case .suspend, .suspendStartingUpstream:
+                    case .nothingReady, .nothingReadyStartingUpstream:
                         #expect(subs[k].pending == 0, "step \(step): suspended with elements pending")
                     case .gap:
                         Issue.record("step \(step): a gap reported to a reader that does not report gaps")
-                    case .terminal, .terminalNoticed:
+                    case .ended, .endedNoticed:
                         Issue.record("step \(step): unexpected end")
                     case .elementReleasingSenders:
                         Issue.record("step \(step): an upstream's producer parks without an element")

@@ -85,7 +85,7 @@ func servingClientsGuideBurst() async {
     let (printed, print) = PrintedLines.recorder()
 
     for policy in [SharedBufferingPolicy.evicting(256), .evicting(4096)] {
-        let room = AsyncReplaySubject<String, Never>(bufferSize: 50, buffering: policy)
+        let room = AsyncReplaySubject<String, Never>(replay: 50, buffering: policy)
         let clients = (1...200).map { _ in room.subscribe() }  // connected, reading later
         for poster in 1...50 {
             for n in 1...20 { room.send("\(poster): message \(n)") }  // the burst comes first
@@ -107,7 +107,7 @@ func servingClientsGuideSoftLimit() async throws {
     let (printed, print) = PrintedLines.recorder()
 
     let soft = SharedBufferingPolicy.SoftLimit.above(256, for: .seconds(1))  // 10 s or more, in a server
-    let room = AsyncReplaySubject<String, Never>(bufferSize: 50, buffering: .evicting(4096, softLimit: soft))
+    let room = AsyncReplaySubject<String, Never>(replay: 50, buffering: .evicting(4096, softLimit: soft))
     let healthy = room.subscribe()
     let stalled = room.subscribe()  // never reads
     for poster in 1...50 {

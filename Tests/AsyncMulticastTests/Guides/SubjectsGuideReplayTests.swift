@@ -10,7 +10,7 @@ import Testing
 func subjectsGuideAsyncReplaySubject() async {
     let (printed, print) = PrintedLines.recorder()
 
-    let chat = AsyncReplaySubject<String, Never>(bufferSize: 2)
+    let chat = AsyncReplaySubject<String, Never>(replay: 2)
     chat.send("alice: hi")
     chat.send("bob: hello")
     chat.send("alice: how are you?")

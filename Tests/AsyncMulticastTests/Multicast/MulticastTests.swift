@@ -216,7 +216,7 @@ struct MulticastTests {
     func autoconnectThroughEveryMember(_ face: AutoconnectedFace) async throws {
         let source = FedSource()
         let auto = source.multicast().autoconnect()
-        let shared: any AsyncSharedSequence<Int, Never> = auto
+        let shared: any AsyncSubscribableSequence<Int, Never> = auto
         let received = Task {
             switch face {
             case .view:

@@ -22,11 +22,11 @@ private final class WeakBox: Sendable {
 @Suite("Eviction: an .evicting(n) subscriber's greeting", .serialized, .timeLimit(.minutes(15)))
 struct EvictionGreetingTests {
     @Test(
-        "AsyncReplaySubject(bufferSize: k, .evicting(n)): the whole replay, n live ones more, and n + 1 evict",
+        "AsyncReplaySubject(replay: k, .evicting(n)): the whole replay, n live ones more, and n + 1 evict",
         arguments: [(2, 4), (3, 3), (5, 2), (5, 1), (1, 1), (8, 8)])
     func replaySubjectGreeting(_ sizes: (k: Int, n: Int)) async {
         let (k, n) = sizes
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: k, buffering: .evicting(n))
+        let subject = AsyncReplaySubject<Int, Never>(replay: k, buffering: .evicting(n))
         for value in 1...k + 3 { subject.send(value) }
         let replayed = Array(4...k + 3)
         #expect(subject.replayCache == replayed)
@@ -54,7 +54,7 @@ struct EvictionGreetingTests {
     @Test("eviction after the greeting was partly read: what the iterator took comes first, then .evicted")
     func evictionAfterPartOfTheGreeting() async {
         // .evicting(2) takes one extra element per read (batch of min(2 / 2, 64) = 1).
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 5, buffering: .evicting(2))
+        let subject = AsyncReplaySubject<Int, Never>(replay: 5, buffering: .evicting(2))
         for value in 1...5 { subject.send(value) }
         var reader = subject.events().makeAsyncIterator()
         #expect(await reader.next() == .element(1))  // takes 2 as well
@@ -68,7 +68,7 @@ struct EvictionGreetingTests {
         #expect(await reader.next() == nil)
 
         // .evicting(1) takes nothing extra: after the greeting's first element, two live ones evict.
-        let one = AsyncReplaySubject<Int, Never>(bufferSize: 3, buffering: .evicting(1))
+        let one = AsyncReplaySubject<Int, Never>(replay: 3, buffering: .evicting(1))
         for value in 1...3 { one.send(value) }
         var single = one.events().makeAsyncIterator()
         #expect(await single.next() == .element(1))
@@ -81,7 +81,7 @@ struct EvictionGreetingTests {
     @Test("the batch that ends the greeting goes on into the live elements, which then no longer count")
     func batchAcrossTheSeam() async {
         // .evicting(4) takes up to 2 extra elements per read.
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1, buffering: .evicting(4))
+        let subject = AsyncReplaySubject<Int, Never>(replay: 1, buffering: .evicting(4))
         subject.send(0)
         var reader = subject.events().makeAsyncIterator()
         subject.send(1)
@@ -129,7 +129,7 @@ struct EvictionGreetingTests {
 
     @Test("AsyncReplaySubject<_, any Error>: a plain iteration of an evicted subscriber throws, after its greeting")
     func replayAnyErrorThrows() async throws {
-        let subject = AsyncReplaySubject<Int, any Error>(bufferSize: 3, buffering: .evicting(1))
+        let subject = AsyncReplaySubject<Int, any Error>(replay: 3, buffering: .evicting(1))
         for value in 1...3 { subject.send(value) }
         var reader = subject.makeAsyncIterator()
         #expect(try await reader.next() == 1)
@@ -173,7 +173,7 @@ struct EvictionGreetingTests {
 
     @Test("resetReplayCache() between joins: each subscriber keeps the greeting it joined with")
     func resetBetweenJoins() async {
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 3, buffering: .evicting(2))
+        let subject = AsyncReplaySubject<Int, Never>(replay: 3, buffering: .evicting(2))
         for value in 1...3 { subject.send(value) }
         var before = subject.makeAsyncIterator()
         var alsoBefore = subject.makeAsyncIterator()  // the same position: one shared copy
@@ -210,7 +210,7 @@ struct EvictionGreetingTests {
 
     @Test("twenty subscribers joining at one position share the greeting: each reads it on its own")
     func manySubscribersOneGreeting() async {
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 4, buffering: .evicting(3))
+        let subject = AsyncReplaySubject<Int, Never>(replay: 4, buffering: .evicting(3))
         for value in 1...6 { subject.send(value) }
         let greeting = [3, 4, 5, 6]
         var early = (0..<20).map { _ in subject.events().makeAsyncIterator() }
@@ -261,7 +261,7 @@ struct EvictionGreetingTests {
     func joiningWhileSending() async throws {
         try await withTimeout(seconds: 300) {
             for round in 0..<10 {
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1 + round % 4, buffering: .evicting(100_000))
+                let subject = AsyncReplaySubject<Int, Never>(replay: 1 + round % 4, buffering: .evicting(100_000))
                 let total = 3_000
                 let sender = Task {
                     for value in 1...total {
@@ -348,7 +348,7 @@ struct EvictionGreetingTests {
         #expect(plainReader != nil)
         plainReader = nil
 
-        let subject = AsyncReplaySubject<Token, Never>(bufferSize: 2, buffering: .evicting(1))
+        let subject = AsyncReplaySubject<Token, Never>(replay: 2, buffering: .evicting(1))
         var boxes: [WeakBox] = []
         do {
             let tokens = [Token(1), Token(2)]
@@ -370,7 +370,7 @@ struct EvictionGreetingTests {
     @Test("an element that left the replay window and was read by every subscriber is released")
     func greetingCopyOutlivesItsUse() async {
         // Baseline: the same with `.unbounded`, which replays from the shared buffer.
-        let baseline = AsyncReplaySubject<Token, Never>(bufferSize: 1, buffering: .unbounded)
+        let baseline = AsyncReplaySubject<Token, Never>(replay: 1, buffering: .unbounded)
         var baselineBox: WeakBox?
         do {
             let first = Token(1)
@@ -385,7 +385,7 @@ struct EvictionGreetingTests {
         }
         #expect(baselineBox?.token == nil, "out of the window, read, and its reader gone")
 
-        let subject = AsyncReplaySubject<Token, Never>(bufferSize: 1, buffering: .evicting(4))
+        let subject = AsyncReplaySubject<Token, Never>(replay: 1, buffering: .evicting(4))
         var box: WeakBox?
         do {
             let first = Token(1)
@@ -410,7 +410,7 @@ struct EvictionGreetingTests {
             var evictions = 0
             var completions = 0
             for round in 0..<10 {
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 5, buffering: .evicting(3))
+                let subject = AsyncReplaySubject<Int, Never>(replay: 5, buffering: .evicting(3))
                 let total = 2_000
                 let sender = Task {
                     for value in 1...total {
@@ -488,7 +488,7 @@ struct EvictionGreetingTests {
 
     @Test("what an evicting subscriber keeps alive: its greeting, on top of the n live elements it may hold")
     func evictingSubscriberMemoryWithAGreeting() async {
-        let subject = AsyncReplaySubject<Token, Never>(bufferSize: 4, buffering: .evicting(1))
+        let subject = AsyncReplaySubject<Token, Never>(replay: 4, buffering: .evicting(1))
         var boxes: [WeakBox] = []
         do {
             let tokens = (1...4).map(Token.init)
@@ -513,7 +513,7 @@ struct EvictionGreetingTests {
 
     @Test("an .evicting(2) client greeted with a replay of 8: the greeting never evicts; the third new element does")
     func evictingClientWithAGreeting() async throws {
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 8)
+        let subject = AsyncReplaySubject<Int, Never>(replay: 8)
         for value in 0..<8 { subject.send(value) }
         var keeping = subject.events(buffering: .evicting(2)).makeAsyncIterator()
         var stalled = subject.events(buffering: .evicting(2)).makeAsyncIterator()

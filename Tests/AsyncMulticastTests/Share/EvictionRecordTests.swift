@@ -114,7 +114,7 @@ struct EvictionRecordTests {
 
     @Test("a replay greeting counts against no limit, and the eviction drops it")
     func replayGreetingIsNotHeld() async {
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 3, buffering: .evicting(2))
+        let subject = AsyncReplaySubject<Int, Never>(replay: 3, buffering: .evicting(2))
         for n in 1...3 { subject.send(n) }
         let client = subject.subscribe()
         #expect(client.backlog == SubscriberBacklog(count: 0, highWaterMark: 0))
@@ -131,7 +131,7 @@ struct EvictionRecordTests {
     func greetingThenSoftDeadline() async {
         let clock = ManualClock()
         let policy = SharedBufferingPolicy.evicting(8, softLimit: .above(1, for: .seconds(10)))
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2, buffering: policy, clock: clock)
+        let subject = AsyncReplaySubject<Int, Never>(replay: 2, buffering: policy, clock: clock)
         for n in 1...2 { subject.send(n) }
         let client = subject.subscribe()
         for n in 3...7 { subject.send(n) }  // holds 5 > 1 from t = 0 (the greeting not counted)

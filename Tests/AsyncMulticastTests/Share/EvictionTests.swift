@@ -366,7 +366,7 @@ struct EvictionTests {
 
     @Test("a greeting as long as the limit does not make a new subscriber evictable by the next element")
     func greetingAsLongAsTheLimit() async {
-        let room = AsyncReplaySubject<Int, Never>(bufferSize: 8, buffering: .evicting(8))
+        let room = AsyncReplaySubject<Int, Never>(replay: 8, buffering: .evicting(8))
         for n in 1...8 { room.send(n) }
         var client = room.events().makeAsyncIterator()
         room.send(9)  // the first element produced after it joined: 1 of its 8
@@ -377,7 +377,7 @@ struct EvictionTests {
 
     @Test("a greeting longer than the limit is replayed whole, with no gap")
     func greetingLongerThanTheLimit() async {
-        let room = AsyncReplaySubject<Int, Never>(bufferSize: 20, buffering: .evicting(5))
+        let room = AsyncReplaySubject<Int, Never>(replay: 20, buffering: .evicting(5))
         for n in 1...20 { room.send(n) }
         var client = room.events().makeAsyncIterator()
         room.finish()

@@ -264,7 +264,7 @@ struct LagReportCountingTests {
     @Test("replayed elements of a dropping subscriber: at most its limit, and no gap reported for the rest")
     func replayedToDroppingSubscriber() async {
         for policy: SharedBufferingPolicy in [.bufferingNewest(2), .bufferingOldest(2)] {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 5)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 5)
             for n in 1...7 { subject.send(n) }
             var reader = subject.events(buffering: policy).makeAsyncIterator()
             subject.send(8)

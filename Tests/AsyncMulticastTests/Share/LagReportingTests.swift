@@ -436,7 +436,7 @@ struct LagReportingTests {
             finish = { subject.finish() }
             expected = [.missed(3), .element(3)]
         case .replaySubject:
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 1)
             client = subject.events(buffering: lossy).makeAsyncIterator()
             for n in 1...3 { subject.send(n) }
             finish = { subject.finish() }

@@ -75,7 +75,7 @@ struct LazyDroppingLaneTests {
             .bufferingNewest(0), .bufferingNewest(1), .bufferingNewest(2), .bufferingNewest(5),
             .bufferingOldest(0), .bufferingOldest(2), .unbounded, .bounded(1_000),
         ]
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: replay, buffering: .bufferingNewest(2))
+        let subject = AsyncReplaySubject<Int, Never>(replay: replay, buffering: .bufferingNewest(2))
         var subscriptions: [SharedSubscription<Int, Never>?] = []
         var iterators: [SharedEventIterator<Int, Never>?] = []
         var references: [LagReference] = []
@@ -149,7 +149,7 @@ struct LazyDroppingLaneTests {
 
     @Test("the last stalled subscriber leaving removes its lane; one joining again starts afresh")
     func lastStalledSubscriberLeavesAndOneRejoins() async {
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1, buffering: .bufferingNewest(3))
+        let subject = AsyncReplaySubject<Int, Never>(replay: 1, buffering: .bufferingNewest(3))
         var stalled: SharedSubscription<Int, Never>? = subject.subscribe()
         var other: SharedSubscription<Int, Never>? = subject.subscribe(buffering: .bufferingNewest(5))
         for value in 0..<200 { subject.send(value) }

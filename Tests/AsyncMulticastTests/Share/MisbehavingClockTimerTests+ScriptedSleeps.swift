@@ -78,7 +78,7 @@ extension MisbehavingClockTimerTests {
         // closes the open window at once ...; the next windows are timed as usual". The
         // window 95…105 opened long after the failure.
         // Before the fix: the upstream is stopped at 100, when the timer's (successful) sleep toward
-        // the old expiry deadline returns: `runKeepAliveTimer` never resets `sleepFailed`.
+        // the old expiry deadline returns: `runDeadlineTimer` never resets `sleepFailed`.
         #expect(log.end(of: 1) == nil, "closed at 100, 5 s before its deadline")
         if log.end(of: 1) == nil {
             clock.jump(to: .seconds(105))
@@ -144,7 +144,7 @@ extension MisbehavingClockTimerTests {
         }
         // Expected (Replay.md): "the next windows are timed as usual": the cache expires 3
         // days after the stop. Before the fix: it expires after 1 day, at the first wake-up of the
-        // expiry window (`sleepFailed` is still set in `runKeepAliveTimer`).
+        // expiry window (`sleepFailed` is still set in `runDeadlineTimer`).
         #expect(replayed.replayCache == [0], "expired after 1 day of 3")
     }
 
@@ -157,7 +157,7 @@ extension MisbehavingClockTimerTests {
         // jump: it ends when the clock reads its own deadline". The expiry window opened when
         // the clock read 0: its deadline is 100. Before the fix: 110 — the window is timed from the
         // trusted instant of the previous sleep (`now = max(clock.now(), sleptUntil)` in
-        // `runKeepAliveTimer`), i.e. delayed by however far the clock was set back.
+        // `runDeadlineTimer`), i.e. delayed by however far the clock was set back.
         #expect(clock.sleeperWakes == [at(.seconds(100))])
         clock.jump(to: .seconds(100))
         try await waitUntil("the timer to act at 100") {

@@ -139,7 +139,7 @@ struct SharedServiceRunTests {
 
     @Test(
         "run() cancelled before it starts: nothing is iterated, early subscribers end, later ones too, run() again returns",
-        arguments: [SharingStarted.eagerly, .lazily, .whileSubscribed(), .whileSubscribed(stopTimeout: .seconds(5))])
+        arguments: [SharingStarted.eagerly, .lazily, .whileSubscribed(), .whileSubscribed(keepAlive: .seconds(5))])
     func cancelledBeforeItStarts(started: SharingStarted) async throws {
         let probe = Probe()
         let source = FedSource()
@@ -302,7 +302,7 @@ struct SharedServiceRunTests {
         second.release()
     }
 
-    @Test("joins and leaves race restarts (stopTimeout .zero): iterations never overlap, run() cancelled mid-storm")
+    @Test("joins and leaves race restarts (keepAlive .zero): iterations never overlap, run() cancelled mid-storm")
     func joinLeaveStormZeroTimeout() async throws {
         for round in 0..<12 {
             let log = IterationLog()
@@ -329,7 +329,7 @@ struct SharedServiceRunTests {
     }
 
     @Test(
-        "joins and leaves race restarts (stopTimeout 1 s, replayExpiration 2 s, manual clock moving): no overlap, no timer left"
+        "joins and leaves race restarts (keepAlive 1 s, replayExpiration 2 s, manual clock moving): no overlap, no timer left"
     )
     func joinLeaveStormWithTimeouts() async throws {
         for round in 0..<8 {
@@ -337,7 +337,7 @@ struct SharedServiceRunTests {
             let clock = ManualClock()
             let service = LoggedCounter(log: log).sharedService(
                 replay: 1, buffering: .bounded(2),
-                started: .whileSubscribed(stopTimeout: .seconds(1), replayExpiration: .seconds(2)), clock: clock)
+                started: .whileSubscribed(keepAlive: .seconds(1), replayExpiration: .seconds(2)), clock: clock)
             let visits = Tally()
             let stop = LockedFlag()
             let hosting = Task { await service.run() }
@@ -481,7 +481,7 @@ struct SharedServiceRunTests {
         let clock = ManualClock()
         let source = PushSource()
         let service = source.sharedService(
-            replay: 1, buffering: .unbounded, started: .whileSubscribed(stopTimeout: .seconds(5)), clock: clock)
+            replay: 1, buffering: .unbounded, started: .whileSubscribed(keepAlive: .seconds(5)), clock: clock)
         let hosting = Task { () -> TestError? in
             do throws(TestError) {
                 try await service.run()
@@ -526,7 +526,7 @@ struct SharedServiceRunTests {
         let clock = ManualClock()
         let source = FedSource()
         let service = source.sharedService(
-            buffering: .unbounded, started: .whileSubscribed(stopTimeout: .seconds(60)), clock: clock)
+            buffering: .unbounded, started: .whileSubscribed(keepAlive: .seconds(60)), clock: clock)
         let hosting = Task { await service.run() }
         await firstVisitReadsOne(service, source)
         await clock.waitForSleepers(count: 1)
@@ -544,7 +544,7 @@ struct SharedServiceRunTests {
     /// `run()` returns; a first subscriber joined, read 1, and left.
     private func hostedAfterOneVisit(
         plan: @escaping @Sendable (Int) -> ScriptedClock.Sleep = { _ in .failWhenReleasedIgnoringCancellation },
-        replay: Int = 0, started: SharingStarted = .whileSubscribed(stopTimeout: .seconds(60))
+        replay: Int = 0, started: SharingStarted = .whileSubscribed(keepAlive: .seconds(60))
     ) async -> (ScriptedClock, FedSource, AsyncSharedService<Int, Never>, Task<Void, Never>, LockedFlag) {
         let clock = ScriptedClock(plan: plan)
         let source = FedSource()
@@ -604,7 +604,7 @@ struct SharedServiceRunTests {
         // window, ignoring cancellation. Later sleeps: normal.
         let (clock, source, service, hosting, returned) = await hostedAfterOneVisit(
             plan: { index in index == 1 ? .failWhenReleasedIgnoringCancellation : .normal }, replay: 1,
-            started: .whileSubscribed(stopTimeout: .seconds(1), replayExpiration: .seconds(100)))
+            started: .whileSubscribed(keepAlive: .seconds(1), replayExpiration: .seconds(100)))
         try await waitUntil("the keep-alive timer sleeps") { clock.sleeperCount == 1 }
         clock.advance(by: .seconds(1))
         try await waitUntil("the replay-expiry window is timed") { clock.pendingFailures == 1 }

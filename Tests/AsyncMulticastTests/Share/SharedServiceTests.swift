@@ -163,7 +163,7 @@ struct SharedServiceTests {
         let clock = ManualClock()
         let source = FedSource()
         let service = source.sharedService(
-            buffering: .unbounded, started: .whileSubscribed(stopTimeout: .seconds(60)), clock: clock)
+            buffering: .unbounded, started: .whileSubscribed(keepAlive: .seconds(60)), clock: clock)
         let hosting = Task { await service.run() }
         await firstSubscriberReadsOneAndLeaves(service, source)
         await clock.waitForSleepers(count: 1)
@@ -241,7 +241,7 @@ struct SharedServiceTests {
         #expect("\(SharingStarted.eagerly)" == "eagerly")
         #expect("\(SharingStarted.lazily)" == "lazily")
         #expect(
-            "\(SharingStarted.whileSubscribed(stopTimeout: .seconds(5)))"
-                == "whileSubscribed(stopTimeout: 5.0 seconds, replayExpiration: 0.0 seconds)")
+            "\(SharingStarted.whileSubscribed(keepAlive: .seconds(5)))"
+                == "whileSubscribed(keepAlive: 5.0 seconds, replayExpiration: 0.0 seconds)")
     }
 }

@@ -171,7 +171,7 @@ private struct SoftLimitModel {
         self.trace.append("read #\(k)")
         let member = self.members[k]
         if member.evicted {
-            guard case .terminal(.success(nil)) = action, report.evicted else {
+            guard case .ended(.success(nil)) = action, report.evicted else {
                 return self.fail(
                     "#\(k) (\(member.policy)) was evicted, its read gave \(action), report.evicted \(report.evicted)")
             }
@@ -192,7 +192,9 @@ private struct SoftLimitModel {
             self.members[k].cursor += 1
             return nil
         }
-        guard case .suspend = action else { return self.fail("#\(k) caught up, expected to suspend, got \(action)") }
+        guard case .nothingReady = action else {
+            return self.fail("#\(k) caught up, expected to suspend, got \(action)")
+        }
         return nil
     }
 
@@ -305,15 +307,15 @@ struct SoftLimitBacklogTests {
                     let same: Bool
                     switch (a, b) {
                     case (.element(let x, _), .element(let y, _)): same = x == y
-                    case (.suspend, .suspend): same = true
-                    case (.terminal, .terminal): same = hr.evicted == sr.evicted
+                    case (.nothingReady, .nothingReady): same = true
+                    case (.ended, .ended): same = hr.evicted == sr.evicted
                     default: same = false
                     }
                     guard same, hr.evicted == sr.evicted else {
                         Issue.record("seed \(seed), n \(n), step \(step): \(a) vs \(b)")
                         return
                     }
-                    if case .terminal = a { pairs.remove(at: k) }
+                    if case .ended = a { pairs.remove(at: k) }
                 case 5:
                     time.advance(by: .seconds(Int64.random(in: 0...3, using: &rng)))
                 default:
@@ -698,7 +700,7 @@ struct SoftLimitBacklogTests {
     func softLimitUnderReplayGreetings() async throws {
         let clock = ManualClock()
         let subject = AsyncReplaySubject<Int, Never>(
-            bufferSize: 5, buffering: .evicting(10, softLimit: .above(2, for: .seconds(5))), clock: clock)
+            replay: 5, buffering: .evicting(10, softLimit: .above(2, for: .seconds(5))), clock: clock)
         for n in 1...5 { subject.send(n) }
         let greeted = subject.subscribe()
         let strict = subject.buffering(.evicting(10, softLimit: .above(0, for: .zero))).subscribe()
@@ -1224,7 +1226,7 @@ struct SoftLimitBacklogTests {
 
     @Test func softCountAboveTheHardLimit() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            _ = AsyncReplaySubject<Int, Never>(bufferSize: 1).buffering(.evicting(1, softLimit: .above(9, for: .zero)))
+            _ = AsyncReplaySubject<Int, Never>(replay: 1).buffering(.evicting(1, softLimit: .above(9, for: .zero)))
         }
         expectMessage(
             result, contains: "buffering(_:): .evicting(1, softLimit: .above(9, ...)) needs a soft limit from 0 to 0")

@@ -26,7 +26,7 @@ private struct CountedFace: Sendable, CustomStringConvertible {
     var description: String { self.name }
 
     /// `face`, subscribed to through `subscribe` if given, else through `face` itself.
-    init<Face: AsyncSharedSequence<Int, Never>>(
+    init<Face: AsyncSubscribableSequence<Int, Never>>(
         _ name: String, _ face: Face, subscribe: (@Sendable () -> SharedIterator<Int, Never>)? = nil
     ) {
         self.name = name
@@ -47,7 +47,7 @@ struct SubscriberCountTests {
         switch face {
         case .passthroughSubject: return CountedFace("\(face)", AsyncPassthroughSubject<Int, Never>())
         case .currentValueSubject: return CountedFace("\(face)", AsyncCurrentValueSubject<Int, Never>(0))
-        case .replaySubject: return CountedFace("\(face)", AsyncReplaySubject<Int, Never>(bufferSize: 2))
+        case .replaySubject: return CountedFace("\(face)", AsyncReplaySubject<Int, Never>(replay: 2))
         case .share: return CountedFace("\(face)", Counter().share())
         case .replay: return CountedFace("\(face)", Counter().replay(1))
         case .multicast: return CountedFace("\(face)", Counter().multicast())

@@ -39,7 +39,7 @@ struct SubscriptionTests {
 
     @Test("a second iteration, of the subscription, a copy or its events, ends at once")
     func secondIterationEndsAtOnce() async throws {
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+        let subject = AsyncReplaySubject<Int, Never>(replay: 2)
         subject.send(1)
         let subscription = subject.subscribe()
         let copy = subscription

@@ -204,7 +204,7 @@ struct WaitForEvictionTests {
 
     @Test("a replaying subscriber's greeting is not held; what is sent after it joined is")
     func greetingIsNotHeld() async throws {
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 5, buffering: .evicting(3))
+        let subject = AsyncReplaySubject<Int, Never>(replay: 5, buffering: .evicting(3))
         for n in 1...5 { subject.send(n) }
         let subscription = subject.subscribe()
         #expect(subscription.backlog == SubscriberBacklog(count: 0, highWaterMark: 0))

@@ -78,7 +78,7 @@ struct DrainedShutdownTests {
 
     @Test func drainReturnsFalseAtTheDeadlineWhenASubscriberStalls() async throws {
         let clock = ManualClock()
-        let room = AsyncReplaySubject<String, Never>(bufferSize: 0, clock: clock)
+        let room = AsyncReplaySubject<String, Never>(replay: 0, clock: clock)
         let stalled = room.subscribe()  // never read
         let reader = PacedReader(room.subscribe())
         room.send("a")
@@ -145,7 +145,7 @@ struct DrainedShutdownTests {
 
     @Test func aSubscriberJoiningAfterTheFinishDelaysTheDrainOnlyUntilItReadTheEnd() async throws {
         let clock = ManualClock()
-        let room = AsyncReplaySubject<String, Never>(bufferSize: 2, clock: clock)
+        let room = AsyncReplaySubject<String, Never>(replay: 2, clock: clock)
         room.send("a")
         room.send("b")
         #expect(await room.finish(drainingWithin: .seconds(5)), "nobody subscribed: drained at once")

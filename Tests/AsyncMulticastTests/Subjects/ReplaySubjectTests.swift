@@ -1,5 +1,5 @@
 // AsyncReplaySubject: `send` puts the element in the replay cache before it returns, so a
-// subscriber created right after a send receives it; `bufferSize` 0 is a passthrough subject;
+// subscriber created right after a send receives it; `replay` 0 is a passthrough subject;
 // `replayCache` and `resetReplayCache()`; completion keeps the cache for late subscribers; a
 // dropping or evicting policy limits what is replayed.
 
@@ -12,7 +12,7 @@ struct ReplaySubjectTests {
     @Test("a subscriber created right after send receives it from the cache, without waiting for anything")
     func sendThenSubscribe() async throws {
         try await withTimeout {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 1)
             subject.send(1)
             #expect(subject.replayCache == [1], "in the cache when send returns")
             var subscriber = subject.makeAsyncIterator()
@@ -26,10 +26,10 @@ struct ReplaySubjectTests {
         }
     }
 
-    @Test("bufferSize 0 is a passthrough subject: nothing is cached or replayed")
+    @Test("replay 0 is a passthrough subject: nothing is cached or replayed")
     func zeroIsPassthrough() async throws {
         try await withTimeout {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 0)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 0)
             subject.send(1)
             #expect(subject.replayCache.isEmpty)
             #expect(subject.storage.bufferedCount == 0, "nothing is stored for nobody")
@@ -43,10 +43,10 @@ struct ReplaySubjectTests {
         }
     }
 
-    @Test("replayCache holds the latest bufferSize elements, oldest first, whatever the subscribers read")
+    @Test("replayCache holds the latest replay elements, oldest first, whatever the subscribers read")
     func cacheContents() async throws {
         try await withTimeout {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 3)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 3)
             #expect(subject.replayCache.isEmpty)
             subject.send(1)
             subject.send(2)
@@ -68,7 +68,7 @@ struct ReplaySubjectTests {
     @Test("resetReplayCache empties the cache for new subscribers; present ones keep what they have not read")
     func resetAffectsOnlyNewSubscribers() async throws {
         try await withTimeout {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 2)
             subject.send(1)
             subject.send(2)
             var present = subject.makeAsyncIterator()
@@ -89,7 +89,7 @@ struct ReplaySubjectTests {
     @Test("after finish, a new subscriber gets the cache then nil; later sends are ignored")
     func cacheThenEnd() async throws {
         try await withTimeout {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 2)
             for n in 1...3 { subject.send(n) }
             subject.finish()
             subject.send(4)
@@ -106,7 +106,7 @@ struct ReplaySubjectTests {
     @Test("after fail, a new subscriber gets the cache then the error")
     func cacheThenError() async throws {
         try await withTimeout {
-            let subject = AsyncReplaySubject<Int, TestError>(bufferSize: 2)
+            let subject = AsyncReplaySubject<Int, TestError>(replay: 2)
             for n in 1...3 { subject.send(n) }
             subject.fail(.boom)
             subject.fail(.other(1))  // ignored: completed once
@@ -124,7 +124,7 @@ struct ReplaySubjectTests {
     }
 
     @Test(
-        "a dropping policy below bufferSize replays only the newest that many; an evicting or lossless one replays all",
+        "a dropping policy below replay replays only the newest that many; an evicting or lossless one replays all",
         arguments: [
             (SharedBufferingPolicy.bufferingNewest(2), [4, 5]),
             (.bufferingOldest(2), [4, 5]),
@@ -135,9 +135,9 @@ struct ReplaySubjectTests {
         ])
     func policyLimitsTheReplay(policy: SharedBufferingPolicy, expected: [Int]) async throws {
         try await withTimeout {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 5, buffering: policy)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 5, buffering: policy)
             for n in 1...5 { subject.send(n) }
-            #expect(subject.replayCache == [1, 2, 3, 4, 5], "the cache itself is bufferSize long")
+            #expect(subject.replayCache == [1, 2, 3, 4, 5], "the cache itself is replay long")
             var late = subject.makeAsyncIterator()
             subject.finish()
             let replayed = await late.readAll()
@@ -148,7 +148,7 @@ struct ReplaySubjectTests {
     @Test("a view's policy limits what its subscriber is replayed, and events() reports no gap for it")
     func viewPolicyLimitsTheReplay() async throws {
         try await withTimeout {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 4)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 4)
             for n in 1...4 { subject.send(n) }
             var viewed = subject.buffering(.bufferingNewest(1)).makeAsyncIterator()
             var events = subject.events(buffering: .bufferingOldest(2)).makeAsyncIterator()
@@ -164,9 +164,9 @@ struct ReplaySubjectTests {
         }
     }
 
-    @Test("sends from many tasks: the cache holds the latest bufferSize of them, in the order subscribers saw them")
+    @Test("sends from many tasks: the cache holds the latest replay of them, in the order subscribers saw them")
     func concurrentSends() async throws {
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 3)
+        let subject = AsyncReplaySubject<Int, Never>(replay: 3)
         let witness = await SubscriberTask.join { subject.makeAsyncIterator() }
         await withTaskGroup(of: Void.self) { group in
             for sender in 0..<4 {
@@ -185,11 +185,11 @@ struct ReplaySubjectTests {
         #expect(replayed == cache)
     }
 
-    @Test("bufferSize below 0 is refused with a message naming it")
+    @Test("replay below 0 is refused with a message naming it")
     func negativeBufferSizeIsRefused() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
-            _ = AsyncReplaySubject<Int, Never>(bufferSize: -1)
+            _ = AsyncReplaySubject<Int, Never>(replay: -1)
         }
-        expectMessage(result, contains: "AsyncReplaySubject(bufferSize:): bufferSize must be at least 0, got -1")
+        expectMessage(result, contains: "AsyncReplaySubject(replay:): replay must be at least 0, got -1")
     }
 }

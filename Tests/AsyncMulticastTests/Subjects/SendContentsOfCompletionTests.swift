@@ -183,7 +183,7 @@ struct SendContentsOfCompletionTests {
             var generator = LCG(seed: 5)
             for round in 0..<200 {
                 let held = HeldStream(prefilled: 0..<50)
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1, buffering: .bounded(1))
+                let subject = AsyncReplaySubject<Int, Never>(replay: 1, buffering: .bounded(1))
                 let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
                 let sequence = held.sequence
                 let sending = Task { await subject.send(contentsOf: sequence) }
@@ -432,7 +432,7 @@ struct SendContentsOfCompletionTests {
         // Goes on into a held stream's next(): the stream sees the cancellation.
         do {
             let held = HeldStream(prefilled: [Int]())
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 4, buffering: .bounded(4))
+            let subject = AsyncReplaySubject<Int, Never>(replay: 4, buffering: .bounded(4))
             let sequence = CompletesInside(count: 2, complete: { subject.finish() }, thenWaits: held)
             try await withTimeout("send(contentsOf:) returning") { await subject.send(contentsOf: sequence) }
             #expect(held.ends.all == [.cancelled])
@@ -668,7 +668,7 @@ struct SendContentsOfCompletionTests {
                     sendAll = { await subject.send(contentsOf: source.idle) }
                     complete = { subject.fail(.boom) }
                 default:
-                    let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1, buffering: .bounded(1))
+                    let subject = AsyncReplaySubject<Int, Never>(replay: 1, buffering: .bounded(1))
                     sendAll = { await subject.send(contentsOf: source.idle) }
                     complete = { subject.finish() }
                 }
@@ -731,7 +731,7 @@ struct SendContentsOfCompletionTests {
     func contentsOfAmongWaitingSenders() async throws {
         try await withTimeout(seconds: 300) {
             for round in 0..<20 {
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 1_000, buffering: .bounded(1))
+                let subject = AsyncReplaySubject<Int, Never>(replay: 1_000, buffering: .bounded(1))
                 let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
                 subject.send(0)
                 let feeder = Task { await subject.send(contentsOf: (100..<110).async) }
@@ -759,7 +759,7 @@ struct SendContentsOfCompletionTests {
         let current = AsyncCurrentValueSubject<Int, TestError>(0)
         current.fail(.boom)
         await current.send(contentsOf: held.idle)
-        let replay = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+        let replay = AsyncReplaySubject<Int, Never>(replay: 2)
         replay.send(1)
         replay.finish()
         await replay.send(contentsOf: held.idle)
@@ -792,7 +792,7 @@ struct SendContentsOfCompletionTests {
                     sending = Task { await subject.send(contentsOf: sequence) }
                     complete = { if fails { subject.fail(.boom) } else { subject.finish() } }
                 case 1:
-                    let subject = AsyncReplaySubject<Int, TestError>(bufferSize: 1, buffering: .bounded(1))
+                    let subject = AsyncReplaySubject<Int, TestError>(replay: 1, buffering: .bounded(1))
                     reader = await SubscriberTask.join { subject.makeAsyncIterator() }
                     let sequence = held.counted
                     sending = Task { await subject.send(contentsOf: sequence) }

@@ -62,7 +62,7 @@ struct SendContentsOfTests {
                 #expect(await reader.next() == 0, "the current value when it joined")
                 while let n = await reader.next() { received.append(n) }
             case .replay:
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+                let subject = AsyncReplaySubject<Int, Never>(replay: 2)
                 var reader = subject.makeAsyncIterator()
                 await subject.send(contentsOf: (1...100).async)
                 #expect(subject.replayCache == [99, 100])
@@ -163,7 +163,7 @@ struct SendContentsOfTests {
             try await withTimeout("send(contentsOf:) returning") { await subject.send(contentsOf: source) }
             #expect(subject.value == 0)
         case .replay:
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 2)
+            let subject = AsyncReplaySubject<Int, Never>(replay: 2)
             subject.finish()
             try await withTimeout("send(contentsOf:) returning") { await subject.send(contentsOf: source) }
             #expect(subject.replayCache.isEmpty)

@@ -225,7 +225,7 @@ struct SubjectTests {
         arguments: 0..<20)
     func waitingSendersKeepTheirOrderWhenTheLastSubscriberLeaves(round: Int) async throws {
         // It replays everything, so the order stays visible once nobody subscribes.
-        let subject = AsyncReplaySubject<Int, Never>(bufferSize: 16, buffering: .bounded(1))
+        let subject = AsyncReplaySubject<Int, Never>(replay: 16, buffering: .bounded(1))
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(0)  // the reader is full
         let held = HeldExecutor()

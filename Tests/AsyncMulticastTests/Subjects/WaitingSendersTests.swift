@@ -16,7 +16,7 @@ struct WaitingSendersTests {
         try await withTimeout(seconds: 300) {
             var rng = LCG(seed: 0x5E4D)
             for round in 0..<30 {
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 100, buffering: .bounded(1))
+                let subject = AsyncReplaySubject<Int, Never>(replay: 100, buffering: .bounded(1))
                 let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
                 subject.send(0)  // full
                 let values = Array(1...8)
@@ -49,7 +49,7 @@ struct WaitingSendersTests {
     func laterSenderWaitsBehind() async throws {
         try await withTimeout(seconds: 300) {
             // .bounded(4): room below 4; a read takes up to 2 extra elements.
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 100, buffering: .bounded(4))
+            let subject = AsyncReplaySubject<Int, Never>(replay: 100, buffering: .bounded(4))
             let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
             for value in 1...6 { subject.send(value) }  // holds 6, past the bound
             let first = try await parkInOrder([7], storage: subject.storage) {
@@ -104,7 +104,7 @@ struct WaitingSendersTests {
         arguments: 0..<3)
     func lastBoundedSubscriberLeaving(_ how: Int) async throws {
         try await withTimeout(seconds: 300) {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 100, buffering: .bounded(1))
+            let subject = AsyncReplaySubject<Int, Never>(replay: 100, buffering: .bounded(1))
             let first = await SubscriberTask.join { subject.makeAsyncIterator() }
             let second = await SubscriberTask.join { subject.buffering(.bounded(2)).makeAsyncIterator() }
             var lossy = subject.events(buffering: .bufferingNewest(0)).makeAsyncIterator()
@@ -282,7 +282,7 @@ struct WaitingSendersTests {
         try await withTimeout(seconds: 300) {
             let priorities: [TaskPriority] = [.background, .high, .low, .userInitiated, .utility, .medium]
             for round in 0..<10 {
-                let subject = AsyncReplaySubject<Int, Never>(bufferSize: 100, buffering: .bounded(3))
+                let subject = AsyncReplaySubject<Int, Never>(replay: 100, buffering: .bounded(3))
                 let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
                 for value in 0...2 { subject.send(value) }  // full
                 var senders: [Task<Void, Never>] = []
@@ -321,7 +321,7 @@ struct WaitingSendersTests {
     @Test("send(waitingForRoom:) returns at once with only evicting, dropping and unbounded subscribers")
     func waitingForRoomWithoutBoundedSubscribers() async throws {
         try await withTimeout(seconds: 300) {
-            let subject = AsyncReplaySubject<Int, Never>(bufferSize: 8, buffering: .evicting(1))
+            let subject = AsyncReplaySubject<Int, Never>(replay: 8, buffering: .evicting(1))
             for value in 1...8 { subject.send(value) }
             var greeted = subject.makeAsyncIterator()  // a greeting of 8: past its limit of 1
             var newest = subject.events(buffering: .bufferingNewest(0)).makeAsyncIterator()

@@ -58,7 +58,7 @@ extension MulticastStateMachine {
     }
 
     /// Whether a timer task is the machine's.
-    var keepAliveTimerIsRunning: Bool { self.timer.isRunning }
+    var deadlineTimerIsRunning: Bool { self.timer.isRunning }
 
     /// Number of elements currently stored in the shared buffer.
     var bufferedCount: Int { self.elements.count }

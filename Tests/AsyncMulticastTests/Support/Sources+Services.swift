@@ -12,7 +12,7 @@ extension FedSource {
     ) -> (service: AsyncSharedService<Int, Never>, hosting: Task<Void, Never>) {
         let service = self.sharedService(
             replay: 1, buffering: .unbounded,
-            started: .whileSubscribed(stopTimeout: .zero, replayExpiration: .seconds(10)), clock: clock)
+            started: .whileSubscribed(keepAlive: .zero, replayExpiration: .seconds(10)), clock: clock)
         return (service, Task { await service.run() })
     }
 }

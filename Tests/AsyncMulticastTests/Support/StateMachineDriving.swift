@@ -39,15 +39,15 @@ extension Machine {
             return .element(element)
         case .elementReleasingSenders:
             preconditionFailure("unexpected senders released; use nextRequested(_:) directly")
-        case .suspend:
+        case .nothingReady:
             return .suspend(startUpstream: nil)
-        case .suspendStartingUpstream(let effects):
+        case .nothingReadyStartingUpstream(let effects):
             return .suspend(startUpstream: effects.startUpstream)
-        case .terminal(.success(nil)), .terminalNoticed(.success(nil), _):
+        case .ended(.success(nil)), .endedNoticed(.success(nil), _):
             return .finished
-        case .terminal(.success(let element?)), .terminalNoticed(.success(let element?), _):
+        case .ended(.success(let element?)), .endedNoticed(.success(let element?), _):
             preconditionFailure("a terminal event carried the element \(element)")
-        case .terminal(.failure(let error)), .terminalNoticed(.failure(let error), _):
+        case .ended(.failure(let error)), .endedNoticed(.failure(let error), _):
             return .failed(error)
         case .gap:
             preconditionFailure("a gap reported to a reader that does not report gaps")
@@ -162,8 +162,11 @@ extension MulticastStateMachine {
     /// `nil` when the sender must wait for room.
     mutating func produceIfRoom(_ element: Element, epoch: UInt64) -> ProduceAction? {
         var resuming: [SubscriberContinuation] = []
-        let outcome = self.elementProducedIfRoom(element, epoch: epoch, resuming: &resuming)
-        return outcome.map { ProduceAction($0, element: element, resuming: resuming) }
+        switch self.elementProducedIfRoom(element, epoch: epoch, resuming: &resuming) {
+        case .noRoom: return nil
+        case .produced: return ProduceAction(.proceed, element: element, resuming: resuming)
+        case .stop: return ProduceAction(.stop, element: element, resuming: resuming)
+        }
     }
 }
 

@@ -143,7 +143,7 @@ extension ModelRun {
         code.add(machine.replayFloor)
         code.add(machine.subscriberCount)
         code.add(machine.replayExpiryPending)
-        code.add(machine.keepAliveTimerIsRunning)
+        code.add(machine.deadlineTimerIsRunning)
         self.encodeUpstream(machine.upstream, into: &code)
         code.add(Int(machine.nextEpoch) - Int(self.nextEpoch))
         code.add(machine.lastGreetingSlot.map(rank) ?? -1)

@@ -1,7 +1,7 @@
 // A drained shutdown: end a subject or a source and wait, with a deadline, until the end has
 // reached every subscriber (MulticastStateMachine+Draining.swift decides when it has).
 
-extension AsyncSharedSequence {
+extension AsyncSubscribableSequence {
     /// Waits until the end of this sequence has reached every subscriber, for at most
     /// `timeout`. Returns `true` once the sequence has ended (finished or failed) and no
     /// subscriber is left: each one read what was buffered for it and then the end, or left
@@ -44,7 +44,7 @@ extension AsyncSharedSequence {
 extension AsyncSubject {
     /// Ends the subject, as ``finish()`` does, then waits for at most `timeout` until every
     /// subscriber has read what was buffered for it and the end, or has left
-    /// (``AsyncSharedSequence/waitUntilDrained(within:)``). Returns `true` if they all did,
+    /// (``AsyncSubscribableSequence/waitUntilDrained(within:)``). Returns `true` if they all did,
     /// `false` if `timeout` passed first or the calling task was cancelled (then at once).
     /// If the subject had completed already, it only waits.
     ///
@@ -81,7 +81,7 @@ extension AsyncSubject {
 extension AsyncSharedSource {
     /// Ends the source from outside, then waits for at most `timeout` until every subscriber
     /// has read what was buffered for it and the end, or has left
-    /// (``AsyncSharedSequence/waitUntilDrained(within:)``). Returns `true` if they all did,
+    /// (``AsyncSubscribableSequence/waitUntilDrained(within:)``). Returns `true` if they all did,
     /// `false` if `timeout` passed first or the calling task was cancelled (then at once).
     ///
     /// The running session, if any, is cancelled: `stop` is called in its task, as when the

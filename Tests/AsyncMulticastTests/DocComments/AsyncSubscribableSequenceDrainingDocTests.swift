@@ -1,12 +1,12 @@
-// Checks the doc-comment examples of Sources/AsyncMulticast/AsyncSharedSequence+Draining.swift:
+// Checks the doc-comment examples of Sources/AsyncMulticast/AsyncSubscribableSequence+Draining.swift:
 // each test contains one verbatim, with its own lines marked `// (test only)`, and checks what
 // the example states (DocCommentStubs.swift describes the conventions).
 
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncSharedSequence+Draining", .timeLimit(.minutes(3)))
-struct AsyncSharedSequenceDrainingDocTests {
+@Suite("Doc comments: AsyncSubscribableSequence+Draining", .timeLimit(.minutes(3)))
+struct AsyncSubscribableSequenceDrainingDocTests {
     // waitUntilDrained(within:)
     @Test func waitUntilDrained() async throws {
         let (printed, print) = PrintedLines.recorder()  // (test only)

@@ -1,4 +1,4 @@
-// Checks the doc-comment examples of Sources/AsyncMulticast/AsyncSharedSequence.swift, the
+// Checks the doc-comment examples of Sources/AsyncMulticast/AsyncSubscribableSequence.swift, the
 // members every shared sequence and subject shares, declared once: each test contains one
 // verbatim, with its own lines marked `// (test only)`, and checks what the example states
 // (DocCommentStubs.swift describes the conventions).
@@ -6,20 +6,20 @@
 import AsyncMulticast
 import Testing
 
-@Suite("Doc comments: AsyncSharedSequence", .timeLimit(.minutes(3)))
-struct AsyncSharedSequenceDocTests {
-    // AsyncSharedSequence
+@Suite("Doc comments: AsyncSubscribableSequence", .timeLimit(.minutes(3)))
+struct AsyncSubscribableSequenceDocTests {
+    // AsyncSubscribableSequence
     @Test func theProtocol() async {
         let (printed, print) = PrintedLines.recorder()  // (test only)
         struct Dashboard {
-            let prices: any AsyncSharedSequence<Double, Never>
+            let prices: any AsyncSubscribableSequence<Double, Never>
         }
         let dashboard = Dashboard(prices: AsyncCurrentValueSubject<Double, Never>(100))
         print(dashboard.prices.subscriberCount)  // 0
 
         #expect(printed.lines == ["0"])
         var reader = dashboard.prices.makeAsyncIterator()  // (test only)
-        #expect(dashboard.prices.subscriberCount == 1, "any AsyncSharedSequence joins like the subject")
+        #expect(dashboard.prices.subscriberCount == 1, "any AsyncSubscribableSequence joins like the subject")
         #expect(await reader.next() == 100)
     }
 

@@ -11,7 +11,7 @@
 ///
 /// ```swift
 /// struct Dashboard {
-///     let prices: any AsyncSharedSequence<Double, Never>
+///     let prices: any AsyncSubscribableSequence<Double, Never>
 /// }
 /// let dashboard = Dashboard(prices: AsyncCurrentValueSubject<Double, Never>(100))
 /// print(dashboard.prices.subscriberCount)   // 0
@@ -24,7 +24,7 @@
 ///   `next()` return `nil` at once and removes only that subscriber.
 /// - **Terminal events are sticky:** after the end or an error, every subscriber gets what
 ///   is buffered for it and then `nil` or the error; later subscribers get it at once.
-public protocol AsyncSharedSequence<Element, Failure>: AsyncSequence, Sendable
+public protocol AsyncSubscribableSequence<Element, Failure>: AsyncSequence, Sendable
 where Element: Sendable, AsyncIterator == SharedIterator<Element, Failure> {
     /// The type of element the subscribers receive.
     associatedtype Element
@@ -39,16 +39,16 @@ where Element: Sendable, AsyncIterator == SharedIterator<Element, Failure> {
 /// A shared sequence that replays its latest elements to each new subscriber:
 /// `replay(_:)` (and `share()`, whose cache stays empty), ``AsyncMulticastSequence``,
 /// ``AsyncSharedSource`` and ``AsyncReplaySubject``.
-public protocol AsyncReplayingSequence<Element, Failure>: AsyncSharedSequence {}
+public protocol AsyncReplayingSequence<Element, Failure>: AsyncSubscribableSequence {}
 
 /// A shared sequence fed by calls instead of an upstream, like Combine's `Subject`:
 /// ``AsyncPassthroughSubject``, ``AsyncCurrentValueSubject`` and ``AsyncReplaySubject``.
 ///
 /// After ``finish()`` or ``fail(_:)`` every send and completion is ignored: a subject ends
 /// once, and a late call is harmless.
-public protocol AsyncSubject<Element, Failure>: AsyncSharedSequence {}
+public protocol AsyncSubject<Element, Failure>: AsyncSubscribableSequence {}
 
-/// The engine behind a shared sequence (see ``AsyncSharedSequence/_core``): the storage its
+/// The engine behind a shared sequence (see ``AsyncSubscribableSequence/_core``): the storage its
 /// subscribers share, the buffering policy a new subscriber takes, and how subscribers
 /// connect a multicast. Only the package creates one.
 public struct _SharedCore<Element: Sendable, Failure: Error>: Sendable {
@@ -73,7 +73,7 @@ public struct _SharedCore<Element: Sendable, Failure: Error>: Sendable {
 
 // MARK: - Every shared sequence
 
-extension AsyncSharedSequence {
+extension AsyncSubscribableSequence {
     /// The storage the subscribers share (for the package's own code and tests).
     @usableFromInline
     var storage: MulticastStorage<Element, Failure> { self._core.storage }
