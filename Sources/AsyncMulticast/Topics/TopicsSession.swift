@@ -24,6 +24,10 @@ struct PumpState: Sendable {
     /// The pump task while one is installed.
     @usableFromInline
     var pump: Task<Void, Never>?
+    /// The number of the installed pump, or of the last one: a pump that returns names
+    /// itself by it.
+    @usableFromInline
+    var generation: UInt64 = 0
 
     @inlinable
     init() {}
@@ -49,10 +53,27 @@ struct PumpState: Sendable {
         self.pump == nil && liveKeys > 0 ? .install : .discard
     }
 
-    /// The pump task of an offer that was installed.
+    /// The pump of an offer is installed: the number its task names itself by, which
+    /// `pumpCreated` is then told with the task, in the same critical section.
     @inlinable
-    mutating func pumpInstalled(_ task: Task<Void, Never>) {
+    mutating func pumpInstalling() -> UInt64 {
+        self.generation &+= 1
+        return self.generation
+    }
+
+    /// The task of the pump being installed.
+    @inlinable
+    mutating func pumpCreated(_ task: Task<Void, Never>) {
         self.pump = task
+    }
+
+    /// Pump `generation` returned (the upstream ended, or it was cancelled): its handle is
+    /// forgotten if it is still the installed one. `true` if it was.
+    @inlinable
+    mutating func pumpReturned(generation: UInt64) -> Bool {
+        guard self.generation == generation, self.pump != nil else { return false }
+        self.pump = nil
+        return true
     }
 
     /// A removal brought the live keys to 0; `liveKeys` was read again under the lock. The
@@ -137,21 +158,33 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
         // Joined outside the lock: joining the hub may close its keep-alive window, which
         // cancels its timer task (its clock's code runs then).
         let offer = SharedSubscription(_SharedCore(self.hub), policy: Self.hubPolicy)
-        let key = self.key
         self.state.withLock { state in
             let live = self.liveKeys.load(ordering: .sequentiallyConsistent)
             guard case .install = state.pumpOffered(liveKeys: live) else { return }
+            let generation = state.pumpInstalling()
             // Creating a task only enqueues it: registered in the critical section that
-            // decided it, before a `lastKeyFreed` can look for it.
-            // The task holds the topics weakly: its handle, kept here, must not keep them.
-            state.pumpInstalled(
-                Task.detached { [weak topics] in
-                    guard let topics else { return }
-                    await Self.pump(offer, key: key, into: topics)
+            // decided it, before a `lastKeyFreed` can look for it. It holds the topics while
+            // it runs, as a shared sequence's upstream task holds its storage (so a
+            // subscriber keeps them even if nothing else does), and forgets its own handle
+            // when it returns, so that the handle never keeps them.
+            state.pumpCreated(
+                Task.detached {
+                    await Self.pump(offer, key: self.key, into: topics)
+                    self.pumpReturned(generation: generation)
                 })
             self.pumping.store(true, ordering: .sequentiallyConsistent)
         }
         // A discarded offer is released here, outside the lock: its hub subscriber leaves.
+    }
+
+    /// Pump `generation` returned: its handle is forgotten, if it is still installed.
+    @inlinable
+    func pumpReturned(generation: UInt64) {
+        self.state.withLock { state in
+            if state.pumpReturned(generation: generation) {
+                self.pumping.store(false, ordering: .sequentiallyConsistent)
+            }
+        }
     }
 
     /// The pump: reads the hub and sends each element to its key's subject, waiting for room

@@ -79,6 +79,28 @@ struct SharedTopicsLifecycleTests {
         await secondReader.value
     }
 
+    @Test("a subscriber keeps its upstream even when nothing else holds the topics")
+    func subscriberKeepsTheTopics() async throws {
+        let (stream, feed) = AsyncStream.makeStream(of: Int.self)
+        let subscription = stream.share(by: { $0 % 2 }).subscribe(to: 1)
+        for n in 1...5 { feed.yield(n) }
+        feed.finish()
+        #expect(await subscription.reduce(into: []) { $0.append($1) } == [1, 3, 5])
+    }
+
+    @Test("the topics are released once the upstream ended and nothing holds them")
+    func topicsReleasedAfterTheEnd() async throws {
+        let (stream, feed) = AsyncStream.makeStream(of: Int.self)
+        var topics: AsyncSharedTopics<Int, Int, Never>? = stream.share(by: { $0 % 2 })
+        weak let released = topics?.topics
+        let subscription = topics!.subscribe(to: 0)
+        feed.yield(2)
+        feed.finish()
+        #expect(await subscription.reduce(into: []) { $0.append($1) } == [2])
+        topics = nil
+        try await waitUntil("the topics released") { released == nil }
+    }
+
     @Test("after the upstream stopped, the next subscriber starts a fresh iteration, never overlapping the old one")
     func restartAfterStopIsAFreshIteration() async throws {
         let log = ScriptedLog()
