@@ -13,7 +13,9 @@ import Synchronization
 //     upstream produces after it joined (the pump's hub subscriber was there before);
 //   - the removal that brings the count to 0 stops the pump (`lastKeyFreed`), if the count
 //     is still 0 under the session's lock: a join whose key was counted before that lock
-//     found the pump installed, and keeps it.
+//     found the pump installed, and keeps it. A stopped pump routes nothing more (the
+//     elements it had taken belong to no live key), and the next pump routes nothing
+//     before the stopped one has returned: a key's subscriber gets its elements in order.
 //
 // The session's lock is a leaf: it is never held while another lock is taken, a task is
 // cancelled or a subscription is released. Its decisions are `PumpState`'s transitions.
@@ -28,6 +30,10 @@ struct PumpState: Sendable {
     /// itself by it.
     @usableFromInline
     var generation: UInt64 = 0
+    /// The last pump stopped, until it returns: the next pump routes nothing before it has,
+    /// so that a key's subscriber never gets an older element after a newer one.
+    @usableFromInline
+    var retiring: (generation: UInt64, task: Task<Void, Never>)?
 
     @inlinable
     init() {}
@@ -53,12 +59,13 @@ struct PumpState: Sendable {
         self.pump == nil && liveKeys > 0 ? .install : .discard
     }
 
-    /// The pump of an offer is installed: the number its task names itself by, which
-    /// `pumpCreated` is then told with the task, in the same critical section.
+    /// The pump of an offer is installed: the number its task names itself by, and the
+    /// stopped pump it must wait for; `pumpCreated` is then told its task, in the same
+    /// critical section.
     @inlinable
-    mutating func pumpInstalling() -> UInt64 {
+    mutating func pumpInstalling() -> (generation: UInt64, previous: Task<Void, Never>?) {
         self.generation &+= 1
-        return self.generation
+        return (self.generation, self.retiring?.task)
     }
 
     /// The task of the pump being installed.
@@ -71,6 +78,7 @@ struct PumpState: Sendable {
     /// forgotten if it is still the installed one. `true` if it was.
     @inlinable
     mutating func pumpReturned(generation: UInt64) -> Bool {
+        if self.retiring?.generation == generation { self.retiring = nil }
         guard self.generation == generation, self.pump != nil else { return false }
         self.pump = nil
         return true
@@ -80,9 +88,10 @@ struct PumpState: Sendable {
     /// pump to cancel outside the lock, if no key became live since.
     @inlinable
     mutating func lastKeyFreed(liveKeys: Int) -> Task<Void, Never>? {
-        guard liveKeys == 0 else { return nil }
-        defer { self.pump = nil }
-        return self.pump
+        guard liveKeys == 0, let pump = self.pump else { return nil }
+        self.pump = nil
+        self.retiring = (self.generation, pump)
+        return pump
     }
 }
 
@@ -161,7 +170,7 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
         self.state.withLock { state in
             let live = self.liveKeys.load(ordering: .sequentiallyConsistent)
             guard case .install = state.pumpOffered(liveKeys: live) else { return }
-            let generation = state.pumpInstalling()
+            let (generation, previous) = state.pumpInstalling()
             // Creating a task only enqueues it: registered in the critical section that
             // decided it, before a `lastKeyFreed` can look for it. It holds the topics while
             // it runs, as a shared sequence's upstream task holds its storage (so a
@@ -169,6 +178,8 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
             // when it returns, so that the handle never keeps them.
             state.pumpCreated(
                 Task.detached {
+                    // Cancelled, it returns soon: it routes nothing more.
+                    await previous?.value
                     await Self.pump(offer, key: self.key, into: topics)
                     self.pumpReturned(generation: generation)
                 })
@@ -199,6 +210,9 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
         var iterator = subscription.makeAsyncIterator()
         do throws(Failure) {
             while let element = try await iterator.next(isolation: nil) {
+                // Stopped: the elements it had taken are dropped (no key was live when it
+                // was stopped), not routed beside the next pump's.
+                if Task.isCancelled { return }
                 guard let subject = topics.subject(of: key(element)) else { continue }
                 await subject.sendWhenReady(element)
             }
