@@ -147,10 +147,16 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
     /// and the hub stops the upstream (after `keepAlive`) if nobody else joined.
     @inlinable
     func lastKeyFreed() {
-        let stopping = self.state.withLock { state in
+        let stopping = self.state.withLock { state -> Task<Void, Never>? in
+            // `pumping` is cleared before the count is read, as a join counts its key before
+            // it reads `pumping` (both sequentially consistent): either this read sees the
+            // join's key, or the join sees `pumping` cleared and takes this lock, after this
+            // critical section. Read the other way round, a join could count its key after
+            // the read and see `pumping` still set: its key would be left without a pump.
+            self.pumping.store(false, ordering: .sequentiallyConsistent)
             let live = self.liveKeys.load(ordering: .sequentiallyConsistent)
             let stopping = state.lastKeyFreed(liveKeys: live)
-            if stopping != nil { self.pumping.store(false, ordering: .sequentiallyConsistent) }
+            if !state.pumpRequested() { self.pumping.store(true, ordering: .sequentiallyConsistent) }
             return stopping
         }
         stopping?.cancel()
@@ -161,7 +167,8 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
     /// upstream produces from now on.
     @inlinable
     func pumpNeeded(topics: AsyncSubjectTopics<Key, Element, Failure>) {
-        // A pump, once installed, stays while a key is live: the join's key is.
+        // A pump, once installed, stays while a key is live: the join's key is, counted before
+        // this read (see `lastKeyFreed`).
         if self.pumping.load(ordering: .sequentiallyConsistent) { return }
         guard self.state.withLock({ $0.pumpRequested() }) else { return }
         // Joined outside the lock: joining the hub may close its keep-alive window, which
