@@ -85,12 +85,16 @@ extension AsyncSubjectTopics {
     /// Subject `number` of `key` told its listener its count is 0.
     @inlinable
     func subjectEmptied(_ key: Key, number: UInt64) {
-        let emptied = self.shard(for: key).withLock { shard in
-            shard.subjectEmptied(key, number: number, window: self.window) { $0.subscriberCount }
+        let (emptied, noneLive) = self.shard(for: key).withLock { shard in
+            let emptied = shard.subjectEmptied(key, number: number, window: self.window) { $0.subscriberCount }
+            guard case .freed = emptied else { return (emptied, false) }
+            return (emptied, self.session?.keysRemoved(1) ?? false)
         }
         switch emptied {
         case .nothing: return
-        case .freed(let entry): self.free(entry, completing: nil)
+        case .freed(let entry):
+            self.free(entry, completing: nil)
+            if noneLive { self.session?.lastKeyFreed() }
         case .windowOpened(let window): self.startTimer(of: key, number: number, window: window)
         }
     }
@@ -121,10 +125,12 @@ extension AsyncSubjectTopics {
 
     @inlinable
     func timerExpired(of key: Key, number: UInt64, window: UInt64) {
-        let freed = self.shard(for: key).withLock { shard in
-            shard.timerExpired(key, number: number, window: window)
+        let (freed, noneLive) = self.shard(for: key).withLock { shard in
+            let freed = shard.timerExpired(key, number: number, window: window)
+            return (freed, freed != nil && (self.session?.keysRemoved(1) ?? false))
         }
         if let freed { self.free(freed, completing: nil) }
+        if noneLive { self.session?.lastKeyFreed() }
     }
 
     /// Outside the lock: a removed key's subject is completed (if the topics complete), its

@@ -54,6 +54,11 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
     let window: TopicWindow
     @usableFromInline
     let clock: TimerClock
+    /// The upstream that feeds the keys, for topics of one upstream (`share(by:)`); `nil`
+    /// for topics fed by ``send(_:to:)``. Told of every key created and removed, in the
+    /// shard's critical section.
+    @usableFromInline
+    let session: TopicsSession<Key, Element, Failure>?
 
     /// The number of shards: enough for 2 to 16 cores sending and joining at once to meet
     /// on one lock rarely, few enough to cost nothing (a lock and an empty table each).
@@ -130,7 +135,10 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
     }
 
     @inlinable
-    init(replay: Int, policy: SharedBufferingPolicy, keepAlive: Duration, clock: TimerClock, shardCount: Int) {
+    init(
+        replay: Int, policy: SharedBufferingPolicy, keepAlive: Duration, clock: TimerClock, shardCount: Int,
+        session: TopicsSession<Key, Element, Failure>? = nil
+    ) {
         precondition(
             shardCount > 0 && shardCount & (shardCount - 1) == 0,
             "shardCount must be a power of 2, got \(shardCount)")
@@ -138,6 +146,7 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
         self.policy = policy
         self.replay = replay
         self.clock = clock
+        self.session = session
         switch keepAlive {
         case .zero: self.window = .none
         case Subject.Machine.longestWindow...: self.window = .forever
@@ -197,9 +206,19 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
         to key: Key, buffering policy: SharedBufferingPolicy? = nil
     ) -> SharedSubscription<Element, Failure> {
         policy?.validate(parameter: "subscribe(to:buffering:)")
+        return self.join(key, policy: policy).subscription
+    }
+
+    /// Joins `key` (the policy checked by the caller): the subscription, and whether it
+    /// joined a live key (`false`: the topics had completed, the subscription has ended).
+    @inlinable
+    func join(
+        _ key: Key, policy: SharedBufferingPolicy?
+    ) -> (subscription: SharedSubscription<Element, Failure>, live: Bool) {
         let (subscription, created, cancelling, completion) = self.shard(for: key).withLock { shard -> Joined in
             switch shard.subscriberJoining(key, makeSubject: self.makeSubject) {
             case .join(let subject, let created, let cancelling):
+                if created != nil { self.session?.keyCreated() }
                 // The one call into a subject under the shard lock, so that the key cannot
                 // be freed between finding its subject and joining it. A push-fed storage's
                 // join resumes nothing: it only offers the new count, which the listener
@@ -212,8 +231,8 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
         }
         cancelling?.cancel()
         if let (subject, number) = created { self.listen(to: subject, of: key, number: number) }
-        if let subscription { return subscription }
-        return self.endedSubscription(completion ?? .finished, policy: policy)
+        if let subscription { return (subscription, true) }
+        return (self.endedSubscription(completion ?? .finished, policy: policy), false)
     }
 
     /// Delivers `element` to the current subscribers of `key`, and to no other subscriber.
@@ -228,7 +247,9 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
     @inlinable
     public func send(_ element: Element, to key: Key) {
         let delivery = self.shard(for: key).withLock { shard in
-            shard.sending(to: key, keepsReplay: self.keepsReplay, makeSubject: self.makeSubject)
+            let delivery = shard.sending(to: key, keepsReplay: self.keepsReplay, makeSubject: self.makeSubject)
+            if case .deliver(_, created: _?) = delivery { self.session?.keyCreated() }
+            return delivery
         }
         guard case .deliver(let subject, let created) = delivery else { return }
         subject.send(element)
@@ -265,9 +286,20 @@ public final class AsyncSubjectTopics<Key: Hashable & Sendable, Element: Sendabl
     @inlinable
     func complete(_ completion: TopicsCompletion<Failure>) {
         for shard in self.shards {
-            let entries = shard.withLock { $0.completed(completion) }
+            let (entries, noneLive) = shard.withLock { shard in
+                let entries = shard.completed(completion)
+                return (entries, self.session?.keysRemoved(entries.count) ?? false)
+            }
             for entry in entries { self.free(entry, completing: completion) }
+            if noneLive { self.session?.lastKeyFreed() }
         }
+    }
+
+    /// The subject of `key`, if it has one: where the pump of topics of one upstream sends
+    /// an element of that key.
+    @inlinable
+    func subject(of key: Key) -> Subject? {
+        self.shard(for: key).withLock { $0.entries[key]?.subject }
     }
 
     /// A subscription that has ended, as `completion` says, for a subscriber arriving after it.

@@ -199,3 +199,29 @@ func servingClientsGuideFanOutByKeyFreed() async throws {
 
     #expect(printed.lines == ["true", "false"])
 }
+
+/// The element of the example's upstream: a database notification.
+private struct Notification: Sendable {
+    let channel: String
+    let payload: String
+}
+
+// Guides/ServingClients.md: Fan-out by key (topics of one upstream)
+@Test("Guides/ServingClients.md: Fan-out by key (one upstream)", .timeLimit(.minutes(3)))
+func servingClientsGuideFanOutOfOneUpstream() async {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    let (listen, database) = AsyncStream.makeStream(of: Notification.self)
+    let channels = listen.share(by: \.channel, buffering: .evicting(4096))
+    let orders = channels.subscribe(to: "orders")  // in one client's handler
+    let stock = channels.subscribe(to: "stock")  // in another's
+    database.yield(Notification(channel: "orders", payload: "order 17 paid"))
+    database.yield(Notification(channel: "audit", payload: "nobody listens: dropped"))
+    database.yield(Notification(channel: "stock", payload: "sku 9 low"))
+    database.finish()  // the upstream ends: every channel ends
+    for await n in orders { print("orders:", n.payload) }
+    for await n in stock { print("stock:", n.payload) }
+
+    #expect(printed.lines == ["orders: order 17 paid", "stock: sku 9 low"])
+}
