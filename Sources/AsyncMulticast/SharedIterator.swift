@@ -139,6 +139,18 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
             self.id = storage.subscribe(policy: policy, connectRule: connectRule)
         }
 
+        /// The subscriber `id`, which has already joined `storage` (a resumed subscriber,
+        /// `MulticastStorage.subscribe(after:policy:connectRule:)`).
+        @inlinable
+        init(
+            storage: MulticastStorage<Element, Failure>, joined id: SubscriberID,
+            evictionRecord: Lock<SubscriberEviction?>?
+        ) {
+            self.storage = storage
+            self.evictionRecord = evictionRecord
+            self.id = id
+        }
+
         /// The iteration learned that the subscriber was evicted (it is leaving).
         @inlinable
         func recordEviction(_ eviction: SubscriberEviction) {

@@ -177,6 +177,10 @@ extension MulticastStateMachine {
         if let violation = self.timerViolation() { return violation }
         if let violation = self.hostViolation() { return violation }
         guard self.replayFloor <= self.tail else { return "the replay floor is past the tail" }
+        // A resumption reads the history from its start: all of it is stored (+Resuming).
+        guard self.historyStart >= self.elements.startIndex, self.historyStart <= self.tail else {
+            return "the history \(self.historyStart)..<\(self.tail) is not stored"
+        }
         return nil
     }
 

@@ -106,10 +106,23 @@ extension MulticastStateMachine {
     mutating func subscriberJoined(
         policy: SharedBufferingPolicy?, connectRule: ConnectRule
     ) -> (id: SubscriberID, effects: Effects) {
-        let policy = policy ?? self.defaultPolicy
-        let laneIndex = self.laneIndex(for: policy)
+        let laneIndex = self.laneIndex(for: policy ?? self.defaultPolicy)
+        let offered = self.tail - Swift.max(self.replayStart, self.elements.startIndex)
+        let (id, _, effects) = self.subscriberJoined(lane: laneIndex, offered: offered, connectRule: connectRule)
+        return (id, effects)
+    }
 
-        var replay = self.tail - Swift.max(self.replayStart, self.elements.startIndex)
+    /// `subscriberJoined(policy:connectRule:)` once its lane is known and the history it is
+    /// offered: the last `offered` elements (all stored, in the replay window), of which its
+    /// lane's rule takes what it can hold. Returns the position of the first element it
+    /// receives (`tail - offered` or later): `subscriberResumed(after:policy:connectRule:)`
+    /// reports what lies before it as a gap.
+    @inlinable
+    @inline(__always)
+    mutating func subscriberJoined(
+        lane laneIndex: Int, offered: Int, connectRule: ConnectRule
+    ) -> (id: SubscriberID, first: Int, effects: Effects) {
+        var replay = offered
         // Replayed elements an evicting subscriber receives as a greeting of its own (rare:
         // no array is made or released on the usual path).
         var greetingCount = 0
@@ -167,7 +180,7 @@ extension MulticastStateMachine {
             effects = self.connectRequested().effects
         }
         self.noticing(&effects)
-        return (SubscriberID(slot: slotIndex, generation: generation), effects)
+        return (SubscriberID(slot: slotIndex, generation: generation), self.tail - replay - greetingCount, effects)
     }
 
     /// The stored elements from `start` to the tail, for a greeting: the previous copy if it

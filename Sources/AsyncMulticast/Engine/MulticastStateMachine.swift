@@ -3,9 +3,9 @@
 // +Lanes (per-policy histograms and all index arithmetic; +Pending: what a subscriber has
 // left to read), +Reading, +Producing (+Parking: producers waiting for room), +Upstream
 // (start, stop, connections, the end), +Timer (the windows and the timer task), +Hosting (a
-// hosted run()), +Priority, +Observers (who hears a count change or the completion), +Draining
-// (who waits until the end has reached every subscriber) and
-// +Invariants (the rules below, checked by code). Overflow.swift maps each buffering
+// hosted run()), +Resuming (a join after a position), +Priority, +Observers (who hears a
+// count change or the completion), +Draining (who waits until the end has reached every
+// subscriber) and +Invariants (the rules below, checked by code). Overflow.swift maps each buffering
 // policy to the one rule its lane follows; PrivateQueue.swift holds the private queues.
 //
 // POSITIONS. Every element produced gets an absolute position; `tail` is the next one. For
@@ -64,6 +64,9 @@
 //   resume level; a subject's senders only while some member has no room for one more.
 // - A subject's parked producers are its senders, each with the element it waits to send, in
 //   the order they parked; an upstream's producer parks without one (its element is in).
+// - Positions are the numbering of the elements a subscriber receives, for the machine's
+//   whole life (an upstream restart goes on from `tail`); the history a resumed subscriber
+//   reads (`historyStart..<tail`, the replay window) is stored (+Resuming).
 // - The end (finished or failed) is part of the upstream state: `.terminated(Terminal)`.
 // - A greeting belongs to a live, not waiting, not evicted `.evict` subscriber, and is not
 //   used up.

@@ -225,3 +225,29 @@ func servingClientsGuideFanOutOfOneUpstream() async {
 
     #expect(printed.lines == ["orders: order 17 paid", "stock: sku 9 low"])
 }
+
+// Guides/ServingClients.md: Reconnecting clients
+@Test("Guides/ServingClients.md: Reconnecting clients", .timeLimit(.minutes(3)))
+func servingClientsGuideReconnectingClients() async {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    let feed = AsyncReplaySubject<String, Never>(replay: 3)  // the history: the latest 3
+    let store = ["a", "b", "c", "d", "e", "f"]  // your own log, by position
+    for line in store { feed.send(line) }  // positions 0...5; 3...5 kept
+    let client = feed.subscribe(after: 1)  // Last-Event-ID: 1
+    feed.send("g")
+    feed.finish()
+    for await event in client {
+        switch event {
+        case .gap(let after, let before):  // first, if there is one
+            for position in (after + 1)..<before { print(position, store[position], "(from the store)") }
+        case .element(let line, let position):
+            print(position, line)
+        case .evicted:
+            print("evicted: reconnect")
+        }
+    }
+
+    #expect(printed.lines == ["2 c (from the store)", "3 d", "4 e", "5 f", "6 g"])
+}
