@@ -43,17 +43,18 @@ private actor ActorReader {
 @Suite("Skipping the read after catching up: what the subscriber still receives", .timeLimit(.minutes(15)))
 struct CaughtUpSkippedReadTests {
     /// A `.bounded(8)` subject with two subscribers: the first (returned as `caughtUp`) has
-    /// read 1 and caught up, remembering the offer count; the second has read nothing yet.
+    /// read 1 and caught up, remembering the offer count; the second, in a box (so that the
+    /// caught-up iterator can be sent into a task alone), has read nothing yet.
     private static func subjectWithACaughtUpSubscriber(
         sourceLocation: SourceLocation = #_sourceLocation
     ) async
         -> sending (
-            AsyncPassthroughSubject<Int, Never>, caughtUp: SharedIterator<Int, Never>, SharedIterator<Int, Never>
+            AsyncPassthroughSubject<Int, Never>, caughtUp: SharedIterator<Int, Never>, SubscriberBox<Int, Never>
         )
     {
         let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
         var caughtUp = subject.makeAsyncIterator()
-        let other = subject.makeAsyncIterator()
+        let other = SubscriberBox(subject.makeAsyncIterator())
         subject.send(1)
         #expect(await caughtUp.next() == 1, sourceLocation: sourceLocation)
         return (subject, caughtUp, other)
@@ -100,9 +101,8 @@ struct CaughtUpSkippedReadTests {
     }
 
     @Test func theEndAfterCatchingUpIsReturned() async {
-        let (subject, caughtUp, first) = await Self.subjectWithACaughtUpSubscriber()
+        let (subject, caughtUp, b) = await Self.subjectWithACaughtUpSubscriber()
         var a = caughtUp
-        var b = first
         #expect(a.batch.offersWhenCaughtUp != 0)
         subject.finish()  // an end is no offer: the count stays
         #expect(await a.next() == nil)
@@ -114,11 +114,7 @@ struct CaughtUpSkippedReadTests {
     /// instead, before it suspends.
     @Test func aCancelledCaughtUpSubscriberLeavesAtItsNextCall() async throws {
         try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-            var a = subject.makeAsyncIterator()
-            var b = subject.makeAsyncIterator()
-            subject.send(1)
-            #expect(await a.next() == 1)
+            let (subject, a, b) = await Self.subjectWithACaughtUpSubscriber()
             #expect(a.batch.offersWhenCaughtUp != 0)
             let afterCancel = await Task { [a] in
                 var iterator = a
@@ -135,11 +131,7 @@ struct CaughtUpSkippedReadTests {
 
     @Test func aWaitAfterTheSkippedReadIsHandedTheNextElement() async throws {
         try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-            var a = subject.makeAsyncIterator()
-            let b = subject.makeAsyncIterator()
-            subject.send(1)
-            #expect(await a.next() == 1)
+            let (subject, a, b) = await Self.subjectWithACaughtUpSubscriber()
             let reader = Task { [a] in
                 var iterator = a
                 return await iterator.next()
