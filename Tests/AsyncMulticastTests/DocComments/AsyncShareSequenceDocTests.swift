@@ -65,11 +65,7 @@ struct AsyncShareSequenceDocTests {
         // Leaving a screen and coming back within 5 s does not restart location updates.
         let locations = locationSource.share(keepAlive: .seconds(5))
 
-        let screen = await SubscriberTask.join { locations.makeAsyncIterator() }
-        screen.request()
-        await locationSource.control.waitForStart(of: 0)
-        locationSource.control.yield(1)
-        #expect(await screen.answer() == 1)
+        let screen = await locationSource.subscriberThatReadTheFirstElement { locations.makeAsyncIterator() }
         let left = ContinuousClock.now
         await screen.leave()
         #expect(locations.subscriberCount == 0)
@@ -95,11 +91,7 @@ struct AsyncShareSequenceDocTests {
 
         let location = updates.share(keepAlive: .seconds(5), clock: clock)
 
-        let screen = await SubscriberTask.join { location.makeAsyncIterator() }
-        screen.request()
-        await updates.control.waitForStart(of: 0)
-        updates.control.yield(1)
-        #expect(await screen.answer() == 1)
+        let screen = await updates.subscriberThatReadTheFirstElement { location.makeAsyncIterator() }
         await screen.leave()
         #expect(await clock.waitForSleepers(count: 1), "the keep-alive window is timed on the clock")
         #expect(updates.control.end(of: 0) == nil, "still running: no time has passed")
@@ -111,8 +103,7 @@ struct AsyncShareSequenceDocTests {
     // replay(_:buffering:keepAlive:replayExpiration:)
     @Test func replay() async {
         let (stateUpdates, continuation) = AsyncStream.makeStream(of: String.self)  // (test only)
-        let rendered = PrintedLines()  // (test only)
-        @Sendable func render(_ state: String) { rendered.record([state]) }  // (test only)
+        let (rendered, render) = PrintedLines.recorder()  // (test only)
 
         let state = stateUpdates.replay(1)
         var first = state.makeAsyncIterator()  // (test only)
@@ -133,11 +124,7 @@ struct AsyncShareSequenceDocTests {
 
         let state = updates.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: clock)
 
-        let screen = await SubscriberTask.join { state.makeAsyncIterator() }
-        screen.request()
-        await updates.control.waitForStart(of: 0)
-        updates.control.yield(1)
-        #expect(await screen.answer() == 1)
+        let screen = await updates.subscriberThatReadTheFirstElement { state.makeAsyncIterator() }
         await screen.leave()
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(5))
@@ -147,5 +134,21 @@ struct AsyncShareSequenceDocTests {
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(60))
         try await waitUntil("the replayed element expires") { state.replayCache.isEmpty }
+    }
+}
+
+extension FedSource {
+    /// A subscriber (made by `subscribe`) whose demand started iteration 0, and which read
+    /// the element this source then yielded, 1.
+    fileprivate func subscriberThatReadTheFirstElement(
+        sourceLocation: SourceLocation = #_sourceLocation,
+        _ subscribe: @escaping @Sendable () -> SharedIterator<Int, Never>
+    ) async -> SubscriberTask<Int, Never> {
+        let subscriber = await SubscriberTask.join(subscribe, sourceLocation: sourceLocation)
+        subscriber.request()
+        await self.control.waitForStart(of: 0)
+        self.control.yield(1)
+        #expect(await subscriber.answer() == 1, sourceLocation: sourceLocation)
+        return subscriber
     }
 }

@@ -9,8 +9,7 @@ import Testing
 struct AsyncSharedServiceDocTests {
     // AsyncSharedService
     @Test func theType() async throws {
-        let rendered = PrintedLines()  // (test only)
-        @Sendable func render(_ tick: Int) { rendered.record([tick]) }  // (test only)
+        let (rendered, render) = PrintedLines.recorder()  // (test only)
         let (tickSource, ticker) = AsyncStream.makeStream(of: Int.self)  // (test only)
         for tick in 1...3 { ticker.yield(tick) }  // (test only)
         ticker.finish()  // (test only) the upstream ends: run() returns, the reader ends
@@ -58,13 +57,7 @@ struct AsyncSharedServiceDocTests {
         let location = updates.sharedService(started: .whileSubscribed(keepAlive: .seconds(5)), clock: clock)
 
         let hosting = Task { await location.run() }  // (test only)
-        do {  // (test only)
-            var reader = location.makeAsyncIterator()  // (test only)
-            let next = Task { await reader.next() }  // (test only)
-            await source.control.waitForStart(of: 0)  // (test only)
-            source.control.yield(1)  // (test only)
-            #expect(await next.value == 1)
-        }  // (test only)
+        await source.oneSubscriberReadsTheFirstElement(of: location)  // (test only)
         await clock.waitForSleepers(count: 1)  // (test only) the stop timeout runs on the clock
         clock.advance(by: .seconds(5))  // (test only)
         let end = await source.control.waitForEnd()  // (test only)

@@ -26,8 +26,7 @@ struct AsyncSubscribableSequenceDocTests {
     // replayCache
     @Test func replayCache() async {
         let (updates, continuation) = AsyncStream.makeStream(of: Int.self)  // (test only)
-        let rendered = PrintedLines()  // (test only)
-        @Sendable func render(_ state: Int) { rendered.record([state]) }  // (test only)
+        let (rendered, render) = PrintedLines.recorder()  // (test only)
 
         let state = updates.replay(1)
         var screen = state.makeAsyncIterator()  // (test only)

@@ -41,13 +41,7 @@ struct SharingStartedDocTests {
         let catalog = catalogLoads.sharedService(replay: 1, started: .lazily)
 
         let hosting = Task { await catalog.run() }  // (test only)
-        do {  // (test only) a first subscriber starts it, then leaves
-            var reader = catalog.makeAsyncIterator()  // (test only)
-            let next = Task { await reader.next() }  // (test only)
-            await source.control.waitForStart(of: 0)  // (test only)
-            source.control.yield(1)  // (test only)
-            #expect(await next.value == 1)
-        }  // (test only)
+        await source.oneSubscriberReadsTheFirstElement(of: catalog)  // (test only)
         try await waitUntil("nobody subscribes") { catalog.subscriberCount == 0 }  // (test only)
         await letOthersRun()  // (test only)
         #expect(source.control.end(of: 0) == nil, "still running")

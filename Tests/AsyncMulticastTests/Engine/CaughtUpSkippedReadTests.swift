@@ -42,14 +42,41 @@ private actor ActorReader {
 // minutes. A hang fails sooner, by each test's no-progress watchdog or hang guard.
 @Suite("Skipping the read after catching up: what the subscriber still receives", .timeLimit(.minutes(15)))
 struct CaughtUpSkippedReadTests {
+    /// A `.bounded(8)` subject with two subscribers: the first (returned as `caughtUp`) has
+    /// read 1 and caught up, remembering the offer count; the second, in a box (so that the
+    /// caught-up iterator can be sent into a task alone), has read nothing yet.
+    private static func subjectWithACaughtUpSubscriber(
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async
+        -> sending (
+            AsyncPassthroughSubject<Int, Never>, caughtUp: SharedIterator<Int, Never>, SubscriberBox<Int, Never>
+        )
+    {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
+        var caughtUp = subject.makeAsyncIterator()
+        let other = SubscriberBox(subject.makeAsyncIterator())
+        subject.send(1)
+        #expect(await caughtUp.next() == 1, sourceLocation: sourceLocation)
+        return (subject, caughtUp, other)
+    }
+
+    /// The same with the caught-up subscriber on an actor (`ActorReader`).
+    fileprivate static func subjectWithACaughtUpActorReader(
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> sending (AsyncPassthroughSubject<Int, Never>, ActorReader, SharedIterator<Int, Never>) {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
+        let reader = ActorReader(subject)
+        let other = subject.makeAsyncIterator()
+        subject.send(1)
+        #expect(await reader.next() == 1, sourceLocation: sourceLocation)
+        return (subject, reader, other)
+    }
+
     // MARK: What still comes out right
 
     @Test func anElementOfferedAfterCatchingUpIsRead() async {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-        var a = subject.makeAsyncIterator()
-        let b = subject.makeAsyncIterator()
-        subject.send(1)
-        #expect(await a.next() == 1)
+        let (subject, caughtUp, b) = await Self.subjectWithACaughtUpSubscriber()
+        var a = caughtUp
         #expect(a.batch.offersWhenCaughtUp == 1)
         subject.send(2)
         #expect(await a.next() == 2, "the count moved: it reads")
@@ -61,11 +88,8 @@ struct CaughtUpSkippedReadTests {
     /// the count in between guesses wrong: it waits, and `wait`, reading under the lock,
     /// finds the element at once.
     @Test func anElementProducedButNotYetCountedIsStillReturned() async {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-        var a = subject.makeAsyncIterator()
-        let b = subject.makeAsyncIterator()
-        subject.send(1)
-        #expect(await a.next() == 1)
+        let (subject, caughtUp, b) = await Self.subjectWithACaughtUpSubscriber()
+        var a = caughtUp
         let counted = subject.storage.catchUp.offerCount
         #expect(a.batch.offersWhenCaughtUp == counted)
         // Produced under the lock, as `offer` does, but not counted yet.
@@ -77,11 +101,8 @@ struct CaughtUpSkippedReadTests {
     }
 
     @Test func theEndAfterCatchingUpIsReturned() async {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-        var a = subject.makeAsyncIterator()
-        var b = subject.makeAsyncIterator()
-        subject.send(1)
-        #expect(await a.next() == 1)
+        let (subject, caughtUp, b) = await Self.subjectWithACaughtUpSubscriber()
+        var a = caughtUp
         #expect(a.batch.offersWhenCaughtUp != 0)
         subject.finish()  // an end is no offer: the count stays
         #expect(await a.next() == nil)
@@ -93,11 +114,7 @@ struct CaughtUpSkippedReadTests {
     /// instead, before it suspends.
     @Test func aCancelledCaughtUpSubscriberLeavesAtItsNextCall() async throws {
         try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-            var a = subject.makeAsyncIterator()
-            var b = subject.makeAsyncIterator()
-            subject.send(1)
-            #expect(await a.next() == 1)
+            let (subject, a, b) = await Self.subjectWithACaughtUpSubscriber()
             #expect(a.batch.offersWhenCaughtUp != 0)
             let afterCancel = await Task { [a] in
                 var iterator = a
@@ -114,11 +131,7 @@ struct CaughtUpSkippedReadTests {
 
     @Test func aWaitAfterTheSkippedReadIsHandedTheNextElement() async throws {
         try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-            var a = subject.makeAsyncIterator()
-            let b = subject.makeAsyncIterator()
-            subject.send(1)
-            #expect(await a.next() == 1)
+            let (subject, a, b) = await Self.subjectWithACaughtUpSubscriber()
             let reader = Task { [a] in
                 var iterator = a
                 return await iterator.next()
@@ -345,11 +358,8 @@ struct CaughtUpSkippedReadTests {
 
     @Test func anActorIsolatedSubscriberSkipsAndIsStillServed() async throws {
         try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-            let reader = ActorReader(subject)
-            var b = subject.makeAsyncIterator()
-            subject.send(1)
-            #expect(await reader.next() == 1)
+            let (subject, reader, first) = await Self.subjectWithACaughtUpActorReader()
+            var b = first
             #expect(await reader.remembered == 1)
             // Waits (skipped read) on the actor, resumed by a send from elsewhere.
             let second = Task { await reader.next() }
@@ -371,11 +381,7 @@ struct CaughtUpSkippedReadTests {
 
     @Test func aCancelledActorIsolatedSubscriberLeavesPromptly() async throws {
         try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-            let reader = ActorReader(subject)
-            let b = subject.makeAsyncIterator()
-            subject.send(1)
-            #expect(await reader.next() == 1)
+            let (subject, reader, b) = await Self.subjectWithACaughtUpActorReader()
             #expect(await reader.remembered == 1)
             // Cancelled before it calls: the skip goes to `wait`, which sees the cancellation.
             let cancelledFirst = Task {
@@ -390,11 +396,7 @@ struct CaughtUpSkippedReadTests {
 
     @Test func aCancelledWaitingActorIsolatedSubscriberLeavesPromptly() async throws {
         try await withTimeout {
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-            let reader = ActorReader(subject)
-            let b = subject.makeAsyncIterator()
-            subject.send(1)
-            #expect(await reader.next() == 1)
+            let (subject, reader, b) = await Self.subjectWithACaughtUpActorReader()
             let waiting = Task { await reader.next() }
             try await waitUntil("reader waiting") { subject.storage.waitingCount == 1 }
             waiting.cancel()
@@ -484,27 +486,21 @@ struct CaughtUpSkippedReadTests {
             let plain = (0..<2).map { _ in SubscriberBox(subject.makeAsyncIterator()) }
             let reader = ActorReader(subject)
             let start = Latch()
-            let readers = plain.map { box in
+            /// Reads with `next` from the start to the end, ticking `progress` for each element.
+            func readingAll(_ next: @escaping @Sendable () async -> Int?) -> Task<[Int], Never> {
                 Task {
                     await start.wait()
                     var out: [Int] = []
                     out.reserveCapacity(count)
-                    while let element = await box.next() {
+                    while let element = await next() {
                         out.append(element)
                         progress.tick()
                     }
                     return out
                 }
             }
-            let onActor = Task {
-                await start.wait()
-                var out: [Int] = []
-                while let element = await reader.next() {
-                    out.append(element)
-                    progress.tick()
-                }
-                return out
-            }
+            let readers = plain.map { box in readingAll { await box.next() } }
+            let onActor = readingAll { await reader.next() }
             let producer = Task {
                 await start.wait()
                 for element in 0..<count { await subject.send(waitingForRoom: element) }

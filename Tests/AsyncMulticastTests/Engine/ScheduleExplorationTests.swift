@@ -212,25 +212,12 @@ struct ScheduleExplorationTests {
             let held = HeldStream(prefilled: 0..<4)  // never finished: only a cancelled next() ends it
             let subject = AsyncPassthroughSubject<Int, Never>(buffering: bounded ? .bounded(1) : .unbounded)
             let reader = SubscriberBox(subject.makeAsyncIterator())
-            let (progress, reported) = AsyncStream.makeStream(of: Int.self)
-            let reading = Task { () -> [Int] in
-                var received: [Int] = []
-                while let element = await reader.next() {
-                    received.append(element)
-                    reported.yield(received.count)
-                }
-                reported.finish()
-                return received
-            }
             let sequence = held.counted
             let sending = Task {
                 await subject.send(contentsOf: sequence)
                 run.note("send(contentsOf:) returned")
             }
-            let finishing = Task {
-                var counts = progress.makeAsyncIterator()
-                var count = 0
-                while count < completeAfter, let next = await counts.next() { count = next }
+            let (reading, finishing) = reader.readAll(runningAfter: completeAfter) {
                 run.note("finish()")
                 subject.finish()
             }
@@ -345,21 +332,8 @@ struct ScheduleExplorationTests {
             let holder = SubscriberBox(multicast.makeAsyncIterator())  // reads nothing before the cancel
             let reader = SubscriberBox(multicast.makeAsyncIterator())
             let cancelAfter = run.choose("elements the reader takes before cancel()", 0...2)
-            let (progress, reported) = AsyncStream.makeStream(of: Int.self)
             let connection = multicast.connect()
-            let reading = Task { () -> [Int] in
-                var received: [Int] = []
-                while let element = await reader.next() {
-                    received.append(element)
-                    reported.yield(received.count)
-                }
-                reported.finish()
-                return received
-            }
-            let cancelling = Task {
-                var counts = progress.makeAsyncIterator()
-                var count = 0
-                while count < cancelAfter, let next = await counts.next() { count = next }
+            let (reading, cancelling) = reader.readAll(runningAfter: cancelAfter) {
                 run.note("cancel()")
                 connection.cancel()
             }

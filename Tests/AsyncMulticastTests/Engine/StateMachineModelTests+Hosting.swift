@@ -44,6 +44,17 @@ enum ModelHost {
     case running(pending: UInt64?)
     case waiting(Suspended<UInt64?>)
     case ended
+
+    /// The same place as the machine's `Host`: a waiting `run()` is its continuation.
+    var inMachineWords: Machine.Host {
+        switch self {
+        case .notHosted: .notHosted
+        case .notStarted(let pending): .notStarted(pending: pending)
+        case .running(let pending): .running(pending: pending)
+        case .waiting(let run): .waiting(run.continuation)
+        case .ended: .ended
+        }
+    }
 }
 
 extension ModelRun {

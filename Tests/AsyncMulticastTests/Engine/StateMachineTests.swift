@@ -450,12 +450,7 @@ struct StateMachineTests {
     @Test func finishHandsWaitersTheErrorAndOthersTheirBufferFirst() async {
         var (machine, ids) = runningMachine(policy: .unbounded, subscribers: 2)
         let (waiting, buffered) = (ids[0], ids[1])
-        let received = await withUnsafeContinuation { continuation in
-            _ = machine.subscriberSuspended(waiting, continuation: continuation)
-            let (delivered, _) = machine.push(0, epoch: 0)
-            delivered.perform()
-        }
-        #expect(received == .success(0))
+        #expect(await machine.suspended(waiting, thenPushed: 0) == .success(0))
         _ = machine.push(1, epoch: 0)
         #expect(machine.drain(waiting) == [1])
         let failed = await withUnsafeContinuation { continuation in
@@ -541,12 +536,7 @@ struct StateMachineTests {
     func limitZeroReceivesOnlyWhileWaiting(policy: SharedBufferingPolicy) async {
         var (machine, ids) = runningMachine(policy: policy, subscribers: 2)
         let (waiting, idle) = (ids[0], ids[1])
-        let received = await withUnsafeContinuation { continuation in
-            _ = machine.subscriberSuspended(waiting, continuation: continuation)
-            let (effects, _) = machine.push(0, epoch: 0)
-            effects.perform()
-        }
-        #expect(received == .success(0))
+        #expect(await machine.suspended(waiting, thenPushed: 0) == .success(0))
         #expect(machine.bufferedCount == 0)
         _ = machine.push(1, epoch: 0)
         #expect(machine.take(idle) == .suspend(startUpstream: nil), "nothing is kept for it")

@@ -94,11 +94,19 @@ struct EvictionReasonTests {
             await stalled.waitForEviction() == SubscriberEviction(reason: .softLimit, backlog: 3, highWaterMark: 3))
     }
 
-    @Test("a soft deadline: the backlog at the deadline, and the high-water mark of an earlier burst")
-    func softDeadlineKeepsTheHighWaterMark() async {
+    /// A subject evicting at 64, or after 10 seconds above `backlog`, on a manual clock.
+    static func subjectEvictingAfterTenSeconds(
+        above backlog: Int
+    ) -> (ManualClock, AsyncPassthroughSubject<Int, Never>) {
         let clock = ManualClock()
         let subject = AsyncPassthroughSubject<Int, Never>(
-            buffering: .evicting(64, softLimit: .above(3, for: .seconds(10))), clock: clock)
+            buffering: .evicting(64, softLimit: .above(backlog, for: .seconds(10))), clock: clock)
+        return (clock, subject)
+    }
+
+    @Test("a soft deadline: the backlog at the deadline, and the high-water mark of an earlier burst")
+    func softDeadlineKeepsTheHighWaterMark() async {
+        let (clock, subject) = Self.subjectEvictingAfterTenSeconds(above: 3)
         let client = subject.subscribe()
         var events = client.events.makeAsyncIterator()
         // A burst of 10 it reads whole, within the duration.
@@ -114,9 +122,7 @@ struct EvictionReasonTests {
 
     @Test("members evicted together at one deadline each get their own distance")
     func oneDeadlineSeveralDistances() async {
-        let clock = ManualClock()
-        let subject = AsyncPassthroughSubject<Int, Never>(
-            buffering: .evicting(64, softLimit: .above(1, for: .seconds(10))), clock: clock)
+        let (clock, subject) = Self.subjectEvictingAfterTenSeconds(above: 1)
         let far = subject.subscribe()
         for n in 1...3 { subject.send(n) }
         let near = subject.subscribe()

@@ -5,19 +5,6 @@ import Testing
 
 @testable import AsyncMulticast
 
-/// Reads until the end; the `do throws(TestError)` proves statically that `next()` throws
-/// `TestError` (the base's `Failure`), not `any Error`.
-private func collect(_ iterator: inout SharedIterator<Int, TestError>) async -> (elements: [Int], error: TestError?) {
-    var elements: [Int] = []
-    do throws(TestError) {
-        while let element = try await iterator.next() { elements.append(element) }
-        return (elements, nil)
-    } catch {
-        let typed: TestError = error
-        return (elements, typed)
-    }
-}
-
 @Suite("share() semantics")
 struct ShareSemanticsTests {
     // MARK: 1. Join

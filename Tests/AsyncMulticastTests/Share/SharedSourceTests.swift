@@ -143,6 +143,20 @@ struct SharedSourceTests {
         return (a, b)
     }
 
+    /// A source whose emitters are logged, started by the first of its two subscribers.
+    private func twoSubscribersOfAStartedSourceWithItsEmitters(
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> (
+        Source, CallbackMonitor, emitters: LockedLog<Source.Emitter>, a: SubscriberTask<Int, TestError>,
+        b: SubscriberTask<Int, TestError>
+    ) {
+        let monitor = CallbackMonitor()
+        let emitters = LockedLog<Source.Emitter>()
+        let source = Self.makeSource(monitor, emitters: emitters)
+        let (a, b) = await self.joinTwoAndStart(source, monitor, sourceLocation: sourceLocation)
+        return (source, monitor, emitters, a, b)
+    }
+
     @Test("start is called once, on the first demand, not at creation or when joining")
     func startsOnFirstDemand() async {
         let monitor = CallbackMonitor()
@@ -197,10 +211,7 @@ struct SharedSourceTests {
 
     @Test("emitter.finish() ends every subscriber after its buffered values; stop is called; the source stays ended")
     func finishEndsAllSubscribers() async {
-        let monitor = CallbackMonitor()
-        let emitters = LockedLog<Source.Emitter>()
-        let source = Self.makeSource(monitor, emitters: emitters)
-        let (a, b) = await self.joinTwoAndStart(source, monitor)
+        let (source, monitor, emitters, a, b) = await self.twoSubscribersOfAStartedSourceWithItsEmitters()
         monitor.emit(1)
         monitor.emit(2)
         emitters.values.last?.finish()
@@ -222,10 +233,7 @@ struct SharedSourceTests {
 
     @Test("emitter.fail(_:) ends every subscriber with the error")
     func failEndsAllSubscribers() async {
-        let monitor = CallbackMonitor()
-        let emitters = LockedLog<Source.Emitter>()
-        let source = Self.makeSource(monitor, emitters: emitters)
-        let (a, b) = await self.joinTwoAndStart(source, monitor)
+        let (source, monitor, emitters, a, b) = await self.twoSubscribersOfAStartedSourceWithItsEmitters()
         monitor.emit(1)
         emitters.values.last?.fail(TestError.other(5))
         #expect(await a.answer() == 1)

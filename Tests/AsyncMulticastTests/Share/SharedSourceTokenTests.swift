@@ -77,22 +77,21 @@ struct SharedSourceTokenTests {
             return { subscription.cancel() }
         }
 
-        // Session 1.
-        let a = await SubscriberTask.join { prices.makeAsyncIterator() }
-        a.request()
-        #expect(await publisher.subscribed.next("session 1 starting") == 1)
-        publisher.publish(10)
-        #expect(await a.answer() == 10)
-        await a.leave()
+        /// Session `n`: a subscriber starts it (a new token) and reads the price published.
+        func session(_ n: Int) async -> SubscriberTask<Int, Never> {
+            let subscriber = await SubscriberTask.join { prices.makeAsyncIterator() }
+            subscriber.request()
+            #expect(await publisher.subscribed.next("session \(n) starting") == n)
+            publisher.publish(10 * n)
+            #expect(await subscriber.answer() == 10 * n)
+            return subscriber
+        }
+
+        await session(1).leave()
         #expect(await publisher.cancellations.next("session 1 stopping") == 1, "stop cancelled the token start created")
 
         // Session 2: a new token, cancelled in its turn.
-        let b = await SubscriberTask.join { prices.makeAsyncIterator() }
-        b.request()
-        #expect(await publisher.subscribed.next("session 2 starting") == 2)
-        publisher.publish(20)
-        #expect(await b.answer() == 20)
-        await b.cancel()
+        await session(2).cancel()
         #expect(await publisher.cancellations.next("session 2 stopping") == 2)
         #expect(publisher.cancelled == [1, 2], "each token cancelled once, in order")
     }

@@ -965,11 +965,8 @@ struct SoftLimitBacklogTests {
 
     @Test("thousands of watchers: all of an evicted subscriber's get true, all of a leaving one's get false")
     func thousandsOfWatchers() async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(2))
-        let evicted = subject.subscribe()
-        let leaving = subject.subscribe()
-        let evictedWatchers = try await startWatchers(3000, of: evicted, storage: subject.storage)
-        let leavingWatchers = try await startWatchers(3000, of: leaving, storage: subject.storage)
+        let (subject, (_, evictedWatchers), (leaving, leavingWatchers)) =
+            try await evictingSubjectWithTwoWatchedSubscriptions(limit: 2, watchers: (3000, 3000))
         var reader = leaving.makeAsyncIterator()
         for n in 1...3 {
             subject.send(n)

@@ -115,13 +115,7 @@ struct UpstreamPriorityRuleTests {
         // A background subscriber waits, and a background task connects.
         _ = readOne(multicast, at: .background, into: got)
         try await waitUntil("the background subscriber waiting") { multicast.storage.waitingCount == 1 }
-        let connected = Signal<Void>()
-        Task(priority: .background) {
-            _ = multicast.connect()
-            connected.send(())
-        }
-        // connect() raises the new task before it returns, if it raises it at all.
-        _ = await connected.next("connect() returned")
+        await connectFromABackgroundTask(multicast)
         try await probe.send(1, to: 0)
         #expect(await got.next("the background subscriber got 1") == 1)
         #expect(

@@ -148,12 +148,7 @@ struct UpstreamTaskTests {
             return await iterator.next()
         }
         try await waitUntil("the subscriber waiting") { multicast.storage.waitingCount == 1 }
-        let connected = Signal<Void>()
-        Task(priority: .background) {
-            _ = multicast.connect()
-            connected.send(())
-        }
-        _ = await connected.next("connect() returned")
+        await connectFromABackgroundTask(multicast)
         probe.send(1, raisedTo: .high)
         #expect(await high.value == 1)
         probe.finish()

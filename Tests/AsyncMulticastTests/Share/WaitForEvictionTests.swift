@@ -10,11 +10,8 @@ import Testing
 struct WaitForEvictionTests {
     @Test("a hard-limit eviction of a subscriber that never reads wakes every watcher with true")
     func hardEvictionWakesEveryWatcher() async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(8))
-        let stalled = subject.subscribe()
-        let healthy = subject.subscribe()
-        let watchers = try await startWatchers(3, of: stalled, storage: subject.storage)
-        let healthyWatcher = try await startWatchers(1, of: healthy, storage: subject.storage)[0]
+        let (subject, (stalled, watchers), (healthy, healthyWatchers)) =
+            try await evictingSubjectWithTwoWatchedSubscriptions(limit: 8, watchers: (3, 1))
         for n in 1...8 { subject.send(n) }
         #expect(subject.storage.evictionWatcherCount == 4, "at the limit, nobody is evicted")
         var reader = healthy.makeAsyncIterator()
@@ -27,7 +24,7 @@ struct WaitForEvictionTests {
         #expect(await reader.next() == 9, "the healthy subscriber lost nothing")
         subject.finish()
         #expect(await reader.next() == nil)
-        #expect(await healthyWatcher.value == false, "it ended without being evicted")
+        #expect(await healthyWatchers[0].value == false, "it ended without being evicted")
         #expect(subject.storage.evictionWatcherCount == 0)
     }
 
@@ -63,11 +60,8 @@ struct WaitForEvictionTests {
 
     @Test("a subscriber that leaves otherwise (its task cancelled, its iteration ended) wakes its watchers with false")
     func leavingOtherwiseWakesWithFalse() async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(8))
-        let cancelled = subject.subscribe()
-        let ended = subject.subscribe()
-        let cancelledWatcher = try await startWatchers(1, of: cancelled, storage: subject.storage)[0]
-        let endedWatcher = try await startWatchers(1, of: ended, storage: subject.storage)[0]
+        let (subject, (cancelled, cancelledWatchers), (ended, endedWatchers)) =
+            try await evictingSubjectWithTwoWatchedSubscriptions(limit: 8)
 
         let reading = Signal<Void>()
         let reader = Task {
@@ -79,14 +73,14 @@ struct WaitForEvictionTests {
         try await waitUntil("the reader waits") { subject.storage.waitingCount == 1 }
         reader.cancel()
         #expect(await reader.value == nil)
-        #expect(await cancelledWatcher.value == false)
+        #expect(await cancelledWatchers[0].value == false)
 
         subject.send(1)
         subject.finish()
         var iterator = ended.makeAsyncIterator()
         #expect(await iterator.next() == 1)
         #expect(await iterator.next() == nil)
-        #expect(await endedWatcher.value == false)
+        #expect(await endedWatchers[0].value == false)
         #expect(subject.subscriberCount == 0)
     }
 
@@ -222,11 +216,8 @@ struct EvictionWatcherTargetTests {
     @Test("a reader waiting in next() is not evicted with the subscriber that stalls beside it")
     func waitingReaderIsNotTakenForEvicted() async throws {
         for iteration in 0..<20 {
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(4))
-            let reader = subject.subscribe()
-            let stalled = subject.subscribe()
-            let readerWatcher = try await startWatchers(1, of: reader, storage: subject.storage)[0]
-            let stalledWatcher = try await startWatchers(1, of: stalled, storage: subject.storage)[0]
+            let (subject, (reader, readerWatchers), (_, stalledWatchers)) =
+                try await evictingSubjectWithTwoWatchedSubscriptions(limit: 4)
             let received = Signal<Int>()
             let readerTask = Task {
                 var got: [Int] = []
@@ -242,11 +233,11 @@ struct EvictionWatcherTargetTests {
                 subject.send(n)
                 #expect(await received.next("the reader got \(n)") == n)
             }
-            #expect(await stalledWatcher.value, "the 5th element evicted the stalled subscriber")
+            #expect(await stalledWatchers[0].value, "the 5th element evicted the stalled subscriber")
             #expect(reader.backlog != nil)
             subject.finish()
             #expect(await readerTask.value == [1, 2, 3, 4, 5])
-            #expect(await readerWatcher.value == false, "the reader was never evicted")
+            #expect(await readerWatchers[0].value == false, "the reader was never evicted")
         }
     }
 }

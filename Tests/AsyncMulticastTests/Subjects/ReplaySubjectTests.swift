@@ -111,13 +111,7 @@ struct ReplaySubjectTests {
             subject.fail(.boom)
             subject.fail(.other(1))  // ignored: completed once
             var late = subject.makeAsyncIterator()
-            var received: [Int] = []
-            var thrown: TestError?
-            do throws(TestError) {
-                while let n = try await late.next() { received.append(n) }
-            } catch {
-                thrown = error
-            }
+            let (received, thrown) = await collect(&late)
             #expect(received == [2, 3])
             #expect(thrown == .boom)
         }

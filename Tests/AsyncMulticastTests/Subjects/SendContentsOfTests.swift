@@ -212,11 +212,20 @@ struct SendContentsOfTests {
         return (probe, sending)
     }
 
+    /// A `.bounded(2)` subject whose one subscriber, `reader`, reads nothing yet, and a
+    /// `send(contentsOf: 0..<10)` into it that has sent 0 and 1 and waits for room to send 2.
+    private func senderWaitingForRoomInABoundedTwoSubject() async throws -> (
+        AsyncPassthroughSubject<Int, Never>, reader: SubscriberBox<Int, Never>, Probe, sending: Task<Void, Never>
+    ) {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
+        let reader = SubscriberBox(subject.makeAsyncIterator())
+        let (probe, sending) = try await self.startSendingUntilItWaitsForRoom(0..<10, into: subject)
+        return (subject, reader, probe, sending)
+    }
+
     @Test("returns when the subject completes while it waits for room; the element it waited to send is ignored")
     func returnsWhenTheSubjectCompletesWhilePaced() async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        var reader = subject.makeAsyncIterator()
-        let (probe, sending) = try await self.startSendingUntilItWaitsForRoom(0..<10, into: subject)
+        let (subject, reader, probe, sending) = try await self.senderWaitingForRoomInABoundedTwoSubject()
         subject.finish()
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
         #expect(probe.pulls == 4, "one more pull, in a cancelled task, tells the sequence its iteration ended")
@@ -288,9 +297,7 @@ struct SendContentsOfTests {
 
     @Test("cancelled while paced: the waiting element is sent past the bound, and nothing more is pulled")
     func cancelledWhilePaced() async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        var reader = subject.makeAsyncIterator()
-        let (probe, sending) = try await self.startSendingUntilItWaitsForRoom(0..<10, into: subject)
+        let (subject, reader, probe, sending) = try await self.senderWaitingForRoomInABoundedTwoSubject()
         sending.cancel()
         try await withTimeout("send(contentsOf:) returning") { await sending.value }
         #expect(probe.pulls == 3)

@@ -86,13 +86,7 @@ struct WaitingSendersTests {
             for task in tasks { await task.value }
             await contents.value
             await subject.send(waitingForRoom: 99)  // after the end: returns at once
-            var received: [Int] = []
-            var failure: TestError?
-            do throws(TestError) {
-                while let value = try await reader.next() { received.append(value) }
-            } catch {
-                failure = error
-            }
+            let (received, failure) = await collect(&reader)
             #expect(received == [0])
             #expect(failure == (fails ? .boom : nil))
             input.finish()

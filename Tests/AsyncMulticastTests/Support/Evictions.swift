@@ -32,6 +32,25 @@ func startWatchers<Element: Sendable, Failure: Error>(
     return watchers
 }
 
+/// An `.evicting(limit)` subject with two subscriptions, `first` and `second` (subscribed in
+/// that order), each with `watchers` tasks waiting for its eviction, all stored by the storage.
+func evictingSubjectWithTwoWatchedSubscriptions(
+    limit: Int, watchers: (first: Int, second: Int) = (1, 1), sourceLocation: SourceLocation = #_sourceLocation
+) async throws -> (
+    AsyncPassthroughSubject<Int, Never>,
+    first: (SharedSubscription<Int, Never>, watchers: [Task<Bool, Never>]),
+    second: (SharedSubscription<Int, Never>, watchers: [Task<Bool, Never>])
+) {
+    let subject = AsyncPassthroughSubject<Int, Never>(buffering: .evicting(limit))
+    let first = subject.subscribe()
+    let second = subject.subscribe()
+    let firstWatchers = try await startWatchers(
+        watchers.first, of: first, storage: subject.storage, sourceLocation: sourceLocation)
+    let secondWatchers = try await startWatchers(
+        watchers.second, of: second, storage: subject.storage, sourceLocation: sourceLocation)
+    return (subject, (first, firstWatchers), (second, secondWatchers))
+}
+
 /// Moves `clock` past a soft limit's duration once its timer sleeps; checks that `client` is
 /// told `expected` and that its `events` end with it.
 func expectEvictedAtTheSoftDeadline(

@@ -91,3 +91,14 @@ extension IterationsProbe {
         }
     }
 }
+
+/// Calls `multicast.connect()` in a `.background` task; returns once `connect()` has
+/// returned (it raises the new upstream task before it returns, if it raises it at all).
+func connectFromABackgroundTask(_ multicast: AsyncMulticastSequence<Int, Never>) async {
+    let connected = Signal<Void>()
+    Task(priority: .background) {
+        _ = multicast.connect()
+        connected.send(())
+    }
+    _ = await connected.next("connect() returned")
+}

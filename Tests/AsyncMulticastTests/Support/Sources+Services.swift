@@ -15,4 +15,16 @@ extension FedSource {
             started: .whileSubscribed(keepAlive: .zero, replayExpiration: .seconds(10)), clock: clock)
         return (service, Task { await service.run() })
     }
+
+    /// A subscriber of the hosted `service` whose read starts iteration 0 of this source
+    /// reads the element the source then yields, 1, and leaves.
+    func oneSubscriberReadsTheFirstElement(
+        of service: AsyncSharedService<Int, Never>, sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        var reader = service.makeAsyncIterator()
+        let next = Task { await reader.next() }
+        await self.control.waitForStart(of: 0)
+        self.control.yield(1)
+        #expect(await next.value == 1, sourceLocation: sourceLocation)
+    }
 }

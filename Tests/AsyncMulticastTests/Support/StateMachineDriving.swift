@@ -76,6 +76,17 @@ extension Machine {
             return (Effects(), false)
         }
     }
+
+    /// Suspends subscriber `id`, then pushes `element` into iteration 0 and performs what
+    /// the push decides: what the suspended subscriber is resumed with.
+    mutating func suspended(
+        _ id: SubscriberID, thenPushed element: Int, sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> Result<Int?, TestError> {
+        await withUnsafeContinuation { continuation in
+            _ = self.subscriberSuspended(id, continuation: continuation)
+            self.push(element, epoch: 0, sourceLocation: sourceLocation).effects.perform()
+        }
+    }
 }
 
 // MARK: - Suspending, as effects

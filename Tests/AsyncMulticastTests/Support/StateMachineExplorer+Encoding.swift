@@ -220,31 +220,25 @@ extension ModelRun {
         code.add(timer.tasksRunning)
     }
 
-    /// Where the hosted `run()` is, in the model and the machine.
+    /// Where the hosted `run()` is, in the model and the machine (the model's place seen in
+    /// the machine's words, so that one switch encodes both).
     func encodeHost(into code: inout StateEncoding) {
-        switch self.host {
-        case .notHosted: code.add(0)
-        case .notStarted(let pending):
-            code.add(1)
-            code.add(self.epochCode(pending))
-        case .running(let pending):
-            code.add(2)
-            code.add(self.epochCode(pending))
-        case .waiting: code.add(3)
-        case .ended: code.add(4)
-        }
+        self.encode(self.host.inMachineWords, into: &code)
         code.add(self.epochCode(self.hostIteration))
-        switch self.machine.host {
-        case .notHosted: code.add(0)
-        case .notStarted(let pending):
-            code.add(1)
-            code.add(self.epochCode(pending))
-        case .running(let pending):
-            code.add(2)
-            code.add(self.epochCode(pending))
-        case .waiting: code.add(3)
-        case .ended: code.add(4)
-        }
+        self.encode(self.machine.host, into: &code)
+    }
+
+    func encode(_ host: Machine.Host, into code: inout StateEncoding) {
+        let (place, pending): (Int, UInt64?) =
+            switch host {
+            case .notHosted: (0, nil)
+            case .notStarted(let pending): (1, pending)
+            case .running(let pending): (2, pending)
+            case .waiting: (3, nil)
+            case .ended: (4, nil)
+            }
+        code.add(place)
+        code.add(self.epochCode(pending))
     }
 
     /// A buffering policy, its kind and numbers.

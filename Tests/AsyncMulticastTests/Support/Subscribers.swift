@@ -61,6 +61,31 @@ extension SubscriberBox where Failure == Never {
     func startNext() -> Task<Element?, Never> {
         Task { await self.next() }
     }
+
+    /// Reads until the end in a task of its own (`reading`), and runs `action` in another
+    /// (`acting`) once `count` elements were read, or once the reader ended if it ends
+    /// first: the action (a finish, a cancel) falls after exactly that much progress.
+    func readAll(
+        runningAfter count: Int, _ action: @escaping @Sendable () -> Void
+    ) -> (reading: Task<[Element], Never>, acting: Task<Void, Never>) {
+        let (progress, reported) = AsyncStream.makeStream(of: Int.self)
+        let reading = Task { () -> [Element] in
+            var received: [Element] = []
+            while let element = await self.next() {
+                received.append(element)
+                reported.yield(received.count)
+            }
+            reported.finish()
+            return received
+        }
+        let acting = Task {
+            var counts = progress.makeAsyncIterator()
+            var read = 0
+            while read < count, let next = await counts.next() { read = next }
+            action()
+        }
+        return (reading, acting)
+    }
 }
 
 extension AsyncIteratorProtocol where Failure == Never {
@@ -69,6 +94,20 @@ extension AsyncIteratorProtocol where Failure == Never {
         var elements: [Element] = []
         while let element = await self.next(isolation: actor) { elements.append(element) }
         return elements
+    }
+}
+
+/// Reads until the end or the failure: every element left, and the error if it failed. The
+/// `do throws(TestError)` proves statically that `next()` throws `TestError` (the base's
+/// `Failure`), not `any Error`.
+func collect(_ iterator: inout SharedIterator<Int, TestError>) async -> (elements: [Int], error: TestError?) {
+    var elements: [Int] = []
+    do throws(TestError) {
+        while let element = try await iterator.next() { elements.append(element) }
+        return (elements, nil)
+    } catch {
+        let typed: TestError = error
+        return (elements, typed)
     }
 }
 
