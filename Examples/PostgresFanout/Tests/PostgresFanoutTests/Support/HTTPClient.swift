@@ -125,7 +125,7 @@ struct ServerSentEvent: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// An SSE client of `GET /events`.
+/// An SSE client of `GET /rooms/ROOM/events`.
 struct SSEClient {
     let connection: HTTPConnection
     private var parts: AsyncThrowingStream<ResponsePart, any Error>.AsyncIterator
@@ -136,7 +136,7 @@ struct SSEClient {
     private(set) var comments = 0
 
     /// Connects and reads the response head.
-    static func connect(port: Int, path: String = "/events") async throws -> Self {
+    static func connect(port: Int, path: String) async throws -> Self {
         let connection = try await HTTPConnection.open(port: port, method: .GET, path: path, close: false)
         var client = Self(connection: connection, parts: connection.parts.makeAsyncIterator())
         guard case .head(let head) = try await client.parts.next() else {
