@@ -235,6 +235,11 @@ struct FanoutTests {
                 for index in killedClients.indices {
                     #expect(try await killedClients[index].client.expect("interrupted", "killed").data == killed.name)
                 }
+                // A client of a room nobody had joined arrives while the connection is down
+                // (the instance waits 2 s to reconnect): it is told to wait, and its `ready`
+                // comes through its room, to which the session sends the new connection's
+                // status (the room's name recorded when it joined).
+                var late = try await SSEClient.connect(port: killed.port, path: "/rooms/green/events")
                 // ...and misses what is sent until the new LISTEN is in effect; `other`'s don't.
                 for room in rooms { try await other.post("during the gap in \(room)", to: room) }
                 for index in otherClients.indices {
@@ -247,8 +252,13 @@ struct FanoutTests {
                     #expect(try await killedClients[index].client.expect("resumed", "killed").data == killed.name)
                 }
 
+                #expect(try await late.expect("ready", "the late client").data == killed.name)
+                #expect(late.comments.first == "waiting for the LISTEN connection", "\(late.comments)")
+
                 // Same streams, new connection: everything from now on arrives again.
                 for room in rooms { try await killed.post("after in \(room)", to: room) }
+                try await killed.post("after in green", to: "green")
+                #expect(try await late.expect("message", "the late client").data == "after in green")
                 for index in killedClients.indices {
                     let room = killedClients[index].room
                     #expect(try await killedClients[index].client.expect("message", "killed").data == "after in \(room)")
@@ -261,7 +271,7 @@ struct FanoutTests {
                 #expect(
                     try await killed.stats()
                         == .init(
-                            instance: killed.name, subscribers: 3, rooms: 2, listening: true,
+                            instance: killed.name, subscribers: 4, rooms: 3, listening: true,
                             listenConnectionsOpened: 2))
                 #expect(try await other.stats().listenConnectionsOpened == 1)
                 try await TestDatabase.withConnection(settings) { database in
@@ -271,6 +281,7 @@ struct FanoutTests {
                 }
 
                 for (_, client) in killedClients + otherClients { client.close() }
+                late.close()
             }
         }
     }

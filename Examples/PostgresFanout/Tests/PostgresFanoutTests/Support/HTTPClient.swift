@@ -132,8 +132,8 @@ struct SSEClient {
     private var pending: [UInt8] = []
     private var eventName: String?
     private var dataLines: [String] = []
-    /// Comment lines seen (heartbeats).
-    private(set) var comments = 0
+    /// The comment lines seen, without their `: ` (heartbeats, the wait for the connection).
+    private(set) var comments: [String] = []
 
     /// Connects and reads the response head.
     static func connect(port: Int, path: String) async throws -> Self {
@@ -177,7 +177,7 @@ struct SSEClient {
             return ServerSentEvent(event: self.eventName ?? "message", data: self.dataLines.joined(separator: "\n"))
         }
         if line.hasPrefix(":") {
-            self.comments += 1
+            self.comments.append(String(line.dropFirst(line.hasPrefix(": ") ? 2 : 1)))
             return nil
         }
         let (field, value) =
