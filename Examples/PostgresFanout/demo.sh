@@ -3,9 +3,10 @@
 # Alone, it needs POSTGRES_HOST, POSTGRES_PORT, POSTGRES_USER and POSTGRES_DB.
 #
 # Starts instances `a` and `b` of postgres-fanout on two free ports of 127.0.0.1, connects two
-# curl SSE clients to each, posts one message to each instance, prints what every client
-# received and each instance's /stats, then lets the clients go and shows that each instance
-# closed its LISTEN connection.
+# curl SSE clients to each (one in room `red`, one in room `blue`), posts a message to each
+# room (red's to a, blue's to b), prints what every client received (its room's message only)
+# and each instance's /stats, then lets the clients go and shows that each instance closed its
+# LISTEN connection.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,18 +46,20 @@ for name in a b; do wait_for curl -sf "http://127.0.0.1:${port[$name]}/stats"; d
 echo "instances: a on http://127.0.0.1:${port[a]}, b on http://127.0.0.1:${port[b]}"
 
 clients=()
-for name in a a b b; do
-    n=$((${#clients[@]} + 1))
-    curl -sN "http://127.0.0.1:${port[$name]}/events" >"$work/client$n-of-$name.txt" &
-    pids+=($!)
-    clients+=("client$n-of-$name")
+for name in a b; do
+    for room in red blue; do
+        n=$((${#clients[@]} + 1))
+        curl -sN "http://127.0.0.1:${port[$name]}/rooms/$room/events" >"$work/client$n-of-$name-in-$room.txt" &
+        pids+=($!)
+        clients+=("client$n-of-$name-in-$room")
+    done
 done
 # `event: ready`: the instance's one LISTEN connection is in effect for this client.
 for client in "${clients[@]}"; do wait_for grep -q "^event: ready" "$work/$client.txt"; done
 
-curl -sf -X POST --data "hello from a" "http://127.0.0.1:${port[a]}/messages"
-curl -sf -X POST --data "hello from b" "http://127.0.0.1:${port[b]}/messages"
-for client in "${clients[@]}"; do wait_for grep -q "^data: hello from b" "$work/$client.txt"; done
+curl -sf -X POST --data "hello red, from a" "http://127.0.0.1:${port[a]}/rooms/red/messages"
+curl -sf -X POST --data "hello blue, from b" "http://127.0.0.1:${port[b]}/rooms/blue/messages"
+for client in "${clients[@]}"; do wait_for grep -q "^data: hello ${client##*-in-}," "$work/$client.txt"; done
 
 for client in "${clients[@]}"; do
     echo
@@ -64,6 +67,7 @@ for client in "${clients[@]}"; do
     grep -v '^:' "$work/$client.txt" | cat -s
 done
 for name in a b; do echo "GET /stats of $name: $(curl -sf "http://127.0.0.1:${port[$name]}/stats")"; done
+echo "GET /rooms/red of a: $(curl -sf "http://127.0.0.1:${port[a]}/rooms/red")"
 show_connections() {
     if command -v psql >/dev/null 2>&1; then
         echo "their connections in pg_stat_activity:"

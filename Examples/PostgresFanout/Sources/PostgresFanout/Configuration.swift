@@ -58,9 +58,11 @@ public struct FanoutConfiguration: Sendable {
     /// (`fanout-NAME-listen` and `fanout-NAME-notify`). Keep it short: PostgreSQL cuts
     /// `application_name` at 63 bytes.
     public var instanceName: String
-    /// The PostgreSQL channel that `POST /messages` notifies and `GET /events` listens to:
-    /// letters, digits and underscores, at most 63 bytes. postgres-nio writes it into
-    /// `LISTEN "…"` without escaping, so the initializer refuses anything else.
+    /// The PostgreSQL channel that carries every room: `POST /rooms/ROOM/messages` notifies
+    /// it with the payload `ROOM\tmessage`, and the instance's one LISTEN connection listens
+    /// to it (never one per room). Letters, digits and underscores, at most 63 bytes.
+    /// postgres-nio writes it into `LISTEN "…"` without escaping, so the initializer refuses
+    /// anything else.
     public var channel: String
     public var postgres: PostgresSettings
     /// The hard limit of each client's subscription: a client that holds this many unread

@@ -6,14 +6,17 @@ import NIOCore
 import PostgresNIO
 import Synchronization
 
-/// One server instance: its shared LISTEN feed, the pool that sends notifications, and the
-/// HTTP routes.
+/// One server instance: its shared LISTEN feed, routed by room, the pool that sends
+/// notifications, and the HTTP routes.
 ///
-/// - `GET /events`: server-sent events; each client is one subscriber of the shared feed,
+/// - `GET /rooms/ROOM/events`: server-sent events; each client is one subscriber of its room,
 ///   evicted when it falls too far behind (the configuration's `bufferingPolicy`).
-/// - `POST /messages`: the body (UTF-8, under 8000 bytes) is sent with `pg_notify`, so that
-///   the clients of every instance listening to the channel receive it.
-/// - `GET /stats`: ``FeedStats`` as JSON.
+/// - `POST /rooms/ROOM/messages`: the body (UTF-8; with the room, under 8000 bytes) is sent
+///   with `pg_notify` as `ROOM\tbody`, so that the room's clients of every instance receive it.
+/// - `GET /rooms/ROOM`: the room's local subscribers, as JSON.
+/// - `GET /stats`: the instance's figures (``FeedStats`` and the clients') as JSON.
+///
+/// A room is 1 to 64 ASCII letters, digits, `-`, `_` or `.` (``RoomPayload``); `400` otherwise.
 public final class FanoutServer: Sendable {
     public let configuration: FanoutConfiguration
     public let feed: ListenFeed
@@ -24,7 +27,7 @@ public final class FanoutServer: Sendable {
     private let clients = Mutex(Clients())
 
     private struct Clients {
-        var connected: [Int: SharedSubscription<FeedEvent, Never>] = [:]
+        var connected: [Int: SharedSubscription<RoomEvent, Never>] = [:]
         var nextID = 0
         var evictions = 0
     }
@@ -39,12 +42,15 @@ public final class FanoutServer: Sendable {
             backgroundLogger: logger)
     }
 
-    /// The largest payload PostgreSQL accepts in its default configuration is 7999 bytes.
+    /// The largest payload PostgreSQL accepts in its default configuration is 7999 bytes: the
+    /// room, a tab and the message (``RoomPayload/maximumMessageBytes(room:)``).
     public static let maximumPayloadBytes = 7999
 
-    /// Sends `payload` to every listener of the channel, in every instance. Returns once the
+    /// Sends `message` to the clients of `room`, in every instance. Returns once the
     /// notification is committed: notifications sent one after another arrive in that order.
-    public func publish(_ payload: String) async throws {
+    public func publish(_ message: String, to room: String) async throws {
+        // One channel for every room: the room travels in the payload, `room\tmessage`.
+        let payload = RoomPayload.encode(room: room, message: message)
         _ = try await self.notifier.query(
             "SELECT pg_notify(\(self.configuration.channel), \(payload))", logger: self.logger
         ).collect()
@@ -58,8 +64,13 @@ public final class FanoutServer: Sendable {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let router = Router(context: FanoutRequestContext.self)
-        router.get("events") { _, context in self.events(channel: context.channel) }
-        router.post("messages") { request, _ in try await self.message(request) }
+        router.get("rooms/:room/events") { _, context in
+            self.events(room: try Self.room(context), channel: context.channel)
+        }
+        router.post("rooms/:room/messages") { request, context in
+            try await self.message(request, room: try Self.room(context))
+        }
+        router.get("rooms/:room") { _, context in try self.roomResponse(try Self.room(context)) }
         router.get("stats") { _, _ in try self.statsResponse() }
         return Application(
             router: router,
@@ -69,9 +80,21 @@ public final class FanoutServer: Sendable {
             logger: self.logger)
     }
 
+    /// The room of the path, if it is a valid name; `400` otherwise.
+    static func room(_ context: FanoutRequestContext) throws -> String {
+        guard let room = context.parameters.get("room"), RoomPayload.isValidRoom(room) else {
+            throw HTTPError(.badRequest, message: "A room is 1 to 64 ASCII letters, digits, -, _ or .")
+        }
+        return room
+    }
+
     struct Stats: Encodable {
         var instance: String
+        /// The clients streaming now, in every room: an evicted client counts until its
+        /// handler ends.
         var subscribers: Int
+        /// The rooms with local subscribers now: a room is freed with its last subscriber.
+        var rooms: Int
         var listening: Bool
         var listenConnectionsOpened: Int
         /// Clients evicted since the instance started, by the hard or the soft limit.
@@ -90,31 +113,49 @@ public final class FanoutServer: Sendable {
         encoder.outputFormatting = .sortedKeys
         let json = try encoder.encode(
             Stats(
-                instance: self.configuration.instanceName, subscribers: stats.subscribers, listening: stats.listening,
-                listenConnectionsOpened: stats.listenConnectionsOpened, evictions: evictions,
-                maxBacklogHighWaterMark: highWaterMark))
-        return Response(
+                instance: self.configuration.instanceName, subscribers: subscriptions.count, rooms: stats.rooms,
+                listening: stats.listening, listenConnectionsOpened: stats.listenConnectionsOpened,
+                evictions: evictions, maxBacklogHighWaterMark: highWaterMark))
+        return Self.json(json)
+    }
+
+    struct RoomStats: Encodable {
+        var room: String
+        /// The room's local subscribers now (`AsyncSharedTopics.subscriberCount(of:)`): an
+        /// evicted one no longer counts.
+        var subscribers: Int
+    }
+
+    func roomResponse(_ room: String) throws -> Response {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return Self.json(
+            try encoder.encode(RoomStats(room: room, subscribers: self.feed.subscriberCount(of: room))))
+    }
+
+    static func json(_ json: Data) -> Response {
+        Response(
             status: .ok, headers: [.contentType: "application/json"], body: .init(byteBuffer: ByteBuffer(bytes: json)))
     }
 
-    func message(_ request: Request) async throws -> Response {
+    func message(_ request: Request, room: String) async throws -> Response {
         let body: ByteBuffer
         do {
-            body = try await request.body.collect(upTo: Self.maximumPayloadBytes)
+            body = try await request.body.collect(upTo: RoomPayload.maximumMessageBytes(room: room))
         } catch is NIOTooManyBytesError {
             throw HTTPError(
                 .contentTooLarge,
-                message: "A NOTIFY payload must be under 8000 bytes; store larger messages and send their id.")
+                message: "A NOTIFY payload (room, tab, message) must be under 8000 bytes; store larger messages and send their id.")
         }
-        try await self.publish(String(buffer: body))
+        try await self.publish(String(buffer: body), to: room)
         return Response(status: .noContent)
     }
 
-    /// `GET /events`: one client, one subscriber of the shared LISTEN feed.
-    func events(channel: any Channel) -> Response {
-        // Joins now, while the request is handled: every event from here on reaches the
-        // body, which runs later, in another task.
-        let subscription = self.feed.subscribe()
+    /// `GET /rooms/ROOM/events`: one client, one subscriber of its room of the LISTEN feed.
+    func events(room: String, channel: any Channel) -> Response {
+        // Joins now, while the request is handled: every event of the room from here on
+        // reaches the body, which runs later, in another task.
+        let subscription = self.feed.subscribe(to: room)
         return Response(
             status: .ok,
             headers: [.contentType: "text/event-stream", .cacheControl: "no-cache"],
@@ -134,7 +175,7 @@ public final class FanoutServer: Sendable {
     /// whose client stopped reading is stuck in a write and never asks. The waiting task
     /// learns at once, and ``evicted(_:_:)`` closes such a connection, which fails the write.
     func watchingForEviction(
-        _ subscription: SharedSubscription<FeedEvent, Never>, of connection: ClientConnection,
+        _ subscription: SharedSubscription<RoomEvent, Never>, of connection: ClientConnection,
         _ body: () async throws -> Void
     ) async throws {
         let id = self.clients.withLock { clients in
@@ -172,15 +213,17 @@ public final class FanoutServer: Sendable {
         self.clients.withLock { $0.evictions += 1 }
     }
 
-    /// Writes the shared feed to one client until the client leaves (a write fails) or is
+    /// Writes the room's feed to one client until the client leaves (a write fails) or is
     /// evicted (see ``evicted(_:_:)``).
     ///
     /// The client sees `event: ready` once the instance's LISTEN connection is in effect for it
-    /// (what is committed after that reaches it), `data:` lines for each message, and, if the
-    /// LISTEN connection is lost, `event: interrupted` then `event: resumed` when a new one
-    /// listens; messages committed between the two are lost for this instance's clients.
+    /// (what is committed after that reaches it), `data:` lines for each message of its room,
+    /// and, if the LISTEN connection is lost, `event: interrupted` then `event: resumed` when a
+    /// new one listens; messages committed between the two are lost for this instance's
+    /// clients. The status and the heartbeats come through the room's subscription, in order
+    /// with its messages: the session sends them to every room (see ``RoomNames``).
     func stream(
-        _ subscription: SharedSubscription<FeedEvent, Never>, to writer: inout any ResponseBodyWriter,
+        _ subscription: SharedSubscription<RoomEvent, Never>, to writer: inout any ResponseBodyWriter,
         connection: ClientConnection
     ) async throws {
         let instance = self.configuration.instanceName
@@ -192,20 +235,24 @@ public final class FanoutServer: Sendable {
         }
         for await event in subscription.events {
             switch event {
-            case .element(.message(let payload)):
-                try await writer.write(ServerSentEvent.event(data: payload))
-            case .element(.heartbeat):
-                try await writer.write(ServerSentEvent.comment("heartbeat"))
-            case .element(.listening(let new)) where new > generation:
-                // The first connection this client sees listening, or a reconnection.
-                try await writer.write(ServerSentEvent.event(generation == 0 ? "ready" : "resumed", data: instance))
-                generation = new
-            case .element(.listening):
-                break  // already announced when this client joined
-            case .element(.interrupted(let lost)) where lost == generation:
-                try await writer.write(ServerSentEvent.event("interrupted", data: instance))
-            case .element(.interrupted):
-                break
+            case .element(let routed):
+                switch routed.event {
+                case .message(let message):
+                    try await writer.write(ServerSentEvent.event(data: message))
+                case .heartbeat:
+                    try await writer.write(ServerSentEvent.comment("heartbeat"))
+                case .listening(let new) where new > generation:
+                    // The first connection this client sees listening, or a reconnection.
+                    try await writer.write(
+                        ServerSentEvent.event(generation == 0 ? "ready" : "resumed", data: instance))
+                    generation = new
+                case .listening:
+                    break  // already announced when this client joined
+                case .interrupted(let lost) where lost == generation:
+                    try await writer.write(ServerSentEvent.event("interrupted", data: instance))
+                case .interrupted:
+                    break
+                }
             case .missed:
                 break  // only dropping policies report gaps; `.evicting` evicts instead
             case .evicted(let eviction):

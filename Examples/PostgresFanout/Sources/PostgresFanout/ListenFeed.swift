@@ -3,9 +3,9 @@ import Logging
 import PostgresNIO
 import Synchronization
 
-/// What the shared LISTEN feed carries to every local subscriber.
+/// What a client of a room receives from the shared LISTEN feed.
 public enum FeedEvent: Sendable, Hashable {
-    /// The payload of a notification on the channel.
+    /// A message posted to the room: the notification's payload without its `room\t` prefix.
     case message(String)
     /// LISTEN connection number `generation` (1 for the first this instance opened) is
     /// listening: every notification committed from now on arrives.
@@ -18,53 +18,74 @@ public enum FeedEvent: Sendable, Hashable {
     case heartbeat
 }
 
+/// One element of the LISTEN feed: an event and the room it is routed to.
+public struct RoomEvent: Sendable, Hashable {
+    /// The room whose subscribers receive it (the key of `share(by:)`).
+    public var room: String
+    public var event: FeedEvent
+
+    public init(room: String, event: FeedEvent) {
+        self.room = room
+        self.event = event
+    }
+}
+
 /// What `GET /stats` reports about the feed.
 public struct FeedStats: Sendable, Hashable {
-    /// Local subscribers (SSE clients) now.
-    public var subscribers: Int
+    /// Rooms with local subscribers now (`AsyncSharedTopics.keyCount`).
+    public var rooms: Int
     /// Whether the LISTEN connection is open now.
     public var listening: Bool
     /// How many LISTEN connections this instance has opened since it started.
     public var listenConnectionsOpened: Int
 }
 
-/// One PostgreSQL LISTEN connection per process, shared by every local subscriber.
+/// One PostgreSQL LISTEN connection per process, routed by room to the local subscribers.
 ///
-/// The connection is opened when the first subscriber waits for an event and closed when the
-/// last one leaves: `AsyncSharedSource` starts and stops the session. If the connection is
-/// lost while subscribers remain, the session reconnects (with a growing delay) and tells
-/// them through `.interrupted` and `.listening`; their streams stay open.
+/// Every room travels on the instance's one PostgreSQL channel: a notification's payload is
+/// `room\tmessage` (``RoomPayload``), and `share(by: \.room)` routes each message to its
+/// room's subscribers only, so a message costs what its room's clients cost, whatever the
+/// number of rooms and clients.
+///
+/// The connection is opened when the first subscriber of any room arrives and closed when the
+/// last one leaves: the topics start and stop one iteration of ``ListenSessions``, which is one
+/// session. If the connection is lost while subscribers remain, the session reconnects (with a
+/// growing delay) and tells them through `.interrupted` and `.listening`; their streams stay
+/// open.
 public final class ListenFeed: Sendable {
     public let configuration: FanoutConfiguration
-    let source: AsyncSharedSource<FeedEvent, Never>
+    /// The rooms: topics of the one LISTEN feed, keyed by room.
+    let rooms: AsyncSharedTopics<String, RoomEvent, Never>
+    /// The rooms that may have subscribers, where the session sends what every client sees.
+    let roomNames: RoomNames
     private let state: SessionState
 
     public init(configuration: FanoutConfiguration, logger: Logger) {
         self.configuration = configuration
         let state = SessionState()
+        let roomNames = RoomNames()
         self.state = state
-        // One session (one LISTEN connection at a time) for all subscribers. A client that
-        // holds `hardLimit` unread events, or more than `softLimit` for `softLimitDuration`,
-        // is evicted instead of growing the server's memory.
-        self.source = AsyncSharedSource(buffering: configuration.bufferingPolicy) { emitter in
-            let session = Task {
-                await Self.run(configuration, emitter: emitter, state: state, logger: logger)
-            }
-            // The stop waits until the session has closed its connection: the next session
-            // starts only after it returns, so this instance keeps one LISTEN connection.
-            return {
-                session.cancel()
-                await session.value
-            }
-        }
+        self.roomNames = roomNames
+        // One session (one LISTEN connection at a time) for every room, routed by room. A
+        // client that holds `hardLimit` unread events, or more than `softLimit` for
+        // `softLimitDuration`, is evicted instead of growing the server's memory or holding
+        // the router, and with it every other room.
+        self.rooms = ListenSessions(configuration: configuration, state: state, rooms: roomNames, logger: logger)
+            .share(by: \.room, buffering: configuration.bufferingPolicy)
+        let rooms = self.rooms
+        roomNames.track { rooms.isLive($0) }
     }
 
-    /// A new subscriber, from now on: it receives every event the feed produces from this
-    /// moment, and `.evicted` if it falls too far behind (the configuration's
-    /// `bufferingPolicy`). It is `Sendable`, so a response body that runs later, in another
-    /// task, reads it (`subscription.events`), and another task waits for its eviction.
-    public func subscribe() -> SharedSubscription<FeedEvent, Never> {
-        self.source.subscribe()
+    /// A new subscriber of `room`, from now on: it receives the room's messages, and what
+    /// every client sees (the connection's status, the heartbeats), from this moment, and
+    /// `.evicted` if it falls too far behind (the configuration's `bufferingPolicy`). It is
+    /// `Sendable`, so a response body that runs later, in another task, reads it
+    /// (`subscription.events`), and another task waits for its eviction.
+    public func subscribe(to room: String) -> SharedSubscription<RoomEvent, Never> {
+        let subscription = self.rooms.subscribe(to: room)
+        // After joining: a status event sent from now on reaches this subscriber (see RoomNames).
+        self.roomNames.insert(room)
+        return subscription
     }
 
     /// The generation of the LISTEN connection that is listening now, or 0 if none is.
@@ -72,76 +93,19 @@ public final class ListenFeed: Sendable {
         self.state.listeningGeneration
     }
 
+    /// The local subscribers of `room` now.
+    public func subscriberCount(of room: String) -> Int {
+        self.rooms.subscriberCount(of: room)
+    }
+
     public var stats: FeedStats {
         let (open, opened) = self.state.connectionCounts
-        return FeedStats(subscribers: self.source.subscriberCount, listening: open, listenConnectionsOpened: opened)
-    }
-
-    /// One session: from the first subscriber's wait to the last subscriber's departure.
-    private static func run(
-        _ configuration: FanoutConfiguration,
-        emitter: AsyncSharedSource<FeedEvent, Never>.Emitter,
-        state: SessionState,
-        logger: Logger
-    ) async {
-        await withDiscardingTaskGroup { group in
-            group.addTask {
-                while (try? await Task.sleep(for: configuration.heartbeat)) != nil {
-                    emitter.send(.heartbeat)
-                }
-            }
-            group.addTask {
-                await listen(configuration, emitter: emitter, state: state, logger: logger)
-            }
-        }
-    }
-
-    /// Opens the LISTEN connection, forwards its notifications, and reopens it when it is
-    /// lost, until the session is cancelled (the last subscriber left).
-    private static func listen(
-        _ configuration: FanoutConfiguration,
-        emitter: AsyncSharedSource<FeedEvent, Never>.Emitter,
-        state: SessionState,
-        logger: Logger
-    ) async {
-        let postgres = configuration.postgres.connectionConfiguration(
-            applicationName: configuration.listenApplicationName)
-        var delay = configuration.reconnectDelay
-        while !Task.isCancelled {
-            do {
-                let connection = try await PostgresConnection.connect(
-                    configuration: postgres, id: state.nextConnectionID(), logger: logger)
-                let generation = state.opened()
-                do {
-                    try await connection.listen(on: configuration.channel) { notifications in
-                        // LISTEN is in effect: every notification committed from now on reaches us.
-                        state.listening(generation)
-                        emitter.send(.listening(generation: generation))
-                        delay = configuration.reconnectDelay
-                        for try await notification in notifications {
-                            emitter.send(.message(notification.payload))
-                        }
-                    }
-                } catch {
-                    logger.warning("LISTEN connection lost", metadata: ["error": "\(error)"])
-                }
-                state.notListening()
-                try? await connection.close()
-                state.closed()
-                if Task.isCancelled { return }  // the last subscriber left: the normal end
-                emitter.send(.interrupted(generation: generation))
-            } catch {
-                if Task.isCancelled { return }
-                logger.warning("LISTEN connection failed", metadata: ["error": "\(error)"])
-            }
-            try? await Task.sleep(for: delay)
-            delay = min(delay * 2, configuration.maximumReconnectDelay)
-        }
+        return FeedStats(rooms: self.rooms.keyCount, listening: open, listenConnectionsOpened: opened)
     }
 }
 
 /// The bookkeeping of the sessions, behind a lock.
-private final class SessionState: Sendable {
+final class SessionState: Sendable {
     private struct State {
         var open = false
         var opened = 0

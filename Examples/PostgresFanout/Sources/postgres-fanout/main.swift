@@ -4,10 +4,11 @@
 //         swift run postgres-fanout --name a --port 8081
 //
 // Options: --name NAME (default "a"), --port PORT (default 8080), --channel CHANNEL
-// (default "fanout"), --heartbeat SECONDS (default 15), and each client's limits:
-// --hard-limit N (default 4096) unread events evict a client at once, more than
-// --soft-limit N (default 256, below the hard limit) for --soft-limit-duration SECONDS
-// (default 10) evict it too. Ctrl-C or SIGTERM stops it.
+// (default "fanout": the one PostgreSQL channel that carries every room), --heartbeat
+// SECONDS (default 15), and each client's limits: --hard-limit N (default 4096) unread
+// events evict a client at once, more than --soft-limit N (default 256, below the hard
+// limit) for --soft-limit-duration SECONDS (default 10) evict it too. Ctrl-C or SIGTERM
+// stops it.
 import Foundation
 import Hummingbird
 import Logging
@@ -56,7 +57,7 @@ let server = FanoutServer(configuration: configuration, logger: logger)
 let port = Int(options["port"] ?? "") ?? 8080
 let application = server.application(port: port) { port in
     logger.info(
-        "instance \(configuration.instanceName) serving http://127.0.0.1:\(port) (GET /events, POST /messages, GET /stats)"
+        "instance \(configuration.instanceName) serving http://127.0.0.1:\(port) (GET /rooms/ROOM/events, POST /rooms/ROOM/messages, GET /rooms/ROOM, GET /stats)"
     )
 }
 // Cancelling on a signal, rather than a graceful shutdown: an SSE stream never ends on its own,

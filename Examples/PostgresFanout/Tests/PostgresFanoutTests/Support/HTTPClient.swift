@@ -125,18 +125,18 @@ struct ServerSentEvent: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// An SSE client of `GET /events`.
+/// An SSE client of `GET /rooms/ROOM/events`.
 struct SSEClient {
     let connection: HTTPConnection
     private var parts: AsyncThrowingStream<ResponsePart, any Error>.AsyncIterator
     private var pending: [UInt8] = []
     private var eventName: String?
     private var dataLines: [String] = []
-    /// Comment lines seen (heartbeats).
-    private(set) var comments = 0
+    /// The comment lines seen, without their `: ` (heartbeats, the wait for the connection).
+    private(set) var comments: [String] = []
 
     /// Connects and reads the response head.
-    static func connect(port: Int, path: String = "/events") async throws -> Self {
+    static func connect(port: Int, path: String) async throws -> Self {
         let connection = try await HTTPConnection.open(port: port, method: .GET, path: path, close: false)
         var client = Self(connection: connection, parts: connection.parts.makeAsyncIterator())
         guard case .head(let head) = try await client.parts.next() else {
@@ -177,7 +177,7 @@ struct SSEClient {
             return ServerSentEvent(event: self.eventName ?? "message", data: self.dataLines.joined(separator: "\n"))
         }
         if line.hasPrefix(":") {
-            self.comments += 1
+            self.comments.append(String(line.dropFirst(line.hasPrefix(": ") ? 2 : 1)))
             return nil
         }
         let (field, value) =

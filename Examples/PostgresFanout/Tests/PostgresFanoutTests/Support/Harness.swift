@@ -66,16 +66,17 @@ enum TestDatabase {
         return backends
     }
 
-    /// Sends `count` notifications on `channel` in one statement, so one transaction: a burst
-    /// that PostgreSQL delivers at once on commit. The payload of number `n` is `n:` followed
-    /// by `padding` x's; each is distinct, since PostgreSQL folds identical notifications of
-    /// one transaction into one.
+    /// Sends `count` notifications to `room` on `channel` in one statement, so one
+    /// transaction: a burst that PostgreSQL delivers at once on commit. The message of number
+    /// `n` is `n:` followed by `padding` x's (the payload: `room\tn:xxx…`); each is distinct,
+    /// since PostgreSQL folds identical notifications of one transaction into one.
     static func notifyBurst(
-        _ connection: PostgresConnection, channel: String, count: Int, padding: Int
+        _ connection: PostgresConnection, channel: String, room: String, count: Int, padding: Int
     ) async throws {
+        let prefix = "\(room)\t"
         let rows = try await connection.query(
             """
-            SELECT pg_notify(\(channel), n::text || ':' || repeat('x', \(padding)::int))
+            SELECT pg_notify(\(channel), \(prefix) || n::text || ':' || repeat('x', \(padding)::int))
             FROM generate_series(1, \(count)) AS n
             """, logger: logger)
         for try await _ in rows {}
@@ -185,18 +186,27 @@ struct RunningInstance: Sendable {
         return try JSONDecoder().decode(EvictionStats.self, from: Data(response.body.utf8))
     }
 
-    func post(_ message: String) async throws {
-        let response = try await httpRequest(port: self.port, .POST, "/messages", body: message)
+    func post(_ message: String, to room: String) async throws {
+        let response = try await httpRequest(port: self.port, .POST, "/rooms/\(room)/messages", body: message)
         guard response.status == .noContent else {
-            throw TestFailure("POST /messages to \(self.name): \(response.status) \(response.body)")
+            throw TestFailure("POST /rooms/\(room)/messages to \(self.name): \(response.status) \(response.body)")
         }
     }
 
-    /// A client connected to `GET /events` that got `event: ready`: it receives every message
-    /// committed from now on.
-    func readyClient() async throws -> SSEClient {
-        var client = try await SSEClient.connect(port: self.port)
-        let ready = try await client.expect("ready", "a new client of \(self.name)")
+    /// The local subscribers of `room`, from `GET /rooms/ROOM`.
+    func subscribers(of room: String) async throws -> Int {
+        let response = try await httpRequest(port: self.port, .GET, "/rooms/\(room)")
+        guard response.status == .ok else { throw TestFailure("GET /rooms/\(room): \(response.status)") }
+        let stats = try JSONDecoder().decode(RoomStats.self, from: Data(response.body.utf8))
+        guard stats.room == room else { throw TestFailure("GET /rooms/\(room): \(response.body)") }
+        return stats.subscribers
+    }
+
+    /// A client connected to `GET /rooms/ROOM/events` that got `event: ready`: it receives
+    /// every message posted to `room` and committed from now on.
+    func readyClient(of room: String) async throws -> SSEClient {
+        var client = try await SSEClient.connect(port: self.port, path: "/rooms/\(room)/events")
+        let ready = try await client.expect("ready", "a new client of \(self.name) in \(room)")
         guard ready.data == self.name else { throw TestFailure("ready from \(ready.data), not \(self.name)") }
         return client
     }
@@ -204,8 +214,14 @@ struct RunningInstance: Sendable {
     struct Stats: Decodable, Equatable {
         var instance: String
         var subscribers: Int
+        var rooms: Int
         var listening: Bool
         var listenConnectionsOpened: Int
+    }
+
+    struct RoomStats: Decodable {
+        var room: String
+        var subscribers: Int
     }
 
     struct EvictionStats: Decodable, Equatable {
