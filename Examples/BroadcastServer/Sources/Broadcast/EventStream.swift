@@ -50,7 +50,10 @@ extension BroadcastHub {
     /// The client subscribes to the shared ticks and to the messages, each with the
     /// configuration's `.evicting(hardLimit, softLimit: .above(softLimit, for:
     /// softLimitDuration))`, before anything is written: the `: connected` comment it
-    /// receives first means that it receives every tick and message from then on.
+    /// receives first means that it receives every tick and message from then on. With a
+    /// `Last-Event-ID` (``lastEventID(of:)``) its messages resume after that position instead:
+    /// what the history still holds after it (`event: gap` first if it no longer reaches
+    /// back), then the live ones (``BroadcastHub/subscribeToMessages(after:)``).
     ///
     /// One writer (this task) writes to the connection. The two subscriptions and the
     /// heartbeat run in child tasks that hand it what to write through a per-client

@@ -529,8 +529,7 @@ struct BroadcastServerTests {
     }
 
     /// 10. The command line sets both limits, in any order, and refuses a soft limit that is
-    /// not below the hard one (the library would stop the process on it); `--history`
-    /// takes a whole number >= 0.
+    /// not below the hard one (the library would stop the process on it).
     @Test func commandLineSetsBothLimits() throws {
         let defaults = BroadcastConfiguration()
         #expect(defaults.bufferingPolicy == .evicting(4096, softLimit: .above(256, for: .seconds(10))))
@@ -548,13 +547,6 @@ struct BroadcastServerTests {
         }
         #expect(throws: BroadcastConfiguration.UsageError.self) {
             try BroadcastConfiguration(arguments: ["--soft-limit-duration", "0"])
-        }
-
-        // The history kept for Last-Event-ID.
-        #expect(defaults.history == 1024)
-        #expect(try BroadcastConfiguration(arguments: ["--history", "0"]).history == 0)
-        #expect(throws: BroadcastConfiguration.UsageError.self) {
-            try BroadcastConfiguration(arguments: ["--history", "-1"])
         }
     }
 

@@ -25,6 +25,18 @@ extension BroadcastServerTests {
         return read
     }
 
+    /// 10b. `--history` (the messages kept for `Last-Event-ID`): 1024 by default, a whole
+    /// number >= 0.
+    @Test func commandLineSetsTheHistory() throws {
+        #expect(BroadcastConfiguration().history == 1024)
+        #expect(try BroadcastConfiguration(arguments: ["--history", "0"]).history == 0)
+        for value in ["-1", "many"] {
+            #expect(throws: BroadcastConfiguration.UsageError.self, "\(value)") {
+                try BroadcastConfiguration(arguments: ["--history", value])
+            }
+        }
+    }
+
     /// 15. 50 clients read a stream of 60 messages (the history keeps all 60). Each one
     /// resets its connection (SO_LINGER 0, then close: an RST) after a random number of
     /// messages from 1 to 59, while the server may still be writing to it and the messages
