@@ -37,6 +37,12 @@ public struct BroadcastConfiguration: Sendable {
     /// still had for them and its end (`finish(drainingWithin:)`, `waitUntilDrained(within:)`),
     /// before the HTTP server stops and closes what is left.
     public var shutdownDeadline: Duration
+    /// How many of the latest messages the server keeps so that a client that reconnects
+    /// with `Last-Event-ID` resumes where it left off (the messages subject's replay cache,
+    /// one copy shared by every client). A client whose id is older than that gets
+    /// `event: gap` first, then the messages that are still kept. 0 keeps none: every
+    /// resumption behind the newest message is a gap.
+    public var history: Int
 
     public init(
         port: Int = 8080,
@@ -47,7 +53,8 @@ public struct BroadcastConfiguration: Sendable {
         softLimitDuration: Duration = .seconds(10),
         writeTimeout: Duration = .seconds(60),
         sendBufferSize: Int? = nil,
-        shutdownDeadline: Duration = .seconds(10)
+        shutdownDeadline: Duration = .seconds(10),
+        history: Int = 1024
     ) {
         self.port = port
         self.tickInterval = tickInterval
@@ -58,6 +65,7 @@ public struct BroadcastConfiguration: Sendable {
         self.writeTimeout = writeTimeout
         self.sendBufferSize = sendBufferSize
         self.shutdownDeadline = shutdownDeadline
+        self.history = history
     }
 
     /// The buffering policy of each client's subscriptions:
@@ -73,7 +81,7 @@ extension BroadcastConfiguration {
         usage: BroadcastServer [--port N] [--tick SECONDS] [--heartbeat SECONDS]
                                [--hard-limit N] [--soft-limit N] [--soft-limit-duration SECONDS]
                                [--write-timeout SECONDS] [--send-buffer BYTES]
-                               [--shutdown-deadline SECONDS]
+                               [--shutdown-deadline SECONDS] [--history N]
 
           --port N                       TCP port on 127.0.0.1; 0 picks a free one (default 8080)
           --tick SECONDS                 ticker period (default 1)
@@ -90,6 +98,8 @@ extension BroadcastConfiguration {
                                          kernel's)
           --shutdown-deadline SECONDS    at SIGTERM, how long each feed waits for its clients to read
                                          what it had for them (default 10)
+          --history N                    latest messages kept for clients that reconnect with
+                                         Last-Event-ID (default 1024); older ids get `event: gap`
         """
 
     /// Reads the options from the command-line arguments (without the program name).
@@ -127,6 +137,11 @@ extension BroadcastConfiguration {
                     throw UsageError(message: "--send-buffer: expected a number of bytes >= 1, got \(value)")
                 }
                 self.sendBufferSize = n
+            case "--history":
+                guard let n = Int(value), n >= 0 else {
+                    throw UsageError(message: "--history: expected a whole number >= 0, got \(value)")
+                }
+                self.history = n
             default:
                 throw UsageError(message: "unknown option \(option)")
             }

@@ -6,7 +6,8 @@ import Synchronization
 
 /// A message posted to `POST /messages`.
 public struct Message: Sendable, Hashable, Codable {
-    /// Assigned in posting order, from 1.
+    /// Assigned in posting order, from 0: the message's position in the messages subject,
+    /// which the library numbers the same way, and so its SSE `id:`.
     public let id: Int
     public let text: String
 }
@@ -34,7 +35,9 @@ public final class BroadcastHub: Sendable {
 
     /// The messages posted to `POST /messages`, sent to every connected client. Finished at
     /// graceful shutdown: every client receives the messages buffered for it, then the end.
-    public let messages: AsyncPassthroughSubject<Message, Never>
+    /// It keeps the latest `configuration.history` messages (its replay cache): the history a
+    /// client that reconnects with `Last-Event-ID` resumes from (``subscribeToMessages(after:)``).
+    public let messages: AsyncReplaySubject<Message, Never>
 
     /// Where `GET /metrics` reads from: the feeds' metrics (``FeedMetrics``), in
     /// Prometheus's text format. One registry per hub, so that tests do not share one.
@@ -59,7 +62,7 @@ public final class BroadcastHub: Sendable {
     /// One client's subscriptions to the two feeds.
     struct ClientSubscriptions {
         let ticks: SharedSubscription<Int, Never>
-        let messages: SharedSubscription<Message, Never>
+        let messages: PositionedSubscription<Message, Never>
     }
 
     /// - Parameters:
@@ -77,7 +80,7 @@ public final class BroadcastHub: Sendable {
         let source = upstream ?? TickSource(Ticker(interval: configuration.tickInterval))
         self.ticks = source.monitored(by: self.upstreamStates).sharedService(
             replay: 1, buffering: evicting, started: .whileSubscribed(), clock: clock)
-        self.messages = AsyncPassthroughSubject(buffering: evicting, clock: clock)
+        self.messages = AsyncReplaySubject(replay: configuration.history, buffering: evicting, clock: clock)
         self.metrics = FeedMetrics(factory: PrometheusMetricsFactory(registry: self.metricsRegistry))
     }
 
@@ -85,12 +88,23 @@ public final class BroadcastHub: Sendable {
     @discardableResult
     public func post(_ text: String) -> Message {
         self.counters.withLock { counters in
-            // Numbered and sent under one lock, so that ids reach every client in order.
-            counters.messagesPosted += 1
+            // Numbered and sent under one lock, so that ids reach every client in order, and
+            // each id is the position the subject gives the message (only this sends to it).
             let message = Message(id: counters.messagesPosted, text: text)
+            counters.messagesPosted += 1
             self.messages.send(message)
             return message
         }
+    }
+
+    /// Subscribes a client to the messages: after `lastEventID` (the client's `Last-Event-ID`,
+    /// the position of the last message it received) it resumes from the next one, the
+    /// history's gap first if the history no longer reaches back that far; without one it
+    /// joins at the newest message (the history is not replayed to new clients), so it
+    /// receives every message posted from then on. Every event carries its position.
+    func subscribeToMessages(after lastEventID: Int?) -> PositionedSubscription<Message, Never> {
+        // A position at or past the newest joins at the tail, without a gap.
+        self.messages.subscribe(after: lastEventID ?? .max)
     }
 
     /// What `GET /stats` reports.
@@ -120,7 +134,7 @@ public final class BroadcastHub: Sendable {
     /// A client's handler starts: it counts as connected, and its backlogs in `stats`.
     /// Returns the number to pass to ``clientDisconnected(_:)``.
     func clientConnected(
-        ticks: SharedSubscription<Int, Never>, messages: SharedSubscription<Message, Never>
+        ticks: SharedSubscription<Int, Never>, messages: PositionedSubscription<Message, Never>
     ) -> Int {
         let client = self.counters.withLock { counters in
             defer { counters.nextClient += 1 }

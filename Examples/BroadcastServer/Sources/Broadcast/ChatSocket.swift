@@ -48,7 +48,8 @@ extension BroadcastHub {
     ///   frame 1008 (policy violation) and a reason;
     /// - **the client closed**: the inbound messages end, and so does the handler.
     func chat(inbound: WebSocketInboundStream, outbound: WebSocketOutboundWriter, channel: any Channel) async throws {
-        let subscription = self.messages.subscribe()  // first: `connected` promises every message
+        // First: `connected` promises every message. Joins at the newest (no history replayed).
+        let subscription = self.subscribeToMessages(after: nil)
         try await outbound.write(.text("connected"))
         let closeWait = self.configuration.shutdownDeadline
         let evicted = Flag()  // counts the eviction once, by whichever task learns it first
@@ -69,13 +70,13 @@ extension BroadcastHub {
             group.addTask {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
-                for await event in subscription.events {
+                for await event in subscription {
                     switch event {
-                    case .element(let message):
+                    case .element(let message, _):
                         let json = String(decoding: try encoder.encode(message), as: UTF8.self)
                         try await outbound.write(.text(json))
-                    case .missed:
-                        break  // only lossy policies miss elements; .evicting does not
+                    case .gap:
+                        break  // only lossy policies and resumptions have gaps; neither here
                     case .evicted(let eviction):
                         if evicted.set() { self.clientEvicted(feed: "messages", eviction) }
                         try await outbound.close(.policyViolation, reason: "fell too far behind; reconnect")

@@ -7,7 +7,12 @@ import Synchronization
 /// What a client's connection writes next.
 enum Outgoing: Sendable {
     case tick(Int)
-    case message(Message)
+    /// A message and its position in the messages subject, its SSE `id:`.
+    case message(Message, position: Int)
+    /// The messages after position `after` and before position `before` (both excluded)
+    /// will never reach the client: it resumed after `after` and the history no longer held
+    /// them. Its `id:` is `before - 1`, so that a client cut right after it resumes at `before`.
+    case gap(after: Int, before: Int)
     case heartbeat
     /// The client was evicted from this feed (it fell too far behind): the last event it
     /// gets, when it can be written without waiting for the client.
@@ -21,11 +26,13 @@ enum Outgoing: Sendable {
         switch self {
         case .tick(let count):
             return "event: tick\ndata: \(count)\n\n"
-        case .message(let message):
+        case .message(let message, let position):
             // A data field cannot hold a line break: each line of the message is one field.
             let lines = message.text.split(omittingEmptySubsequences: false, whereSeparator: \.isNewline)
             let data = lines.map { "data: \($0)\n" }.joined()
-            return "event: message\nid: \(message.id)\n\(data)\n"
+            return "event: message\nid: \(position)\n\(data)\n"
+        case .gap(let after, let before):
+            return "event: gap\nid: \(before - 1)\ndata: {\"after\":\(after),\"before\":\(before)}\n\n"
         case .heartbeat:
             return ": heartbeat\n\n"
         case .evicted(let feed):
@@ -43,7 +50,10 @@ extension BroadcastHub {
     /// The client subscribes to the shared ticks and to the messages, each with the
     /// configuration's `.evicting(hardLimit, softLimit: .above(softLimit, for:
     /// softLimitDuration))`, before anything is written: the `: connected` comment it
-    /// receives first means that it receives every tick and message from then on.
+    /// receives first means that it receives every tick and message from then on. With a
+    /// `Last-Event-ID` (``lastEventID(of:)``) its messages resume after that position instead:
+    /// what the history still holds after it (`event: gap` first if it no longer reaches
+    /// back), then the live ones (``BroadcastHub/subscribeToMessages(after:)``).
     ///
     /// One writer (this task) writes to the connection. The two subscriptions and the
     /// heartbeat run in child tasks that hand it what to write through a per-client
@@ -96,7 +106,7 @@ extension BroadcastHub {
         // and every message is kept for this client, under the hub's evicting policy. The
         // subscriptions are `Sendable`, so the child tasks below read and watch them.
         let ticks = self.ticks.subscribe()
-        let messages = self.messages.subscribe()
+        let messages = self.subscribeToMessages(after: Self.lastEventID(of: request))
         let outbox = AsyncPassthroughSubject<Outgoing, Never>(buffering: .bounded(1))
         var pending = outbox.makeAsyncIterator()
         let connection = ClientConnection(channel: channel, outbox: outbox)
@@ -113,8 +123,7 @@ extension BroadcastHub {
 
                     group.addTask {
                         async let ticksEnded = self.forward(ticks, feed: "ticks", to: connection, as: Outgoing.tick)
-                        async let messagesEnded = self.forward(
-                            messages, feed: "messages", to: connection, as: Outgoing.message)
+                        async let messagesEnded = self.forward(messages, to: connection)
                         let ended = await (ticksEnded, messagesEnded)
                         if ended == (true, true) { await self.feedsEnded(connection) }
                     }
@@ -171,6 +180,35 @@ extension BroadcastHub {
             }
         }
         return !Task.isCancelled
+    }
+
+    /// Hands every message of the client's subscription to the writer with its position, and
+    /// the gap of its resumption first if there is one; see ``forward(_:feed:to:as:)``.
+    private func forward(_ messages: PositionedSubscription<Message, Never>, to connection: ClientConnection) async -> Bool {
+        for await event in messages {
+            switch event {
+            case .element(let message, let position):
+                await connection.outbox.send(waitingForRoom: .message(message, position: position))
+            case .gap(let after, let before):
+                // First, when the history no longer reached back to the client's Last-Event-ID
+                // (.evicting drops nothing later on).
+                await connection.outbox.send(waitingForRoom: .gap(after: after, before: before))
+            case .evicted(let eviction):
+                self.evicted(connection, feed: "messages", eviction)
+                return false
+            }
+        }
+        return !Task.isCancelled
+    }
+
+    /// The position a client resumes after: its `Last-Event-ID` header, or, for a client that
+    /// cannot set headers, its `lastEventId` query parameter. An id that is not a whole
+    /// number >= -1 is ignored (the client joins at the newest message, as a new one does).
+    static func lastEventID(of request: Request) -> Int? {
+        let text = request.headers[.init("Last-Event-ID")!]
+            ?? request.uri.queryParameters.get("lastEventId")
+        guard let text, let id = Int(text), id >= -1 else { return nil }
+        return id
     }
 
     /// Both feeds ended for this client, each after everything it had for it: the server is

@@ -36,7 +36,7 @@ struct BroadcastServerTests {
                 }
             }
             let elapsed = clock.now - start
-            let expected = (1...count).map { "\($0):message \($0)" }
+            let expected = (0..<count).map { "\($0):message \($0 + 1)" }  // ids from 0
             #expect(received.count == 100)
             #expect(received.allSatisfy { $0 == expected })
             print("[1] 100 clients x \(count) messages: all received in order, in \(elapsed.ms)")
@@ -146,7 +146,7 @@ struct BroadcastServerTests {
 
             /// Posts round `round`'s messages; returns how long until every reader had them.
             @Sendable func round(_ round: Int) async throws -> Duration {
-                let ids = ((round - 1) * perRound + 1)...(round * perRound)
+                let ids = ((round - 1) * perRound)..<(round * perRound)  // ids from 0
                 let clock = ContinuousClock()
                 let start = clock.now
                 let received = try await withTimeout(.seconds(30), "round \(round)") {
@@ -238,7 +238,7 @@ struct BroadcastServerTests {
             #expect(stats.writeTimeouts == 0)
             #expect(slowIDs.count < perRound)
             // Lossless until evicted: what it got is the start of round 3, without a gap.
-            #expect(slowIDs == Array((2 * perRound + 1)..<(2 * perRound + 1 + slowIDs.count)))
+            #expect(slowIDs == Array((2 * perRound)..<(2 * perRound + slowIDs.count)))
 
             func rate(_ elapsed: Duration) -> String {
                 "\(Int((Double(perRound) / elapsed.seconds).rounded())) messages/s per reader (\(perRound) in \(elapsed.ms))"
@@ -347,7 +347,7 @@ struct BroadcastServerTests {
                 }
                 return ids
             }
-            #expect(got == Array(1...burst))
+            #expect(got == Array(0..<burst))
 
             // The reader holds nothing now (it was written all of it): what is held is the
             // stalled client's. More than the soft limit, for no time yet on the clock.
@@ -389,7 +389,7 @@ struct BroadcastServerTests {
             // Its connection was closed: it reads what its socket buffers held, then the end.
             try await stalled.read(within: .seconds(10), "the stalled client's connection to close") { _ in false }
             #expect(stalled.closed)
-            #expect(stalled.messageIDs == Array(1..<(stalled.messageIDs.count + 1)), "a gap in what it got")
+            #expect(stalled.messageIDs == Array(0..<stalled.messageIDs.count), "a gap in what it got")
             #expect(stalled.messageIDs.count < burst)
             // Its connection was not writable (a write to it waited): an `event: evicted`
             // would have queued behind what it does not read, so it was closed instead.
@@ -459,7 +459,7 @@ struct BroadcastServerTests {
             // The client reads all of it.
             try await client.read(within: .seconds(30), "the client to read the burst") { $0.messageIDs.count == burst + 1 }
             #expect(!client.closed)
-            #expect(client.messageIDs == Array(1...(burst + 1)))
+            #expect(client.messageIDs == Array(0...burst))
 
             // 15 s since the burst took it past the soft limit, and a message is produced: it
             // holds one message now, below the soft limit, so it stays.
@@ -468,7 +468,7 @@ struct BroadcastServerTests {
             try await client.read(within: .seconds(10), "the client to read the last message") {
                 $0.messageIDs.last == last
             }
-            #expect(client.messageIDs == Array(1...last))
+            #expect(client.messageIDs == Array(0...last))
             #expect(!client.sawEvicted)
             #expect(!client.closed)
             stats = try await fetchStats(port: server.port)
@@ -519,7 +519,7 @@ struct BroadcastServerTests {
             #expect(events.last == "evicted")
             #expect(events.filter { $0 == "evicted" }.count == 1)
             #expect(ids.count < burst)
-            #expect(ids == Array(1..<(ids.count + 1)), "a gap before the eviction: \(ids)")
+            #expect(ids == Array(0..<ids.count), "a gap before the eviction: \(ids)")
             #expect(stats.evictions == 1)
             #expect(stats.writeTimeouts == 0)
             #expect(stats.clients == 0)

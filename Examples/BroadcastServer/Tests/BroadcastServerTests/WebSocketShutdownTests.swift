@@ -30,7 +30,7 @@ extension BroadcastServerTests {
         let text = String(repeating: "x", count: 1000)
         let posted = try await HTTPConnection.with(port: server.port) { http in
             var ids: [Int] = []
-            for n in 1...200 { ids.append(try await http.post("\(n) \(text)")) }
+            for n in 0..<200 { ids.append(try await http.post("\(n) \(text)")) }  // ids from 0
             return ids
         }
 

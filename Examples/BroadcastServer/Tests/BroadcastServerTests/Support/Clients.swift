@@ -3,6 +3,7 @@ import Foundation
 import NIOCore
 import NIOPosix
 import Synchronization
+import Testing
 
 /// A server-sent-events client over a real TCP connection to 127.0.0.1.
 final class SSEClient: Sendable {
@@ -16,8 +17,9 @@ final class SSEClient: Sendable {
         self.items = items
     }
 
-    /// Connects and sends `GET /events`; a task reads and parses what arrives.
-    static func connect(port: Int) async throws -> SSEClient {
+    /// Connects and sends `GET /events` (or `target`), with a `Last-Event-ID` header when
+    /// `lastEventID` is given; a task reads and parses what arrives.
+    static func connect(port: Int, target: String = "/events", lastEventID: String? = nil) async throws -> SSEClient {
         let (items, continuation) = AsyncStream.makeStream(of: SSEItem.self)
         let connection = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
             .connect(host: "127.0.0.1", port: port) { channel in
@@ -31,7 +33,8 @@ final class SSEClient: Sendable {
                 try await connection.executeThenClose { inbound, outbound in
                     try await outbound.write(
                         ByteBuffer(
-                            string: "GET /events HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n\r\n"))
+                            string: "GET \(target) HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: text/event-stream\r\n"
+                                + (lastEventID.map { "Last-Event-ID: \($0)\r\n" } ?? "") + "\r\n"))
                     var parser = EventStreamParser()
                     for try await buffer in inbound {
                         for item in try parser.feed(buffer) { continuation.yield(item) }
@@ -47,6 +50,15 @@ final class SSEClient: Sendable {
 
     /// Closes the connection at once, in the middle of the response.
     func close() async {
+        try? await self.channel.close()
+    }
+
+    /// Resets the connection, in the middle of the response: `SO_LINGER` 0, then close, so
+    /// the kernel sends an RST and drops what was still unread, as a network cut or a killed
+    /// client process does to the server.
+    func reset() async throws {
+        let socket = try #require(self.channel as? any SocketOptionProvider, "a socket channel")
+        try await socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
         try? await self.channel.close()
     }
 }
