@@ -5,7 +5,8 @@
 #   2. runs the harness tests and the overload test (swift test, Swift Testing),
 #   3. runs every package-benchmark benchmark for at most 3 iterations on small
 #      sizes, with no thresholds (MULTICAST_BENCH_SMOKE=1),
-#   4. runs `compare --smoke` (every scenario, the cost scenario included),
+#   4. runs `compare --smoke` (every scenario, the cost scenario included), and the topics
+#      scenario, which runs only when named (`--only topics`),
 #   5. checks against.py's table (`--self-test`; the interleaved A/B itself is not run),
 #   6. runs `compare --smoke --instructions` (callgrind over delivery-cell, deliveries and
 #      joining and leaving, ~10 s) where valgrind is installed, and says it skipped it
@@ -42,6 +43,9 @@ fi
 
 ci_step "compare --smoke"
 .build/release/compare --smoke
+
+ci_step "compare --smoke --only topics (fan-out by key; only when named)"
+.build/release/compare --smoke --only topics
 
 ci_step "Tools/against.py --self-test (the interleaved A/B's table; it builds and runs nothing)"
 python3 Tools/against.py --self-test

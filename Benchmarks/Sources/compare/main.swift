@@ -163,6 +163,7 @@ struct Options {
         "latency": "wake-up latency",
         "slowproducer": "slow-producer CPU",
         "broadcast": "against tokio's broadcast (wall time)",
+        "topics": "fan-out by key",
     ]
 
     /// The line compare prints above a scenario's tables: `== fanout: fan-out throughput ==`.
@@ -170,8 +171,9 @@ struct Options {
         "== \(scenario): \(scenarioTitles[scenario, default: scenario]) =="
     }
     /// Scenarios that run only when `--only` names them: the comparison with tokio's broadcast
-    /// (Broadcast.swift) is not part of the figures the READMEs quote.
-    static let onRequestScenarios = ["broadcast"]
+    /// (Broadcast.swift) and fan-out by key (Topics.swift) are not part of the figures the
+    /// READMEs' charts are made from.
+    static let onRequestScenarios = ["broadcast", "topics"]
 
     var mode = Mode.full
     var scenarios: Set<String> = Set(Options.allScenarios)
@@ -386,6 +388,7 @@ let (_, totalSeconds) = await measureSeconds {
     if options.scenarios.contains("latency") { await runLatency(options) }
     if options.scenarios.contains("slowproducer") { await runSlowProducer(options) }
     if options.scenarios.contains("broadcast") { await runBroadcast(options) }
+    if options.scenarios.contains("topics") { await runTopics(options) }
 }
 stamp("\ncompare: finished in \(fmt(totalSeconds, 1)) s")
 if let path = options.json {

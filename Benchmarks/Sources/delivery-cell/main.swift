@@ -4,6 +4,8 @@
 //
 //     .build/release/delivery-cell share|subject|opencombine|base N M
 //     .build/release/delivery-cell idle|churn COUNT        (joining and leaving, COUNT subscribers)
+//     .build/release/delivery-cell topics-keyed|topics-subjects|topics-filtered KEYS PER_KEY M
+//                                                         (fan-out by key: the topics scenario's cells)
 //     strip --strip-debug -o /tmp/cell .build/release/delivery-cell   # valgrind 3.19 cannot read DWARF 5
 //     valgrind --tool=callgrind /tmp/cell share 64 2000
 //
@@ -34,7 +36,13 @@ func printError(_ message: String) {
 func usage() -> Never {
     let cells = Scenarios.DeliveryCell.allCases.map(\.rawValue).joined(separator: "|")
     let joinLeave = Scenarios.JoinLeaveCell.allCases.map(\.rawValue).joined(separator: "|")
-    printError("usage: delivery-cell \(cells) SUBSCRIBERS ELEMENTS\n       delivery-cell \(joinLeave) COUNT")
+    let topics = TopicCells.Way.allCases.map { "topics-\($0.rawValue)" }.joined(separator: "|")
+    printError(
+        """
+        usage: delivery-cell \(cells) SUBSCRIBERS ELEMENTS
+               delivery-cell \(joinLeave) COUNT
+               delivery-cell \(topics) KEYS PER_KEY ELEMENTS
+        """)
     exit(2)
 }
 
@@ -54,6 +62,20 @@ func runDetached<T: Sendable>(_ body: @escaping @Sendable () async -> T) -> T {
 }
 
 let arguments = CommandLine.arguments
+// delivery-cell topics-keyed|topics-subjects|topics-filtered KEYS PER_KEY ELEMENTS: a cell of
+// the "topics" scenario (fan-out by key), for callgrind's instructions per delivery.
+if arguments.count == 5, arguments[1].hasPrefix("topics-"),
+    let way = TopicCells.Way(rawValue: String(arguments[1].dropFirst("topics-".count)))
+{
+    guard let keys = Int(arguments[2]), keys > 0, let perKey = Int(arguments[3]), perKey > 0,
+        let elements = Int(arguments[4]), elements >= 0
+    else { usage() }
+    let tally = runDetached { await TopicCells.run(way, keys: keys, perKey: perKey, elements: elements) }
+    print(
+        "\(arguments[1]) \(keys) keys × \(perKey): \(tally.deliveries) deliveries to \(tally.subscribers) subscribers")
+    for failure in tally.failures { printError("delivery-cell: \(failure)") }
+    exit(tally.ok && tally.subscribers == keys * perKey ? 0 : 1)
+}
 if arguments.count == 3, let cell = Scenarios.JoinLeaveCell(rawValue: arguments[1]) {
     guard let count = Int(arguments[2]), count > 0 else { usage() }
     let failures = runDetached { await cell.run(count: count) }
