@@ -170,74 +170,64 @@ public enum TopicCells {
         }
     }
 
+    /// Topics of either kind, as the churn and memory cells use them: joining a key, a key's
+    /// count, and the end.
+    struct Joinable: Sendable {
+        let subscribe: @Sendable (Int) -> SharedSubscription<KeyedElement, Never>
+        let count: @Sendable (Int) -> Int
+        let finish: @Sendable () -> Void
+
+        /// Topics of `way`: of one upstream that produces nothing until it is finished (its
+        /// keys stay live, idle), or of subjects; `nil` for the filtered way, which has no keys.
+        init?(_ way: Way) {
+            switch way {
+            case .keyed:
+                let (feed, input) = AsyncStream.makeStream(of: KeyedElement.self)
+                let topics = feed.share(by: \.key)
+                (self.subscribe, self.count) = ({ topics.subscribe(to: $0) }, { topics.subscriberCount(of: $0) })
+                self.finish = { input.finish() }
+            case .subjects:
+                let topics = AsyncSubjectTopics<Int, KeyedElement, Never>()
+                (self.subscribe, self.count) = ({ topics.subscribe(to: $0) }, { topics.subscriberCount(of: $0) })
+                self.finish = { topics.finish() }
+            case .filtered:
+                return nil
+            }
+        }
+    }
+
     /// Joins and leaves on live keys: `keys` keys each kept live by a subscriber that stays,
     /// then two tasks at once make `joins` subscribers in all join a key drawn at random and
     /// leave at once (their subscription released): with one key, every join meets the
     /// other task's on that key's locks; with many, on a shard's lock now and then. Returns
     /// what went wrong (nothing, normally) and the seconds the joins and leaves took (wall).
     public static func churn(_ way: Way, keys: Int, joins: Int) async -> (failures: [String], seconds: Double) {
+        guard let topics = Joinable(way) else { return (["the \(way.rawValue) way has no keys to join"], 0) }
         let draw = KeyDraw(keys: keys, elements: joins)
         let halves = [Array(draw.keys[..<(joins / 2)]), Array(draw.keys[(joins / 2)...])]
-        switch way {
-        case .keyed:
-            // A feed that produces nothing until it is finished: the keys stay live, idle.
-            let (feed, input) = AsyncStream.makeStream(of: KeyedElement.self)
-            let topics = feed.share(by: \.key)
-            let stayers = (0..<keys).map { topics.subscribe(to: $0) }
-            let start = monotonicNanos()
-            await withTaskGroup(of: Void.self) { group in
-                for half in halves {
-                    group.addTask { for key in half { _ = topics.subscribe(to: key) } }
-                }
+        let stayers = (0..<keys).map(topics.subscribe)
+        let start = monotonicNanos()
+        await withTaskGroup(of: Void.self) { group in
+            for half in halves {
+                group.addTask { for key in half { _ = topics.subscribe(key) } }
             }
-            let seconds = Double(monotonicNanos() - start) / 1e9
-            let live = (0..<keys).allSatisfy { topics.subscriberCount(of: $0) == 1 }
-            input.finish()
-            withExtendedLifetime(stayers) {}
-            return (live ? [] : ["a key did not come back to its one subscriber after the churn"], seconds)
-        case .subjects:
-            let topics = AsyncSubjectTopics<Int, KeyedElement, Never>()
-            let stayers = (0..<keys).map { topics.subscribe(to: $0) }
-            let start = monotonicNanos()
-            await withTaskGroup(of: Void.self) { group in
-                for half in halves {
-                    group.addTask { for key in half { _ = topics.subscribe(to: key) } }
-                }
-            }
-            let seconds = Double(monotonicNanos() - start) / 1e9
-            let live = (0..<keys).allSatisfy { topics.subscriberCount(of: $0) == 1 }
-            topics.finish()
-            withExtendedLifetime(stayers) {}
-            return (live ? [] : ["a key did not come back to its one subscriber after the churn"], seconds)
-        case .filtered:
-            return (["the filtered way has no keys to join"], 0)
         }
+        let seconds = Double(monotonicNanos() - start) / 1e9
+        let live = (0..<keys).allSatisfy { topics.count($0) == 1 }
+        topics.finish()
+        withExtendedLifetime(stayers) {}
+        return (live ? [] : ["a key did not come back to its one subscriber after the churn"], seconds)
     }
 
     /// The heap bytes one live, idle key costs with its one subscriber: `keys` keys joined,
     /// measured with `heapBytesInUse()` before and after; `nil` where the heap cannot be read.
     public static func bytesPerKey(_ way: Way, keys: Int) async -> Double? {
-        guard let before = heapBytesInUse() else { return nil }
-        let after: Int?
-        switch way {
-        case .keyed:
-            let (feed, input) = AsyncStream.makeStream(of: KeyedElement.self)
-            let topics = feed.share(by: \.key)
-            let stayers = (0..<keys).map { topics.subscribe(to: $0) }
-            after = heapBytesInUse()
-            input.finish()
-            withExtendedLifetime(stayers) {}
-        case .subjects:
-            let topics = AsyncSubjectTopics<Int, KeyedElement, Never>()
-            let stayers = (0..<keys).map { topics.subscribe(to: $0) }
-            after = heapBytesInUse()
-            topics.finish()
-            withExtendedLifetime(stayers) {}
-        case .filtered:
-            return nil
-        }
-        guard let after else { return nil }
-        return Double(after - before) / Double(keys)
+        guard let before = heapBytesInUse(), let topics = Joinable(way) else { return nil }
+        let stayers = (0..<keys).map(topics.subscribe)
+        let after = heapBytesInUse()
+        topics.finish()
+        withExtendedLifetime(stayers) {}
+        return after.map { Double($0 - before) / Double(keys) }
     }
 
     /// Iterates every subscription in a task of its own; each must see its key's elements,

@@ -8,23 +8,12 @@ import Testing
 
 @Suite("AsyncSharedTopics preconditions")
 struct SharedTopicsPreconditionTests {
-    func expectMessage(
-        _ result: ExitTest.Result?, contains expected: String,
-        sourceLocation: SourceLocation = #_sourceLocation
-    ) {
-        guard let result else { return }  // the exit test itself already failed
-        #if DEBUG
-            let output = String(decoding: result.standardErrorContent, as: UTF8.self)
-            #expect(output.contains(expected), "stderr: \(output)", sourceLocation: sourceLocation)
-        #endif
-    }
-
     @Test("a negative replay names replay and its value")
     func negativeReplay() async {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncStream<Int> { _ in }.share(by: { $0 }, replay: -3)
         }
-        self.expectMessage(result, contains: "share(by:replay:): replay must be at least 0, got -3")
+        expectMessage(result, contains: "share(by:replay:): replay must be at least 0, got -3")
     }
 
     @Test("a negative keep-alive names keepAlive and its value")
@@ -32,7 +21,7 @@ struct SharedTopicsPreconditionTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncStream<Int> { _ in }.share(by: { $0 }, keepAlive: .seconds(-2))
         }
-        self.expectMessage(result, contains: "share(by:keepAlive:): keepAlive must not be negative, got -2.0 seconds")
+        expectMessage(result, contains: "share(by:keepAlive:): keepAlive must not be negative, got -2.0 seconds")
     }
 
     @Test("an invalid policy names buffering and the policy")
@@ -40,7 +29,7 @@ struct SharedTopicsPreconditionTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncStream<Int> { _ in }.share(by: { $0 }, buffering: .bounded(0))
         }
-        self.expectMessage(result, contains: "buffering: .bounded(0) needs a limit of at least 1")
+        expectMessage(result, contains: "buffering: .bounded(0) needs a limit of at least 1")
     }
 
     @Test("an invalid policy of a subscriber names subscribe(to:buffering:) and the policy")
@@ -48,6 +37,6 @@ struct SharedTopicsPreconditionTests {
         let result = await #expect(processExitsWith: .failure, observing: [\.standardErrorContent]) {
             _ = AsyncStream<Int> { _ in }.share(by: { $0 }).subscribe(to: 1, buffering: .evicting(0))
         }
-        self.expectMessage(result, contains: "subscribe(to:buffering:): .evicting(0) needs a limit of at least 1")
+        expectMessage(result, contains: "subscribe(to:buffering:): .evicting(0) needs a limit of at least 1")
     }
 }
