@@ -20,7 +20,10 @@
 ///   it stops once the last subscriber of every key has left and `keepAlive` has passed on
 ///   the clock; a later subscriber starts a fresh one. Two iterations never overlap.
 /// - **Each key is a shared sequence of its own.** A subscriber gets its key's elements
-///   produced after it joined (after the key's replay, if any), buffered as its policy says;
+///   that the router sends after it joined (after the key's replay, if any), buffered as its
+///   policy says. The router runs behind the upstream by what its own buffer holds (up to 64
+///   elements and a batch): a subscriber may get elements of its key that the upstream
+///   produced a moment before it joined, and never one the router sent before;
 ///   eviction (``SharedSubscription/waitForEviction()->SubscriberEviction?``,
 ///   ``SharedEvent/evicted(_:)``) and lag reports (``SharedEvent/missed(_:)``) work as on
 ///   `share()`. A key lives while it has subscribers: an element of a key without
@@ -28,8 +31,9 @@
 /// - **The upstream's end reaches every key:** its subscribers get what is buffered for
 ///   them, then `nil` or the error; a later subscriber of any key gets it at once.
 /// - **Back-pressure is shared.** A lossless subscriber (`.bounded(n)`, the default) that
-///   falls `n` behind makes the one upstream wait, and with it every key, as a slow reader of
-///   `share()` holds all the others. A server whose clients may stall gives them
+///   falls `n` behind makes the router wait, and with it every key; the upstream runs on
+///   until the router's buffer is full too (about 64 elements more), then waits, as a slow
+///   reader of `share()` holds all the others. A server whose clients may stall gives them
 ///   `.evicting(n)` (see <doc:ServingClients>), and a client that may skip,
 ///   `.bufferingNewest(n)`: then no client holds another key.
 ///
@@ -45,8 +49,9 @@ public struct AsyncSharedTopics<Key: Hashable & Sendable, Element: Sendable, Fai
     }
 
     /// Joins `key` now and returns the subscriber, to be iterated later, once, from any task
-    /// (see ``SharedSubscription``): it receives the elements of `key` that the upstream
-    /// produces from now on (after the key's replay, if any). Starts the upstream if no key
+    /// (see ``SharedSubscription``): it receives the elements of `key` that the router sends
+    /// from now on (after the key's replay, if any), which may include a few the upstream
+    /// produced a moment before (see ``AsyncSharedTopics``). Starts the upstream if no key
     /// had a subscriber. `nil` takes the policy given to `share(by:)`. After the upstream
     /// ended, the subscription ends at once, or throws its error at once.
     ///
@@ -126,8 +131,9 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///     first; at least 0. A key's replay lives while the key has subscribers.
     ///   - buffering: how each subscriber keeps elements it has not consumed yet, unless
     ///     ``AsyncSharedTopics/subscribe(to:buffering:)`` says otherwise: lossless
-    ///     `.bounded(64)` by default, which makes the one upstream, and so every key, wait
-    ///     for a subscriber 64 behind (a server's clients take `.evicting(n)` instead).
+    ///     `.bounded(64)` by default, which makes the router, and so every key, wait for a
+    ///     subscriber 64 behind, and the upstream once the router's own buffer is full (a
+    ///     server's clients take `.evicting(n)` instead).
     ///   - keepAlive: how long, on `clock`, the upstream outlives the last subscriber of every
     ///     key; not negative. One of 2^40 seconds or longer, such as `.seconds(Int64.max)`,
     ///     keeps it running for good.

@@ -218,9 +218,12 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
         do throws(Failure) {
             while let element = try await iterator.next(isolation: nil) {
                 // Stopped: the elements it had taken are dropped (no key was live when it
-                // was stopped), not routed beside the next pump's.
-                if Task.isCancelled { return }
+                // was stopped), not routed beside the next pump's. Checked after the key
+                // function and the lookup, which may take long: a key freed and joined
+                // again meanwhile must not get an element taken before. (A stop between the
+                // lookup and this check still routes that one element: noted, not closed.)
                 guard let subject = topics.subject(of: key(element)) else { continue }
+                if Task.isCancelled { return }
                 await subject.sendWhenReady(element)
             }
             // `nil`: the upstream finished, or this task was cancelled (a later pump, if a
