@@ -32,6 +32,27 @@ extension HeavyAndTimingSensitive {
 
         /// After a race: an element of `key` produced now reaches the joiner, alone. Then it
         /// leaves, and the key is freed, for the next round.
+        /// One round: `leaving` is released while a subscriber joins `key`, both let go by one
+        /// latch; then the joiner must be reached (`expectJoinerReached`).
+        func race(
+            _ leaving: Held, againstAJoinOf key: Int, topics: AsyncSharedTopics<Int, Int, Never>,
+            feed: AsyncStream<Int>.Continuation, round: Int
+        ) async throws {
+            let start = Latch()
+            let leaver = Task.detached {
+                await start.wait()
+                leaving.release()
+            }
+            let joiner = Task.detached { () -> SharedSubscription<Int, Never> in
+                await start.wait()
+                return topics.subscribe(to: key)
+            }
+            start.release()
+            await leaver.value
+            let joined = await joiner.value
+            try await self.expectJoinerReached(joined, topics: topics, feed: feed, key: key, round: round)
+        }
+
         func expectJoinerReached(
             _ joined: SharedSubscription<Int, Never>, topics: AsyncSharedTopics<Int, Int, Never>,
             feed: AsyncStream<Int>.Continuation, key: Int, round: Int
@@ -79,19 +100,7 @@ extension HeavyAndTimingSensitive {
                 for round in 0..<Self.rounds {
                     let key = round % 8
                     let leaving = Held(topics.subscribe(to: key))
-                    let start = Latch()
-                    let leaver = Task.detached {
-                        await start.wait()
-                        leaving.release()
-                    }
-                    let joiner = Task.detached { () -> SharedSubscription<Int, Never> in
-                        await start.wait()
-                        return topics.subscribe(to: key)
-                    }
-                    start.release()
-                    await leaver.value
-                    let joined = await joiner.value
-                    try await self.expectJoinerReached(joined, topics: topics, feed: feed, key: key, round: round)
+                    try await self.race(leaving, againstAJoinOf: key, topics: topics, feed: feed, round: round)
                     progress.tick()
                     if round % 64 == 0 { await Task.yield() }
                 }
@@ -108,19 +117,7 @@ extension HeavyAndTimingSensitive {
                 for round in 0..<Self.rounds {
                     let leaving = Held(topics.subscribe(to: 8 + round % 8))
                     let key = round % 8
-                    let start = Latch()
-                    let leaver = Task.detached {
-                        await start.wait()
-                        leaving.release()
-                    }
-                    let joiner = Task.detached { () -> SharedSubscription<Int, Never> in
-                        await start.wait()
-                        return topics.subscribe(to: key)
-                    }
-                    start.release()
-                    await leaver.value
-                    let joined = await joiner.value
-                    try await self.expectJoinerReached(joined, topics: topics, feed: feed, key: key, round: round)
+                    try await self.race(leaving, againstAJoinOf: key, topics: topics, feed: feed, round: round)
                     progress.tick()
                     if round % 64 == 0 { await Task.yield() }
                 }
