@@ -154,13 +154,8 @@ public enum TopicCells {
                     group.addTask {
                         var iterator = shared.makeAsyncIterator()
                         await barrier.arriveAndWait()
-                        var tally = SubscriberTally()
-                        while let element = await iterator.next() {
-                            guard element.key == key else { continue }
-                            self.check(element, &tally)
-                        }
-                        self.checkEnd(&tally, expected: draw.perKeyCounts[key])
-                        return tally
+                        return await self.tally(
+                            &iterator, key: key, expected: draw.perKeyCounts[key], othersAre: .skipped)
                     }
                 }
             }
@@ -238,21 +233,35 @@ public enum TopicCells {
         await withTaskGroup(of: SubscriberTally.self) { group in
             for (key, subscription) in subscriptions {
                 group.addTask {
-                    var tally = SubscriberTally()
-                    for await element in subscription {
-                        if element.key != key, tally.failure == nil {
-                            tally.failure = "key \(key) received an element of key \(element.key)"
-                        }
-                        self.check(element, &tally)
-                    }
-                    self.checkEnd(&tally, expected: draw.perKeyCounts[key])
-                    return tally
+                    var iterator = subscription.makeAsyncIterator()
+                    return await self.tally(&iterator, key: key, expected: draw.perKeyCounts[key], othersAre: .failures)
                 }
             }
             var total = FanOutTally()
             for await tally in group { total.add(tally) }
             return total
         }
+    }
+
+    /// What a subscriber does with an element of another key: the filtered way skips it, the
+    /// keyed ways must never see one.
+    enum OtherKeys { case skipped, failures }
+
+    /// Reads `iterator` to its end as the subscriber of `key`: its key's elements must be
+    /// numbered 0, 1, 2, … up to `expected`.
+    static func tally<I: AsyncIteratorProtocol>(
+        _ iterator: inout I, key: Int, expected: Int, othersAre others: OtherKeys
+    ) async -> SubscriberTally where I.Element == KeyedElement, I.Failure == Never {
+        var tally = SubscriberTally()
+        while let element = await iterator.next(isolation: nil) {
+            if element.key != key {
+                if others == .skipped { continue }
+                if tally.failure == nil { tally.failure = "key \(key) received an element of key \(element.key)" }
+            }
+            self.check(element, &tally)
+        }
+        self.checkEnd(&tally, expected: expected)
+        return tally
     }
 
     static func check(_ element: KeyedElement, _ tally: inout SubscriberTally) {
