@@ -32,19 +32,7 @@ struct SharedTopicsRoutingTests {
         let mine = topics.subscribe(to: "a")
         let theirs = topics.subscribe(to: "b")
         let wakeUps = Tally()
-        let waiting = Signal<Void>()
-        // The reader of "b" waits in next(): every element it is resumed with is a wake-up.
-        let reader = Task { () -> [Int] in
-            var received: [Int] = []
-            var iterator = theirs.makeAsyncIterator()
-            waiting.send(())
-            while let item = await iterator.next() {
-                wakeUps.add()
-                received.append(item.n)
-            }
-            return received
-        }
-        _ = await waiting.next("the reader of b started")
+        let reader = await startCountingWakeUps(of: theirs, in: wakeUps) { $0.n }
         for n in 1...1_000 { feed.yield(Item(key: "a", n: n)) }
         // Routing is in upstream order: once "a" holds all 1,000, every one was routed.
         try await waitUntil("a's elements routed") { mine.backlog?.count == 1_000 }

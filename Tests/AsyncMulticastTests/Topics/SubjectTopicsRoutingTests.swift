@@ -15,19 +15,7 @@ struct SubjectTopicsRoutingTests {
         let mine = topics.subscribe(to: "a")
         let theirs = topics.subscribe(to: "b")
         let wakeUps = Tally()
-        let waiting = Signal<Void>()
-        // The reader of "b" waits in next(): every element it is resumed with is a wake-up.
-        let reader = Task { () -> [Int] in
-            var received: [Int] = []
-            var iterator = theirs.makeAsyncIterator()
-            waiting.send(())
-            while let n = await iterator.next() {
-                wakeUps.add()
-                received.append(n)
-            }
-            return received
-        }
-        _ = await waiting.next("the reader of b started")
+        let reader = await startCountingWakeUps(of: theirs, in: wakeUps) { $0 }
         for n in 1...1_000 { topics.send(n, to: "a") }
         #expect(theirs.backlog?.highWaterMark == 0, "nothing was ever buffered for b")
         #expect(wakeUps.count == 0)
@@ -141,4 +129,26 @@ struct SubjectTopicsRoutingTests {
         try await withTimeout("waiter resumed") { try await waiting.value }
         _ = held
     }
+}
+
+/// Starts the reader of another key, waiting in `next()`: every element it is resumed with
+/// is a wake-up, counted in `wakeUps`. Returns once it is reading; its task returns what it
+/// received (`value` of each element).
+func startCountingWakeUps<Element: Sendable>(
+    of subscription: SharedSubscription<Element, Never>, in wakeUps: Tally,
+    _ value: @escaping @Sendable (Element) -> Int
+) async -> Task<[Int], Never> {
+    let waiting = Signal<Void>()
+    let reader = Task { () -> [Int] in
+        var received: [Int] = []
+        var iterator = subscription.makeAsyncIterator()
+        waiting.send(())
+        while let element = await iterator.next() {
+            wakeUps.add()
+            received.append(value(element))
+        }
+        return received
+    }
+    _ = await waiting.next("the reader of b started")
+    return reader
 }
