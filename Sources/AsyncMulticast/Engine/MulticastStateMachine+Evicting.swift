@@ -169,8 +169,18 @@ extension MulticastStateMachine.Lane {
             }
             while self.softDeadlines.endIndex < pastSoft { self.softDeadlines.append(deadline) }
         }
+        return self.evictSoftDue(soft, tail: tail, by: now)
+    }
+
+    /// `.evict` with a soft limit: evicts the cells whose written deadline has come by `now`,
+    /// writing none. The timer's part (`softDeadlinesDue(by:)`); a reading's part after
+    /// `stampSoftDeadlines` wrote its deadlines. Returns the members evicted.
+    @inlinable
+    mutating func evictSoftDue(_ soft: SharedBufferingPolicy.SoftLimit, tail: Int, by now: Duration) -> Int {
+        let pastSoft = tail - soft.count
         let evicted = self.evicted
         while !self.counts.isEmpty, self.minCursor < pastSoft,
+            self.softDeadlines.startIndex <= self.minCursor, self.minCursor < self.softDeadlines.endIndex,
             Self.isReached(self.softDeadlines[self.minCursor], at: now)
         {
             self.evictOldestCell(for: .softLimit, heldAt: tail)
@@ -277,6 +287,29 @@ extension MulticastStateMachine {
         self.lastSubscriberWent(at: reading, into: &effects)
         self.followUp.remove(.reading)  // the leave above was what an eviction asked it for
         if let deadline = self.nextSoftDeadline { self.timerNeeded(by: deadline, into: &effects) }
+    }
+
+    /// The timer's soft limits, at `now` (an instant it vouches for): the members whose
+    /// written deadline has come are evicted; no deadline is written. Its reading was taken
+    /// before the lock, so it may be older than a member that went past its soft limit since
+    /// (a `ManualClock` advanced meanwhile): writing that member's deadline at it would make
+    /// the deadline early by the difference. A reading that is awaited (`FollowUp.reading`)
+    /// is left to whoever asked for it: the storage reads the clock after every critical
+    /// section that leaves one awaited, this one included (an evicted last subscriber).
+    @inlinable
+    mutating func softDeadlinesDue(by now: Duration) {
+        guard self.terminal == nil, self.hasSoftLimits else { return }
+        var evicted = 0
+        for laneIndex in self.lanes.indices where self.lanes[laneIndex].members > 0 {
+            guard case .evict = self.lanes[laneIndex].overflow, let soft = self.lanes[laneIndex].softLimit else {
+                continue
+            }
+            evicted += self.lanes[laneIndex].evictSoftDue(soft, tail: self.tail, by: now)
+        }
+        if evicted > 0 {
+            self.evictionsHappened()
+            self.trimElements()
+        }
     }
 
     /// When the next soft eviction is due, over every lane (`Lane.nextSoftDeadline`).

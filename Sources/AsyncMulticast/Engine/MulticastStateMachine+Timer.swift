@@ -198,8 +198,9 @@ extension MulticastStateMachine {
     /// the sleep was capped). A window whose deadline has come closes: a lingering upstream
     /// stops (which may open the replay cache's expiry window, timed by the same task from
     /// `reading`), or the pending replay cache expires. A soft deadline that has come evicts
-    /// its members (`timeSoftLimits`), as does a reading the machine waits for. A failed sleep
-    /// makes everything the task times due at once.
+    /// its members (`softDeadlinesDue(by:)`); the task writes no deadline and answers no
+    /// awaited reading, since its reading may be older than what asked for one. A failed
+    /// sleep makes everything the task times due at once.
     @inlinable
     mutating func timerWoke(
         generation: UInt64, at reading: Duration, sleptUntil: Duration?, sleepFailed: Bool
@@ -208,7 +209,7 @@ extension MulticastStateMachine {
         let now = sleptUntil.map { Swift.max(reading, $0) } ?? reading
         let windowCloses = self.timer.timesWindow && (self.timer.deadline <= now || sleepFailed)
         let softDue = self.nextSoftDeadline.map { $0 <= now || sleepFailed } ?? false
-        if !windowCloses, !softDue, !self.followUp.contains(.reading) {
+        if !windowCloses, !softDue {
             guard let target = self.timerTarget else {
                 self.timer.isRunning = false
                 self.timer.wakeUp = nil
@@ -230,9 +231,8 @@ extension MulticastStateMachine {
                 self.replayCacheReset()
             }
         }
-        // The soft limits at this reading; a failed sleep: every written deadline is due.
-        self.timeSoftLimits(
-            at: reading, evictingBy: sleepFailed ? Duration(attoseconds: .max - 1) : now, into: &effects)
+        // The written soft deadlines due by now; a failed sleep: every one is due.
+        self.softDeadlinesDue(by: sleepFailed ? Duration(attoseconds: .max - 1) : now)
         assert(effects.timerTask == .none, "the timer's own step asked for another timer task")
         self.noticing(&effects)
         guard let target = self.timerTarget else {

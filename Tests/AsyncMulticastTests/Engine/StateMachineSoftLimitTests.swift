@@ -141,6 +141,34 @@ struct StateMachineSoftLimitTests {
         #expect(machine.invariantViolation() == nil)
     }
 
+    @Test(
+        "a timer's reading taken before a member went past the soft limit writes no deadline: the member is timed from the reading its element asked for"
+    )
+    func staleTimerReadingWritesNoDeadline() {
+        let time = TestTime()
+        var machine = pushMachine(self.soft, time: time)
+        let member = machine.subscriberJoined()
+        for n in 0..<4 { machine.push(n, clock: time.now) }  // past 3 at t = 0: deadline 5
+        #expect(machine.drain(member) == [0, 1, 2, 3], "it catches up: nothing to time")
+        let generation = machine.timer.generation
+        // The timer's sleep returns at 5 s; it reads the clock (60 s), then waits for the lock
+        // while the member falls past its soft limit again at 60 s.
+        time.set(.seconds(60))
+        for n in 4..<8 { _ = machine.push(n, epoch: Machine.pushEpoch) }
+        #expect(machine.followUp.contains(.reading), "the element that took it past asks for a reading")
+        // The timer, with a reading taken before the clock moved on to 120 s.
+        time.set(.seconds(120))
+        _ = machine.timerWoke(generation: generation, at: .seconds(60), sleptUntil: .seconds(5), sleepFailed: false)
+        #expect(machine.followUp.contains(.reading), "left to the element's own reading")
+        #expect(machine.backlog(of: member)?.count == 4)
+        _ = machine.followedUp(clock: time.now)  // that reading: 120 s
+        #expect(machine.nextSoftDeadline == .seconds(125), "timed from the reading its element asked for")
+        #expect(machine.invariantViolation() == nil)
+        time.set(.milliseconds(124_999))
+        machine.push(8, clock: time.now)
+        #expect(machine.backlog(of: member)?.count == 5, "not evicted before its deadline")
+    }
+
     @Test("reading moves the measure to a later element; one that keeps up is never timed")
     func readingMovesTheMeasure() {
         let time = TestTime()
