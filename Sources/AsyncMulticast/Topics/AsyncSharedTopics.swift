@@ -21,9 +21,10 @@
 ///   the clock; a later subscriber starts a fresh one. Two iterations never overlap.
 /// - **Each key is a shared sequence of its own.** A subscriber gets its key's elements
 ///   that the router sends after it joined (after the key's replay, if any), buffered as its
-///   policy says. The router runs behind the upstream by what its own buffer holds (up to 64
-///   elements and a batch): a subscriber may get elements of its key that the upstream
-///   produced a moment before it joined, and never one the router sent before;
+///   policy says. Between the upstream and a key, at most two elements are on their way:
+///   one in the router's buffer and one in its hand (waiting for room in its key). A
+///   subscriber may get those two if they are its key's, as a subscriber of `share()` may
+///   get the one in its upstream's hand; never one the router sent before, nor an older one;
 ///   eviction (``SharedSubscription/waitForEviction()->SubscriberEviction?``,
 ///   ``SharedEvent/evicted(_:)``) and lag reports (``SharedEvent/missed(_:)``) work as on
 ///   `share()`. A key lives while it has subscribers: an element of a key without
@@ -31,9 +32,9 @@
 /// - **The upstream's end reaches every key:** its subscribers get what is buffered for
 ///   them, then `nil` or the error; a later subscriber of any key gets it at once.
 /// - **Back-pressure is shared.** A lossless subscriber (`.bounded(n)`, the default) that
-///   falls `n` behind makes the router wait, and with it every key; the upstream runs on
-///   until the router's buffer is full too (about 64 elements more), then waits, as a slow
-///   reader of `share()` holds all the others. A server whose clients may stall gives them
+///   falls `n` behind makes the router wait, and with it every key; the upstream waits once
+///   the router's buffer is full too, `n + 2` elements after the last one the subscriber
+///   read, as a slow reader of `share()` holds all the others. A server whose clients may stall gives them
 ///   `.evicting(n)` (see <doc:ServingClients>), and a client that may skip,
 ///   `.bufferingNewest(n)`: then no client holds another key.
 ///
@@ -50,8 +51,8 @@ public struct AsyncSharedTopics<Key: Hashable & Sendable, Element: Sendable, Fai
 
     /// Joins `key` now and returns the subscriber, to be iterated later, once, from any task
     /// (see ``SharedSubscription``): it receives the elements of `key` that the router sends
-    /// from now on (after the key's replay, if any), which may include a few the upstream
-    /// produced a moment before (see ``AsyncSharedTopics``). Starts the upstream if no key
+    /// from now on (after the key's replay, if any), which may include the two on their way
+    /// from the upstream when it joined (see ``AsyncSharedTopics``). Starts the upstream if no key
     /// had a subscriber. `nil` takes the policy given to `share(by:)`. After the upstream
     /// ended, the subscription ends at once, or throws its error at once.
     ///
@@ -132,8 +133,8 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///   - buffering: how each subscriber keeps elements it has not consumed yet, unless
     ///     ``AsyncSharedTopics/subscribe(to:buffering:)`` says otherwise: lossless
     ///     `.bounded(64)` by default, which makes the router, and so every key, wait for a
-    ///     subscriber 64 behind, and the upstream once the router's own buffer is full (a
-    ///     server's clients take `.evicting(n)` instead).
+    ///     subscriber 64 behind, and the upstream 2 elements later (a server's clients take
+    ///     `.evicting(n)` instead).
     ///   - keepAlive: how long, on `clock`, the upstream outlives the last subscriber of every
     ///     key; not negative. One of 2^40 seconds or longer, such as `.seconds(Int64.max)`,
     ///     keeps it running for good.

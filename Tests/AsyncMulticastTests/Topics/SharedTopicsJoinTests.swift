@@ -1,0 +1,101 @@
+// share(by:): what a subscriber that joins a key receives, and how far a lossless subscriber
+// lets the upstream run ahead. Between the upstream and a key's subscribers, an element is on
+// its way in two places: the router's buffer (one element, the hub's `.bounded(1)`) and the
+// router's hand (waiting for room in its key). A joiner may get those two, as a joiner of
+// `share()` may get the one in its upstream's hand; never one the router sent before, nor an
+// older one. The order comes from gates: the elements the upstream produced (its iterator
+// returned them), the router parked in a key, the upstream task parked in the hub.
+
+import Testing
+
+@testable import AsyncMulticast
+
+@Suite("AsyncSharedTopics: what a joining subscriber receives", .timeLimit(.minutes(2)))
+struct SharedTopicsJoinTests {
+    /// Topics of a fed stream by parity, recording what the upstream produced.
+    struct Fed {
+        let feed: AsyncStream<Int>.Continuation
+        let pulled = LockedLog<Int>()
+        let topics: AsyncSharedTopics<Int, Int, Never>
+
+        init() {
+            let (stream, feed) = AsyncStream.makeStream(of: Int.self)
+            self.feed = feed
+            self.topics = PullRecordingSource(stream: stream, pulled: self.pulled).share(by: { $0 % 2 })
+        }
+
+        /// Yields `elements` then `more`, and waits until the upstream produced `elements`
+        /// and both the router (in `key`'s subject) and the upstream task (in the hub) wait
+        /// for room: `more` stays in the stream, not produced.
+        func fillThePipeline(_ elements: [Int], then more: [Int], routerHeldBy key: Int) async throws {
+            for n in elements + more { self.feed.yield(n) }
+            try await waitUntil("the upstream to produce \(elements)") { self.pulled.values == elements }
+            try await waitUntil("the router waiting for room in key \(key)") {
+                self.topics.topics.subject(of: key)?.producersWaitingForRoom == 1
+            }
+            let hub = try #require(self.topics.topics.session?.hub)
+            try await waitUntil("the upstream task waiting for room in the hub") { hub.producersWaitingForRoom == 1 }
+            #expect(self.pulled.values == elements, "nothing more produced while everything waits for room")
+        }
+    }
+
+    @Test(
+        "a joiner of the key the router is held in gets the two elements on their way (the router's and its buffer's), not the one routed before"
+    )
+    func joinerGetsTheTwoElementsOnTheirWay() async throws {
+        let fed = Fed()
+        let slow = fed.topics.subscribe(to: 1, buffering: .bounded(1))  // not read yet
+        // 1 fills `slow`; 3 is in the router's hand, waiting for room; 5 in the router's buffer;
+        // 7 and 9 wait in the stream.
+        try await fed.fillThePipeline([1, 3, 5], then: [7, 9], routerHeldBy: 1)
+        let late = fed.topics.subscribe(to: 1)
+        let received = LockedLog<Int>()
+        let reader = Task { for await n in late { received.append(n) } }
+        fed.feed.yield(11)
+        let slowReader = Task { for await _ in slow {} }
+        try await waitUntil("11") { received.values.contains(11) }
+        #expect(received.values == [3, 5, 7, 9, 11], "1 was routed before the join; 3 and 5 were on their way")
+        fed.feed.finish()
+        await reader.value
+        await slowReader.value
+    }
+
+    @Test("a joiner of another key than the one holding the router gets at most the element in the router's buffer")
+    func joinerOfAnotherKeyGetsTheBufferedElement() async throws {
+        let fed = Fed()
+        let slow = fed.topics.subscribe(to: 0, buffering: .bounded(1))
+        // 0 fills `slow`; 2 is in the router's hand; 1 (key 1, no subscriber yet) in its buffer.
+        try await fed.fillThePipeline([0, 2, 1], then: [], routerHeldBy: 0)
+        let odd = fed.topics.subscribe(to: 1)
+        let received = LockedLog<Int>()
+        let reader = Task { for await n in odd { received.append(n) } }
+        fed.feed.yield(3)
+        let slowReader = Task { for await _ in slow {} }
+        try await waitUntil("3") { received.values.contains(3) }
+        #expect(received.values == [1, 3], "1 was on its way when odd joined")
+        fed.feed.finish()
+        await reader.value
+        await slowReader.value
+    }
+
+    @Test(
+        "a .bounded(n) subscriber that stops reading holds the upstream at n + 2 elements: its own, the router's, the router's buffer's",
+        arguments: [1, 4])
+    func boundedSubscriberHoldsTheUpstream(limit: Int) async throws {
+        let fed = Fed()
+        let stalled = fed.topics.subscribe(to: 0, buffering: .bounded(limit))
+        for n in 0..<50 { fed.feed.yield(2 * n) }
+        let held = Array(stride(from: 0, to: 2 * (limit + 2), by: 2))
+        try await waitUntil("the upstream to produce \(held)") { fed.pulled.values == held }
+        try await waitUntil("the router waiting for room") {
+            fed.topics.topics.subject(of: 0)?.producersWaitingForRoom == 1
+        }
+        let hub = try #require(fed.topics.topics.session?.hub)
+        try await waitUntil("the upstream task waiting for room in the hub") { hub.producersWaitingForRoom == 1 }
+        #expect(fed.pulled.values == held, "nothing more produced while everything waits for room")
+        fed.feed.finish()
+        var received: [Int] = []
+        for await n in stalled { received.append(n) }
+        #expect(received == Array(stride(from: 0, to: 100, by: 2)), "then every element, in order")
+    }
+}
