@@ -354,9 +354,10 @@ struct ScheduleExplorationTests {
     @Test("a connect() from a background task raises the upstream to a waiting subscriber, not to one that left")
     func connectRaisesTheUpstreamToAWaitingSubscriber() async {
         await exploreSchedules("a connect() while a .high subscriber waits") { run in
-            let (gate, open) = AsyncStream.makeStream(of: Void.self)
+            // The base records the priority of the task its `next()` returns in.
+            let (gate, open) = AsyncStream.makeStream(of: Int.self)
             let seen = LockedLog<TaskPriority>()
-            let multicast = PriorityRecorder(gate: gate, seen: seen).multicast()
+            let multicast = HookedStream(gate, pulled: { _ in seen.append(Task.currentPriority) }).multicast()
             let leaves = run.choose("the .high subscriber leaves before connect()", 0...1) == 1
             let high = Task(priority: .high) { () -> Int? in
                 var iterator = multicast.makeAsyncIterator()
@@ -372,7 +373,7 @@ struct ScheduleExplorationTests {
                 _ = multicast.connect()
             }.value
             // connect() raised the new task before it returned: what the base sees from now on.
-            open.yield(())
+            open.yield(1)
             await run.until("the base was asked for an element") { seen.count == 1 }
             open.finish()
             let received = await high.value
@@ -516,29 +517,5 @@ private final class PermitSource: AsyncSequence, Sendable {
             }
             if let now { continuation.resume(returning: now) } else { self.pulled.send(()) }
         }
-    }
-}
-
-/// A base whose `next()` waits for a go-ahead, then records the priority of the task it runs
-/// in and returns 1; it ends when the go-aheads do.
-private struct PriorityRecorder: AsyncSequence, Sendable {
-    typealias Element = Int
-    typealias Failure = Never
-    let gate: AsyncStream<Void>
-    let seen: LockedLog<TaskPriority>
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        var gate: AsyncStream<Void>.Iterator
-        let seen: LockedLog<TaskPriority>
-
-        mutating func next() async -> Int? {
-            guard await self.gate.next() != nil else { return nil }
-            self.seen.append(Task.currentPriority)
-            return 1
-        }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(gate: self.gate.makeAsyncIterator(), seen: self.seen)
     }
 }

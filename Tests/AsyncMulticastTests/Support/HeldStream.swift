@@ -28,57 +28,62 @@ final class HeldStream: Sendable {
     /// returns (unlike `Instrumented`, which records the pull's end inside the same call, so
     /// that a cancellation arriving then reaches the wrapper but not the stream).
     let counter = Lock(0)
-    var counted: Counted { Counted(base: self.stream, counter: self.counter) }
+    var counted: HookedStream {
+        HookedStream(self.stream, willPull: { [counter] in counter.withLock { $0 += 1 } })
+    }
     var countedPulls: Int { self.counter.withLock { $0 } }
 
     /// The stream itself, its iterators counted (`iteratorCount`) and each `next()` it enters
     /// sent on `entered`.
-    var idle: Idle { Idle(held: self) }
-    let entered = Signal<Void>()
-    fileprivate let iterators = Lock(0)
-    var iteratorCount: Int { self.iterators.withLock { $0 } }
-
-    struct Idle: AsyncSequence, Sendable {
-        typealias Element = Int
-        typealias Failure = Never
-        let held: HeldStream
-
-        struct AsyncIterator: AsyncIteratorProtocol {
-            var base: AsyncStream<Int>.Iterator
-            let entered: Signal<Void>
-
-            mutating func next() async -> Int? {
-                self.entered.send(())
-                return await self.base.next()
-            }
-        }
-
-        func makeAsyncIterator() -> AsyncIterator {
-            self.held.iterators.withLock { $0 += 1 }
-            return AsyncIterator(base: self.held.stream.makeAsyncIterator(), entered: self.held.entered)
-        }
+    var idle: HookedStream {
+        HookedStream(
+            self.stream, willPull: { [entered] in entered.send(()) },
+            madeIterator: { [iterators] in iterators.withLock { $0 += 1 } })
     }
+    let entered = Signal<Void>()
+    private let iterators = Lock(0)
+    var iteratorCount: Int { self.iterators.withLock { $0 } }
 }
 
-struct Counted: AsyncSequence, Sendable {
+/// An `AsyncStream<Int>` read through hooks: `willPull` as each `next()` begins, `pulled`
+/// with each element a `next()` returned (the moment the upstream produced it, for a shared
+/// sequence that pulls it), `madeIterator` as each iteration begins.
+struct HookedStream: AsyncSequence, Sendable {
     typealias Element = Int
     typealias Failure = Never
     let base: AsyncStream<Int>
-    let counter: Lock<Int>
+    let willPull: @Sendable () -> Void
+    let pulled: @Sendable (Int) -> Void
+    let madeIterator: @Sendable () -> Void
+
+    init(
+        _ base: AsyncStream<Int>, willPull: @escaping @Sendable () -> Void = {},
+        pulled: @escaping @Sendable (Int) -> Void = { _ in }, madeIterator: @escaping @Sendable () -> Void = {}
+    ) {
+        self.base = base
+        self.willPull = willPull
+        self.pulled = pulled
+        self.madeIterator = madeIterator
+    }
 
     struct AsyncIterator: AsyncIteratorProtocol {
         typealias Element = Int
         typealias Failure = Never
         var base: AsyncStream<Int>.Iterator
-        let counter: Lock<Int>
+        let willPull: @Sendable () -> Void
+        let pulled: @Sendable (Int) -> Void
+
         mutating func next(isolation actor: isolated (any Actor)?) async -> Int? {
-            self.counter.withLock { $0 += 1 }
-            return await self.base.next(isolation: actor)
+            self.willPull()
+            let element = await self.base.next(isolation: actor)
+            if let element { self.pulled(element) }
+            return element
         }
         mutating func next() async -> Int? { await self.next(isolation: nil) }
     }
 
     func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: self.base.makeAsyncIterator(), counter: self.counter)
+        self.madeIterator()
+        return AsyncIterator(base: self.base.makeAsyncIterator(), willPull: self.willPull, pulled: self.pulled)
     }
 }

@@ -450,29 +450,6 @@ struct Instrumented<Base: AsyncSequence & Sendable>: AsyncSequence, Sendable whe
     }
 }
 
-/// An upstream fed by an `AsyncStream` that records each element its iterator returned
-/// (`pulled`): the moment the upstream produced it, for a shared sequence that pulls it.
-struct PullRecordingSource: AsyncSequence, Sendable {
-    typealias Element = Int
-    typealias Failure = Never
-    let stream: AsyncStream<Int>
-    let pulled: LockedLog<Int>
-
-    struct AsyncIterator: AsyncIteratorProtocol {
-        var base: AsyncStream<Int>.Iterator
-        let pulled: LockedLog<Int>
-        mutating func next() async -> Int? {
-            let element = await self.base.next()
-            if let element { self.pulled.append(element) }
-            return element
-        }
-    }
-
-    func makeAsyncIterator() -> AsyncIterator {
-        AsyncIterator(base: self.stream.makeAsyncIterator(), pulled: self.pulled)
-    }
-}
-
 // MARK: - How an AsyncStream upstream ended
 
 /// How an `AsyncStream` ended, as its `onTermination` reports it.

@@ -21,7 +21,7 @@ struct SharedTopicsJoinTests {
         init() {
             let (stream, feed) = AsyncStream.makeStream(of: Int.self)
             self.feed = feed
-            self.topics = PullRecordingSource(stream: stream, pulled: self.pulled).share(by: { $0 % 2 })
+            self.topics = HookedStream(stream, pulled: { [pulled] in pulled.append($0) }).share(by: { $0 % 2 })
         }
 
         /// Yields `elements` then `more`, and waits until the upstream produced `elements`
@@ -37,6 +37,23 @@ struct SharedTopicsJoinTests {
             try await waitUntil("the upstream task waiting for room in the hub") { hub.producersWaitingForRoom == 1 }
             #expect(self.pulled.values == elements, "nothing more produced while everything waits for room")
         }
+
+        /// Joins `key` while the pipeline is held, yields `next`, lets `slow` read, and returns
+        /// what the joiner received up to `next`; then ends the upstream.
+        func join(_ key: Int, thenYield next: Int, releasing slow: SharedSubscription<Int, Never>) async throws -> [Int]
+        {
+            let joiner = self.topics.subscribe(to: key)
+            let received = LockedLog<Int>()
+            let reader = Task { for await n in joiner { received.append(n) } }
+            self.feed.yield(next)  // produced after the join
+            let slowReader = Task { for await _ in slow {} }
+            try await waitUntil("\(next)") { received.values.contains(next) }
+            let values = received.values
+            self.feed.finish()
+            await reader.value
+            await slowReader.value
+            return values
+        }
     }
 
     @Test(
@@ -48,16 +65,8 @@ struct SharedTopicsJoinTests {
         // 1 fills `slow`; 3 is in the router's hand, waiting for room; 5 in the router's buffer;
         // 7 and 9 wait in the stream.
         try await fed.fillThePipeline([1, 3, 5], then: [7, 9], routerHeldBy: 1)
-        let late = fed.topics.subscribe(to: 1)
-        let received = LockedLog<Int>()
-        let reader = Task { for await n in late { received.append(n) } }
-        fed.feed.yield(11)
-        let slowReader = Task { for await _ in slow {} }
-        try await waitUntil("11") { received.values.contains(11) }
-        #expect(received.values == [3, 5, 7, 9, 11], "1 was routed before the join; 3 and 5 were on their way")
-        fed.feed.finish()
-        await reader.value
-        await slowReader.value
+        let received = try await fed.join(1, thenYield: 11, releasing: slow)
+        #expect(received == [3, 5, 7, 9, 11], "1 was routed before the join; 3 and 5 were on their way")
     }
 
     @Test("a joiner of another key than the one holding the router gets at most the element in the router's buffer")
@@ -66,16 +75,8 @@ struct SharedTopicsJoinTests {
         let slow = fed.topics.subscribe(to: 0, buffering: .bounded(1))
         // 0 fills `slow`; 2 is in the router's hand; 1 (key 1, no subscriber yet) in its buffer.
         try await fed.fillThePipeline([0, 2, 1], then: [], routerHeldBy: 0)
-        let odd = fed.topics.subscribe(to: 1)
-        let received = LockedLog<Int>()
-        let reader = Task { for await n in odd { received.append(n) } }
-        fed.feed.yield(3)
-        let slowReader = Task { for await _ in slow {} }
-        try await waitUntil("3") { received.values.contains(3) }
-        #expect(received.values == [1, 3], "1 was on its way when odd joined")
-        fed.feed.finish()
-        await reader.value
-        await slowReader.value
+        let received = try await fed.join(1, thenYield: 3, releasing: slow)
+        #expect(received == [1, 3], "1 was on its way when key 1 was joined")
     }
 
     @Test(
