@@ -251,3 +251,28 @@ func servingClientsGuideReconnectingClients() async {
 
     #expect(printed.lines == ["2 c (from the store)", "3 d", "4 e", "5 f", "6 g"])
 }
+
+// Guides/ServingClients.md: Reconnecting clients, by the elements' own ids
+@Test("Guides/ServingClients.md: Resuming by the elements' own ids", .timeLimit(.minutes(3)))
+func servingClientsGuideResumingByIDs() async {
+    let printed = PrintedLines()
+    @Sendable func print(_ items: Any...) { printed.record(items) }
+
+    struct Row: Sendable {
+        let id: Int
+        let text: String
+    }
+    let rows = AsyncReplaySubject<Row, Never>(replay: 2)  // 20 and 35 kept
+    for (id, text) in [(10, "a"), (20, "b"), (35, "c")] { rows.send(Row(id: id, text: text)) }
+    let client = rows.subscribe(after: 10, id: \.id)  // Last-Event-ID: 10
+    rows.finish()
+    for await event in client {
+        switch event {
+        case .gap(let after, let before): print("ask the table for ids \(after + 1)..<\(before)")
+        case .element(let row, let id): print(id, row.text)
+        case .evicted: print("evicted: reconnect")
+        }
+    }
+
+    #expect(printed.lines == ["ask the table for ids 11..<20", "20 b", "35 c"])
+}
