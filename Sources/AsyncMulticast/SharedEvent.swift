@@ -148,27 +148,42 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
         if let element = self.batch.popFirst() {
             return .element(element)
         }
+        // The batch is used up: refilled synchronously when something is ready, else wait,
+        // out of line (as `SharedIterator.next` does), so that `next` stays small enough to be
+        // inlined into the caller's loop: no async call per element.
         var report = ReadReport()
         report.reportsGaps = true
-        let storage = self.subscription.storage
-        let element: Element?
         switch self.batch.refill(
-            from: storage, subscriber: self.subscription.id, report: &report,
+            from: self.subscription.storage, subscriber: self.subscription.id, report: &report,
             mayWaitForOffers: actor == nil)
         {
         case .element(let ready):
-            element = ready
+            return .element(ready)
         case .gap:
             return .missed(report.missed)
         case .ended(let result):
-            element = try result.get()
+            return self.event(ending: try result.get(), report)
         case .nothingReady:
-            element = try await storage.wait(
-                self.subscription.id, report: &report,
-                isolation: actor)
-            // A gap found when it was about to suspend: reported alone, the subscriber stays.
-            if report.missed > 0 { return .missed(report.missed) }
+            return try await self.waitForEvent(isolation: actor)
         }
+    }
+
+    /// `next()` once the refill found nothing ready: waits for an element, a gap or the end.
+    @inlinable
+    mutating func waitForEvent(isolation actor: isolated (any Actor)?) async throws(Failure) -> SharedEvent<Element>? {
+        var report = ReadReport()
+        report.reportsGaps = true
+        let element = try await self.subscription.storage.wait(
+            self.subscription.id, report: &report,
+            isolation: actor)
+        // A gap found when it was about to suspend: reported alone, the subscriber stays.
+        if report.missed > 0 { return .missed(report.missed) }
+        return self.event(ending: element, report)
+    }
+
+    /// The event of a read that returned `element`: `nil` is the end, or the eviction.
+    @inlinable
+    mutating func event(ending element: Element?, _ report: ReadReport) -> SharedEvent<Element>? {
         guard let element else {
             guard let eviction = report.eviction else { return nil }
             self.subscription.recordEviction(eviction)
