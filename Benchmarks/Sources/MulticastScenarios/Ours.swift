@@ -74,6 +74,31 @@ enum Ours {
 
     /// `defaultPolicy`: `AsyncPassthroughSubject()` as an app writes it (the cost cell);
     /// otherwise `.unbounded` named explicitly (the subject scenario). Both are `.unbounded` today.
+    /// The subject cell read through `subscribe(after: nil)`: positions on.
+    static func positionedSubject(subscribers: Int, elements: Int) async -> FanOutTally {
+        await HeapJitter.around {
+            let subject = AsyncPassthroughSubject<Int, Never>()
+            return await subjectFanOut(
+                PositionedValues(subject: subject), subscribers: subscribers, elements: elements,
+                send: { subject.send($0) }, finish: { subject.finish() })
+        }
+    }
+
+    /// `count` resumptions, one after another, into a full history of `history` elements:
+    /// each reads the element after its position and leaves. The failures (none: it went right).
+    static func resumptions(_ count: Int, history: Int) async -> [String] {
+        let subject = AsyncReplaySubject<Int, Never>(replay: history)
+        for n in 0..<history { subject.send(n) }
+        for index in 0..<count {
+            let after = history / 2 + index % (history / 2 - 1)
+            var events = subject.subscribe(after: after).makeAsyncIterator()
+            guard case .element(after + 1, position: after + 1)? = await events.next(isolation: nil) else {
+                return ["the resumption after \(after) did not start at \(after + 1)"]
+            }
+        }
+        return []
+    }
+
     static func subject(subscribers: Int, elements: Int, defaultPolicy: Bool = false) async -> FanOutTally {
         await HeapJitter.around {
             let subject =
@@ -87,5 +112,29 @@ enum Ours {
                 finish: { subject.finish() }
             )
         }
+    }
+}
+
+/// A subject's elements read through `subscribe(after: nil)`, their positions checked: the
+/// elements of a subscriber with positions on.
+struct PositionedValues: AsyncSequence, Sendable {
+    typealias Element = Int
+    typealias Failure = Never
+    let subject: AsyncPassthroughSubject<Int, Never>
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var events: PositionedEventIterator<Int, Never>
+
+        mutating func next(isolation actor: isolated (any Actor)?) async -> Int? {
+            // Element n is at position n; anything else ends the iteration short, which the
+            // tally reports.
+            guard case .element(let value, let position)? = await self.events.next(isolation: actor), value == position
+            else { return nil }
+            return value
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(events: self.subject.subscribe(after: nil).makeAsyncIterator())
     }
 }

@@ -111,6 +111,10 @@ public enum Scenarios {
         /// COUNT short subscribers join, take 3 elements and leave, 4 at a time, while a
         /// long-lived one reads everything: the churn scenario.
         case churn
+        /// COUNT subscribers, one after another, resume into a 10,000-element history (an
+        /// `AsyncReplaySubject(replay: 10_000)`, full): each `subscribe(after:)` a position in
+        /// its second half, reads the element after it and leaves.
+        case resume
 
         /// Its line in the thresholds file.
         public var key: String { "join-leave \(self.rawValue)" }
@@ -124,6 +128,8 @@ public enum Scenarios {
             case .churn:
                 guard let result = await Scenarios.churn(.ours, joins: count) else { return ["no churn result"] }
                 return result.failures
+            case .resume:
+                return await Ours.resumptions(count, history: 10_000)
             }
         }
     }
@@ -199,6 +205,10 @@ public enum Scenarios {
         /// M sends to a `.bufferingNewest(64)` subject whose N subscribers do not read: counted
         /// per element sent, not per delivery (`countsPerElementSent`).
         case lossySend = "lossy-send"
+        /// The `subject` cell with positions on: each subscriber reads the subject through
+        /// `subscribe(after: nil)`, whose events carry each element's position (a resumable
+        /// client's delivery). Counted by `compare --instructions` only.
+        case subjectPositioned = "subject-positioned"
 
         public var description: String {
             switch self {
@@ -211,13 +221,14 @@ public enum Scenarios {
             case .lockstep: "lockstep sends (tokio's contention)"
             case .resumeFloor: "resume floor (no library)"
             case .lossySend: "lossy send, N stalled subscribers"
+            case .subjectPositioned: "AsyncPassthroughSubject, subscribe(after: nil)"
             }
         }
 
         /// Whether only `compare --instructions` runs it (not the cost scenario's CPU table).
         public var isCountedOnly: Bool {
             switch self {
-            case .shareUnbounded, .share1024, .lockstep, .resumeFloor, .lossySend: true
+            case .shareUnbounded, .share1024, .lockstep, .resumeFloor, .lossySend, .subjectPositioned: true
             case .share, .subject, .openCombine, .base: false
             }
         }
@@ -229,7 +240,7 @@ public enum Scenarios {
         /// The implementation `--impls` selects it with.
         public var implementation: Implementation {
             switch self {
-            case .share, .shareUnbounded, .subject, .share1024, .lockstep, .lossySend: .ours
+            case .share, .shareUnbounded, .subject, .share1024, .lockstep, .lossySend, .subjectPositioned: .ours
             case .openCombine: .openCombine
             case .base, .resumeFloor: .base
             }
@@ -248,6 +259,7 @@ public enum Scenarios {
         case .lockstep: await BroadcastCells.lockstep(subscribers: subscribers, rounds: elements)
         case .resumeFloor: await BroadcastCells.resumeFloor(subscribers: subscribers, rounds: elements)
         case .lossySend: await BroadcastCells.lossySend(subscribers: subscribers, elements: elements)
+        case .subjectPositioned: await Ours.positionedSubject(subscribers: subscribers, elements: elements)
         case .base:
             subscribers == 1
                 ? await fanOutBase(elements: elements, opaque: true)

@@ -74,6 +74,9 @@ import MulticastScenarios
             case (.churn, .smoke): (100, 200)
             case (.churn, .quick): (1_000, 5_000)
             case (.churn, .full): (2_000, 10_000)
+            case (.resume, .smoke): (100, 200)
+            case (.resume, .quick): (1_000, 5_000)
+            case (.resume, .full): (2_000, 10_000)
             }
         }
     }
@@ -85,10 +88,12 @@ import MulticastScenarios
         stamp(
             """
 
-            Joining and leaving: valgrind --tool=callgrind delivery-cell idle|churn COUNT, twice per pair.
+            Joining and leaving: valgrind --tool=callgrind delivery-cell idle|churn|resume COUNT, twice per pair.
             idle: COUNT subscribers of share(buffering: .bounded(64)) join and leave without reading (as in memory);
             churn: COUNT short subscribers join, take 3 elements and leave, 4 at a time, beside a long-lived
-            reader (as in churn). Ir/subscriber = (Ir(COUNT2) - Ir(COUNT1)) / (COUNT2 - COUNT1).
+            reader (as in churn); resume: COUNT subscribers, one after another, resume into a full history of
+            10,000 (subscribe(after:) a position in its second half), read one element and leave.
+            Ir/subscriber = (Ir(COUNT2) - Ir(COUNT1)) / (COUNT2 - COUNT1).
             """)
         var medians: [(key: String, median: Double?)] = []
         for cell in Scenarios.JoinLeaveCell.allCases {
