@@ -32,9 +32,9 @@
 /// - **The upstream's end reaches every key:** its subscribers get what is buffered for
 ///   them, then `nil` or the error; a later subscriber of any key gets it at once.
 /// - **Back-pressure is shared.** A lossless subscriber (`.bounded(n)`, the default) that
-///   falls `n` behind makes the router wait, and with it every key; the upstream waits once
-///   the router's buffer is full too, `n + 2` elements after the last one the subscriber
-///   read, as a slow reader of `share()` holds all the others. A server whose clients may stall gives them
+///   holds `n` unread elements makes the router wait at the next element of its key, and
+///   with it every key; the upstream produces one more element (into the router's buffer),
+///   then waits, as a slow reader of `share()` holds all the others. A server whose clients may stall gives them
 ///   `.evicting(n)` (see <doc:ServingClients>), and a client that may skip,
 ///   `.bufferingNewest(n)`: then no client holds another key.
 ///
@@ -133,7 +133,7 @@ extension AsyncSequence where Self: Sendable, Element: Sendable {
     ///   - buffering: how each subscriber keeps elements it has not consumed yet, unless
     ///     ``AsyncSharedTopics/subscribe(to:buffering:)`` says otherwise: lossless
     ///     `.bounded(64)` by default, which makes the router, and so every key, wait for a
-    ///     subscriber 64 behind, and the upstream 2 elements later (a server's clients take
+    ///     subscriber 64 behind, and the upstream one element later (a server's clients take
     ///     `.evicting(n)` instead).
     ///   - keepAlive: how long, on `clock`, the upstream outlives the last subscriber of every
     ///     key; not negative. One of 2^40 seconds or longer, such as `.seconds(Int64.max)`,

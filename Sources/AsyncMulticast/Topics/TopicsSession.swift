@@ -118,6 +118,13 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
     let pumping = Atomic<Bool>(false)
     @usableFromInline
     let state = Lock(PumpState())
+    /// The generation of the pump that may route, 0 once it was stopped: set in the critical
+    /// section that installs or stops a pump, read by the pump after it took an element.
+    /// Stopped is decided there, not when the task is cancelled (after the lock): a pump
+    /// still routing between the two would route an element the next pump, joined to the
+    /// hub meanwhile, routes again.
+    @usableFromInline
+    let routing = Atomic<UInt64>(0)
 
     /// The policy of the pump's subscription to the hub: lossless, so that a pump waiting
     /// for room in a key's `.bounded` subscriber parks the upstream behind it; one element,
@@ -161,6 +168,7 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
             self.pumping.store(false, ordering: .sequentiallyConsistent)
             let live = self.liveKeys.load(ordering: .sequentiallyConsistent)
             let stopping = state.lastKeyFreed(liveKeys: live)
+            if stopping != nil { self.routing.store(0, ordering: .sequentiallyConsistent) }
             if !state.pumpRequested() { self.pumping.store(true, ordering: .sequentiallyConsistent) }
             return stopping
         }
@@ -183,6 +191,7 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
             let live = self.liveKeys.load(ordering: .sequentiallyConsistent)
             guard case .install = state.pumpOffered(liveKeys: live) else { return }
             let (generation, previous) = state.pumpInstalling()
+            self.routing.store(generation, ordering: .sequentiallyConsistent)
             // Creating a task only enqueues it: registered in the critical section that
             // decided it, before a `lastKeyFreed` can look for it. It holds the topics while
             // it runs, as a shared sequence's upstream task holds its storage (so a
@@ -192,7 +201,9 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
                 Task.detached {
                     // Cancelled, it returns soon: it routes nothing more.
                     await previous?.value
-                    await Self.pump(offer, key: self.key, into: topics)
+                    await Self.pump(offer, key: self.key, into: topics) {
+                        self.routing.load(ordering: .sequentiallyConsistent) == generation
+                    }
                     self.pumpReturned(generation: generation)
                 })
             self.pumping.store(true, ordering: .sequentiallyConsistent)
@@ -213,11 +224,12 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
     /// The pump: reads the hub and sends each element to its key's subject, waiting for room
     /// in its `.bounded` subscribers (the hub, then the upstream, waits meanwhile). An
     /// element of a key without a subject reaches nobody. When the upstream ends, every key
-    /// ends with it; when the pump is cancelled (no key is live), it only leaves the hub.
+    /// ends with it; once it is stopped (`mayRoute` false: no key was live), it routes
+    /// nothing more and only leaves the hub, cancelled or not yet.
     @inlinable
     static func pump(
         _ subscription: SharedSubscription<Element, Failure>, key: @Sendable (Element) -> Key,
-        into topics: AsyncSubjectTopics<Key, Element, Failure>
+        into topics: AsyncSubjectTopics<Key, Element, Failure>, mayRoute: () -> Bool
     ) async {
         var iterator = subscription.makeAsyncIterator()
         do throws(Failure) {
@@ -229,12 +241,12 @@ final class TopicsSession<Key: Hashable & Sendable, Element: Sendable, Failure: 
                 // this check routes that one element, which a key joined since may get: one
                 // of the two on their way (`hubPolicy`), before the next pump routes any.
                 guard let subject = topics.subject(of: key(element)) else { continue }
-                if Task.isCancelled { return }
+                if !mayRoute() { return }
                 await subject.sendWhenReady(element)
             }
             // `nil`: the upstream finished, or this task was cancelled (a later pump, if a
             // key becomes live, finds the hub finished and ends the keys then).
-            if Task.isCancelled { return }
+            if Task.isCancelled || !mayRoute() { return }
             topics.finish()
         } catch {
             topics.fail(error)

@@ -47,3 +47,36 @@ extension HeavyAndTimingSensitive {
         }
     }
 }
+
+/// The router once its stop is decided: it routes nothing more, before its task is cancelled.
+@Suite("AsyncSharedTopics: a router whose stop is decided", .timeLimit(.minutes(2)))
+struct SharedTopicsRouterStopTests {
+    @Test(
+        "a router told it may no longer route, its task not cancelled, routes nothing more and returns: the next router alone routes what comes"
+    )
+    func stoppedRouterRoutesNothingBeforeItsCancellation() async throws {
+        let hub = AsyncPassthroughSubject<Int, Never>(buffering: .unbounded)
+        let topics = AsyncSubjectTopics<Int, Int, Never>()
+        let received = LockedLog<Int>()
+        let subscriber = topics.subscribe(to: 1)
+        let reader = Task { for await n in subscriber { received.append(n) } }
+        let mayRoute = Lock(true)
+        let router = Task {
+            await TopicsSession<Int, Int, Never>.pump(hub.subscribe(), key: { $0 % 2 }, into: topics) {
+                mayRoute.withLock { $0 }
+            }
+        }
+        try await waitUntil("the router joined the hub") { hub.subscriberCount == 1 }
+        hub.send(1)
+        try await waitUntil("1 routed") { received.values == [1] }
+        mayRoute.withLock { $0 = false }  // what a stop decides, in its critical section, before it cancels the task
+        hub.send(3)  // key 1's, taken by the router
+        await router.value  // it returned by itself: nobody cancelled it
+        #expect(!router.isCancelled)
+        topics.send(5, to: 1)  // what the next router would route
+        try await waitUntil("5") { received.values.contains(5) }
+        #expect(received.values == [1, 5], "3 was taken by a router whose stop was decided")
+        topics.finish()
+        await reader.value
+    }
+}
