@@ -119,14 +119,7 @@ struct CancellationTests {
                     })
             }
             var cancelledIterator = shared.makeAsyncIterator()
-            let cancelled = Task {
-                var received: [Int] = []
-                while let element = await cancelledIterator.next() {
-                    received.append(element)
-                    if element == 4 { readyToBeCancelled.send(()) }
-                }
-                return received
-            }
+            let cancelled = Task { await cancelledIterator.readAll(announcing: 4, to: readyToBeCancelled) }
             for i in 0..<5 { upstream.yield(i) }
             _ = await readyToBeCancelled.next("the subscriber to be cancelled to reach 4")
             cancelled.cancel()
@@ -246,9 +239,7 @@ struct CancellationTests {
 
     @Test func lastReleasedIteratorCancelsTheUpstream() async throws {
         try await withTimeout {
-            let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
-            let terminations = TerminationRecorder()
-            terminations.attach(to: upstream)
+            let (stream, upstream, terminations) = TerminationRecorder.recordedStream()
             let shared = stream.share()
             let a = SubscriberBox(shared.makeAsyncIterator())
             upstream.yield(0)
@@ -391,9 +382,7 @@ private func startTwoWaitingSubscribers() async throws -> (
     a: SubscriberBox<Int, Never>, b: SubscriberBox<Int, Never>,
     aNext: Task<Int?, Never>, bNext: Task<Int?, Never>
 ) {
-    let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
-    let terminations = TerminationRecorder()
-    terminations.attach(to: upstream)
+    let (stream, upstream, terminations) = TerminationRecorder.recordedStream()
     let shared = stream.share()
     let a = SubscriberBox(shared.makeAsyncIterator())
     let b = SubscriberBox(shared.makeAsyncIterator())

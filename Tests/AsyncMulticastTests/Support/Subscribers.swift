@@ -95,6 +95,19 @@ extension AsyncIteratorProtocol where Failure == Never {
         while let element = await self.next(isolation: actor) { elements.append(element) }
         return elements
     }
+
+    /// Reads until the end (or until its task is cancelled), and sends to `signal` once it
+    /// read `marker`: every element read.
+    mutating func readAll(
+        announcing marker: Element, to signal: Signal<Void>, isolation actor: isolated (any Actor)? = #isolation
+    ) async -> [Element] where Element: Equatable {
+        var elements: [Element] = []
+        while let element = await self.next(isolation: actor) {
+            elements.append(element)
+            if element == marker { signal.send(()) }
+        }
+        return elements
+    }
 }
 
 /// Reads until the end or the failure: every element left, and the error if it failed. The
