@@ -202,13 +202,9 @@ struct MulticastTests {
         #expect(await a.next() == 1)
         await a.leave()
         #expect(multicast.subscriberCount == 0)
-        await letOthersRun()
-        #expect(source.control.end(of: 0) == nil, "the upstream is still running")
-
-        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        source.control.yield(2)
-        #expect(await b.next() == 2, "the same iteration goes on")
-        #expect(source.control.iteratorCount == 1)
+        let b = await source.expectANewSubscriberContinuesIterationZero(
+            "the upstream is still running", receiving: 2
+        ) { multicast.makeAsyncIterator() }
         #expect(multicast.connect() == connection)
         connection.cancel()
         await b.leave()

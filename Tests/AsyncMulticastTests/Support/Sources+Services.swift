@@ -66,3 +66,21 @@ func hostingRun(of service: AsyncSharedService<Int, TestError>) -> Task<TestErro
         }
     }
 }
+
+extension FedSource {
+    /// After its subscribers left: iteration 0 of this source still runs (`why`), and a new
+    /// subscriber (`make`) receives what it yields next, `value`, from that same iteration.
+    /// The subscriber stays joined.
+    func expectANewSubscriberContinuesIterationZero(
+        _ why: Comment, receiving value: Int, sourceLocation: SourceLocation = #_sourceLocation,
+        _ make: @escaping @Sendable () -> SharedIterator<Int, Never>
+    ) async -> SubscriberTask<Int, Never> {
+        await letOthersRun()
+        #expect(self.control.end(of: 0) == nil, why, sourceLocation: sourceLocation)
+        let subscriber = await SubscriberTask.join(make, sourceLocation: sourceLocation)
+        self.control.yield(value)
+        #expect(await subscriber.next() == value, "the same iteration goes on", sourceLocation: sourceLocation)
+        #expect(self.control.iteratorCount == 1, sourceLocation: sourceLocation)
+        return subscriber
+    }
+}
