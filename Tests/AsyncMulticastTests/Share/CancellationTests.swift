@@ -147,8 +147,7 @@ struct CancellationTests {
             await source.control.waitForStart(of: 0)
             try await waitUntil("the upstream waiting inside the base's next()") { source.control.nextCalls == 1 }
             let second = SubscriberBox(shared.makeAsyncIterator())
-            let secondNext = second.startNext()
-            try await shared.waitForWaiting(2)
+            let secondNext = try await shared.startWaitingRead(of: second, waiting: 2)
 
             firstNext.cancel()
             #expect(await firstNext.value == nil)
@@ -200,8 +199,7 @@ struct CancellationTests {
             #expect(await bNext.value == 1)
             #expect(terminations.all.isEmpty)
 
-            let bAgain = b.startNext()
-            try await shared.waitForWaiting(1)
+            let bAgain = try await shared.startWaitingRead(of: b, waiting: 1)
             bAgain.cancel()
             #expect(await bAgain.value == nil)
             // The sequence value is still referenced (used below); the upstream is cancelled anyway.
@@ -387,7 +385,6 @@ private func startTwoWaitingSubscribers() async throws -> (
     let a = SubscriberBox(shared.makeAsyncIterator())
     let b = SubscriberBox(shared.makeAsyncIterator())
     let aNext = a.startNext()
-    let bNext = b.startNext()
-    try await shared.waitForWaiting(2)
+    let bNext = try await shared.startWaitingRead(of: b, waiting: 2)
     return (upstream, terminations, shared, a, b, aNext, bNext)
 }

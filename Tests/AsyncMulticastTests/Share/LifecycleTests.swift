@@ -77,8 +77,7 @@ struct LifecycleTests {
                 let aNext = a.startNext()
                 let bNext = b.startNext()
                 _ = await bNext.value  // b's buffered element
-                let bWaiting = b.startNext()
-                try await shared.waitForWaiting(2)
+                let bWaiting = try await shared.startWaitingRead(of: b, waiting: 2)
                 aNext.cancel()
                 bWaiting.cancel()
                 #expect(await aNext.value == nil)
@@ -101,8 +100,7 @@ struct LifecycleTests {
                 for i in 0..<4 {
                     let payload = Payload(i)
                     if i == 0 { refs.element = payload }
-                    let pending = reader.startNext()
-                    try await shared.waitForWaiting(1)
+                    let pending = try await shared.startWaitingRead(of: reader, waiting: 1)
                     upstream.yield(payload)
                     #expect(await pending.value?.value == i)
                 }

@@ -334,6 +334,16 @@ extension AsyncShareSequence {
         }
     }
 
+    /// Starts one `next()` of `box` in a task of its own, and waits until `count` subscribers
+    /// are suspended in `next()`, that one among them: the read, pending.
+    func startWaitingRead(
+        of box: SubscriberBox<Element, Failure>, waiting count: Int, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Task<Element?, Never> where Failure == Never {
+        let read = box.startNext()
+        try await self.waitForWaiting(count, sourceLocation: sourceLocation)
+        return read
+    }
+
     /// Creates `count` iterators first, so that every subscriber is registered before any
     /// of them reads, then runs `body` on each in its own task, all released together.
     /// Returns the results in completion order.
