@@ -25,31 +25,26 @@ struct CaughtUpOfferCountTests {
 
     // MARK: The machine's report
 
-    @Test func aReadThatTakesEverythingReportsCaughtUp() {
+    /// Merged from aReadThatTakesEverythingReportsCaughtUp and
+    /// aReadCutShortByTheBatchLimitIsNotCaughtUp: the same read, after 3 or after 8 elements.
+    @Test(
+        "a read reports catching up when its batch reached the tail, not when the batch limit cut it short",
+        arguments: [
+            (produced: 3, batch: [1, 2], caughtUp: true),
+            // `.bounded(8)`: at most 4 elements besides the one returned; three are still ahead.
+            (produced: 8, batch: [1, 2, 3, 4], caughtUp: false),
+        ])
+    func aReadReportsCaughtUpOnlyIfItTookEverything(produced: Int, expectedBatch: [Int], caughtUp: Bool) {
         var (machine, ids) = runningMachine(policy: .bounded(8), subscribers: 1)
-        for element in 0..<3 { _ = machine.produce(element, epoch: 0) }
+        for element in 0..<produced { _ = machine.produce(element, epoch: 0) }
         var batch: [Int]? = []
         var report = ReadReport()
         guard case .element(0) = machine.read(ids[0], batch: &batch, report: &report) else {
             Issue.record("expected element 0")
             return
         }
-        #expect(batch == [1, 2])
-        #expect(report.caughtUp, "the batch reached the tail")
-    }
-
-    @Test func aReadCutShortByTheBatchLimitIsNotCaughtUp() {
-        // `.bounded(8)`: at most 4 elements besides the one returned.
-        var (machine, ids) = runningMachine(policy: .bounded(8), subscribers: 1)
-        for element in 0..<8 { _ = machine.produce(element, epoch: 0) }
-        var batch: [Int]? = []
-        var report = ReadReport()
-        guard case .element(0) = machine.read(ids[0], batch: &batch, report: &report) else {
-            Issue.record("expected element 0")
-            return
-        }
-        #expect(batch == [1, 2, 3, 4])
-        #expect(!report.caughtUp, "three elements are still ahead")
+        #expect(batch == expectedBatch)
+        #expect(report.caughtUp == caughtUp, "caught up exactly when the batch reached the tail")
     }
 
     @Test func aReadThatFindsNothingIsNotCaughtUp() {

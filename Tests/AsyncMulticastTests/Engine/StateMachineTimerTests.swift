@@ -24,6 +24,19 @@ struct StateMachineTimerTests {
         return (machine, effects)
     }
 
+    /// Checks that the timer's `step` closed the window, the last one (the task returns), with
+    /// effects that cancel no upstream (`cancelUpstream == 0`).
+    static func expectTheLastWindowClosed(
+        _ step: Machine.TimerStep, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        guard case .fired(let effects, let next) = step else {
+            Issue.record("expected the window to close", sourceLocation: sourceLocation)
+            return
+        }
+        #expect(effects.cancelUpstream == 0, sourceLocation: sourceLocation)
+        #expect(next == nil, "no window after it: the task returns", sourceLocation: sourceLocation)
+    }
+
     @Test("a window opened at 10 s closes at 15 s: the task sleeps until then, then stops the upstream")
     func deadlineFromTheInstantTheWindowOpened() {
         var (machine, left) = Self.lingering(keepAlive: .seconds(5), leftAt: .seconds(10))
@@ -38,15 +51,8 @@ struct StateMachineTimerTests {
             return
         }
         #expect(until == .seconds(15))
-        guard
-            case .fired(let effects, let next) = machine.timerWoke(
-                generation: 1, at: .seconds(15), sleptUntil: .seconds(15), sleepFailed: false)
-        else {
-            Issue.record("expected the window to close")
-            return
-        }
-        #expect(effects.cancelUpstream == 0)
-        #expect(next == nil, "no window after it: the task returns")
+        Self.expectTheLastWindowClosed(
+            machine.timerWoke(generation: 1, at: .seconds(15), sleptUntil: .seconds(15), sleepFailed: false))
         #expect(!machine.timer.isRunning)
         let waiting = machine.timerTaskEnded()
         #expect(waiting == nil)
@@ -105,28 +111,16 @@ struct StateMachineTimerTests {
             #expect(until == expected, "a day past the trusted instant, whatever the clock reads (0)")
             trusted = until
         }
-        guard
-            case .fired(let effects, nil) = machine.timerWoke(
-                generation: 1, at: .zero, sleptUntil: trusted, sleepFailed: false)
-        else {
-            Issue.record("expected the window to close")
-            return
-        }
-        #expect(effects.cancelUpstream == 0)
+        Self.expectTheLastWindowClosed(
+            machine.timerWoke(generation: 1, at: .zero, sleptUntil: trusted, sleepFailed: false))
     }
 
     @Test("a failed sleep closes the window at once")
     func failedSleepClosesTheWindow() {
         var (machine, _) = Self.lingering(keepAlive: .seconds(60), leftAt: .zero)
         _ = machine.timerWoke(generation: 1, at: .zero, sleptUntil: nil, sleepFailed: false)
-        guard
-            case .fired(let effects, nil) = machine.timerWoke(
-                generation: 1, at: .seconds(1), sleptUntil: nil, sleepFailed: true)
-        else {
-            Issue.record("expected the window to close")
-            return
-        }
-        #expect(effects.cancelUpstream == 0)
+        Self.expectTheLastWindowClosed(
+            machine.timerWoke(generation: 1, at: .seconds(1), sleptUntil: nil, sleepFailed: true))
     }
 
     @Test("the keep-alive closing opens the replay cache's expiry window, timed by the same task from its reading")

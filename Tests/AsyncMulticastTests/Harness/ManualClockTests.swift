@@ -125,18 +125,11 @@ struct ManualClockTests {
         for round in 1...100 {
             let task = self.sleeper(on: clock, until: clock.now.advanced(by: .seconds(1)))
             if round.isMultiple(of: 2) { #expect(await clock.waitForSleepers(count: 1)) }
-            let start = Latch()
-            let canceller = Task {
-                await start.wait()
+            await race {
                 task.cancel()
-            }
-            let advancer = Task {
-                await start.wait()
+            } against: {
                 clock.advance(by: .seconds(1))
             }
-            start.release()
-            await canceller.value
-            await advancer.value
             switch await self.outcome(task) {
             case .some(.some): woken += 1
             case .some(.none): cancelled += 1

@@ -33,14 +33,26 @@ struct MulticastTests {
         await leaveAll(a, b)
     }
 
-    @Test("subscribers that joined before connect() but never waited see the first element too")
-    func idleSubscribersSeeFirstElement() async {
+    /// A multicast of a `FedSource` (keeping `replay`) that `count` subscribers joined,
+    /// without waiting, before `connect()`; connected, and its iteration 0 started.
+    static func joinedThenConnected(
+        _ count: Int, replay: Int = 0
+    ) async -> (
+        FedSource, AsyncMulticastSequence<Int, Never>, MulticastConnection, [SubscriberTask<Int, Never>]
+    ) {
         let source = FedSource()
-        let multicast = source.multicast()
-        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
+        let multicast = source.multicast(replay: replay)
+        var joined: [SubscriberTask<Int, Never>] = []
+        for _ in 0..<count { joined.append(await SubscriberTask.join { multicast.makeAsyncIterator() }) }
         let connection = multicast.connect()
         await source.control.waitForStart(of: 0)
+        return (source, multicast, connection, joined)
+    }
+
+    @Test("subscribers that joined before connect() but never waited see the first element too")
+    func idleSubscribersSeeFirstElement() async {
+        let (source, _, connection, joined) = await Self.joinedThenConnected(2)
+        let (a, b) = (joined[0], joined[1])
         source.control.yield(1, 2, 3)
         #expect(await a.take(3) == [1, 2, 3])
         #expect(await b.take(3) == [1, 2, 3])
@@ -68,12 +80,8 @@ struct MulticastTests {
 
     @Test("cancel(): the upstream is cancelled, current subscribers drain then get nil, a later connect() restarts")
     func cancelDrainsThenReconnectRestarts() async {
-        let source = FedSource()
-        let multicast = source.multicast()
-        let reader = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let idle = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let connection = multicast.connect()
-        await source.control.waitForStart(of: 0)
+        let (source, multicast, connection, joined) = await Self.joinedThenConnected(2)
+        let (reader, idle) = (joined[0], joined[1])
         source.control.yield(1, 2, 3)
         #expect(await reader.take(3) == [1, 2, 3])  // so 1, 2, 3 were produced
         reader.request()  // now waiting for a 4th
@@ -194,13 +202,9 @@ struct MulticastTests {
         #expect(await a.next() == 1)
         await a.leave()
         #expect(multicast.subscriberCount == 0)
-        await letOthersRun()
-        #expect(source.control.end(of: 0) == nil, "the upstream is still running")
-
-        let b = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        source.control.yield(2)
-        #expect(await b.next() == 2, "the same iteration goes on")
-        #expect(source.control.iteratorCount == 1)
+        let b = await source.expectANewSubscriberContinuesIterationZero(
+            "the upstream is still running", receiving: 2
+        ) { multicast.makeAsyncIterator() }
         #expect(multicast.connect() == connection)
         connection.cancel()
         await b.leave()
@@ -279,11 +283,8 @@ struct MulticastTests {
 
     @Test("after the upstream ended, connect() returns an inert connection")
     func connectAfterEndIsInert() async {
-        let source = FedSource()
-        let multicast = source.multicast(replay: 1)
-        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let connection = multicast.connect()
-        await source.control.waitForStart(of: 0)
+        let (source, multicast, connection, joined) = await Self.joinedThenConnected(1, replay: 1)
+        let a = joined[0]
         source.control.yield(1)
         source.control.finish()
         let drained = await a.drain()
@@ -302,11 +303,8 @@ struct MulticastTests {
 
     @Test("multicast(replay:) gives a late subscriber the latest elements")
     func multicastReplay() async {
-        let source = FedSource()
-        let multicast = source.multicast(replay: 2)
-        let a = await SubscriberTask.join { multicast.makeAsyncIterator() }
-        let connection = multicast.connect()
-        await source.control.waitForStart(of: 0)
+        let (source, multicast, connection, joined) = await Self.joinedThenConnected(1, replay: 2)
+        let a = joined[0]
         source.control.yield(1, 2, 3)
         #expect(await a.take(3) == [1, 2, 3])
         let late = await SubscriberTask.join { multicast.makeAsyncIterator() }

@@ -60,8 +60,7 @@ func runPolicyScript(_ policy: SharedBufferingPolicy, _ steps: [PolicyStep]) asy
         switch step {
         case .send:
             let value = run.sent
-            let pending = waiting.startNext()
-            try await shared.waitForWaiting(1)
+            let pending = try await shared.startWaitingRead(of: waiting, waiting: 1)
             upstream.yield(value)
             let received = await pending.value
             #expect(received == value, "a waiting subscriber loses nothing")
@@ -295,8 +294,7 @@ struct BufferingPolicyTests {
             let fast = SubscriberBox(shared.makeAsyncIterator())
             var received: [Int] = []
             for value in 0..<100 {
-                let pending = fast.startNext()
-                try await shared.waitForWaiting(1)
+                let pending = try await shared.startWaitingRead(of: fast, waiting: 1)
                 upstream.yield(value)
                 received.append(await pending.value ?? -1)
                 #expect(shared.storage.bufferedCount <= 3)

@@ -119,14 +119,7 @@ struct CancellationTests {
                     })
             }
             var cancelledIterator = shared.makeAsyncIterator()
-            let cancelled = Task {
-                var received: [Int] = []
-                while let element = await cancelledIterator.next() {
-                    received.append(element)
-                    if element == 4 { readyToBeCancelled.send(()) }
-                }
-                return received
-            }
+            let cancelled = Task { await cancelledIterator.readAll(announcing: 4, to: readyToBeCancelled) }
             for i in 0..<5 { upstream.yield(i) }
             _ = await readyToBeCancelled.next("the subscriber to be cancelled to reach 4")
             cancelled.cancel()
@@ -154,8 +147,7 @@ struct CancellationTests {
             await source.control.waitForStart(of: 0)
             try await waitUntil("the upstream waiting inside the base's next()") { source.control.nextCalls == 1 }
             let second = SubscriberBox(shared.makeAsyncIterator())
-            let secondNext = second.startNext()
-            try await shared.waitForWaiting(2)
+            let secondNext = try await shared.startWaitingRead(of: second, waiting: 2)
 
             firstNext.cancel()
             #expect(await firstNext.value == nil)
@@ -207,8 +199,7 @@ struct CancellationTests {
             #expect(await bNext.value == 1)
             #expect(terminations.all.isEmpty)
 
-            let bAgain = b.startNext()
-            try await shared.waitForWaiting(1)
+            let bAgain = try await shared.startWaitingRead(of: b, waiting: 1)
             bAgain.cancel()
             #expect(await bAgain.value == nil)
             // The sequence value is still referenced (used below); the upstream is cancelled anyway.
@@ -246,9 +237,7 @@ struct CancellationTests {
 
     @Test func lastReleasedIteratorCancelsTheUpstream() async throws {
         try await withTimeout {
-            let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
-            let terminations = TerminationRecorder()
-            terminations.attach(to: upstream)
+            let (stream, upstream, terminations) = TerminationRecorder.recordedStream()
             let shared = stream.share()
             let a = SubscriberBox(shared.makeAsyncIterator())
             upstream.yield(0)
@@ -391,14 +380,11 @@ private func startTwoWaitingSubscribers() async throws -> (
     a: SubscriberBox<Int, Never>, b: SubscriberBox<Int, Never>,
     aNext: Task<Int?, Never>, bNext: Task<Int?, Never>
 ) {
-    let (stream, upstream) = AsyncStream.makeStream(of: Int.self)
-    let terminations = TerminationRecorder()
-    terminations.attach(to: upstream)
+    let (stream, upstream, terminations) = TerminationRecorder.recordedStream()
     let shared = stream.share()
     let a = SubscriberBox(shared.makeAsyncIterator())
     let b = SubscriberBox(shared.makeAsyncIterator())
     let aNext = a.startNext()
-    let bNext = b.startNext()
-    try await shared.waitForWaiting(2)
+    let bNext = try await shared.startWaitingRead(of: b, waiting: 2)
     return (upstream, terminations, shared, a, b, aNext, bNext)
 }

@@ -19,6 +19,14 @@ private final class WeakBox: Sendable {
     init(_ token: Token) { self.token = token }
 }
 
+/// Sends a fresh `Token(value)` to `subject`, keeping no strong reference to it: the box says
+/// when the subject let it go.
+private func sendWatched(_ value: Int, to subject: AsyncReplaySubject<Token, Never>) -> WeakBox {
+    let token = Token(value)
+    subject.send(token)
+    return WeakBox(token)
+}
+
 @Suite("Eviction: an .evicting(n) subscriber's greeting", .serialized, .timeLimit(.minutes(15)))
 struct EvictionGreetingTests {
     @Test(
@@ -263,13 +271,7 @@ struct EvictionGreetingTests {
             for round in 0..<10 {
                 let subject = AsyncReplaySubject<Int, Never>(replay: 1 + round % 4, buffering: .evicting(100_000))
                 let total = 3_000
-                let sender = Task {
-                    for value in 1...total {
-                        subject.send(value)
-                        if value % 50 == 0 { await Task.yield() }
-                    }
-                    subject.finish()
-                }
+                let sender = startSending(1...total, to: subject, yieldingEvery: 50)
                 var readers: [Task<[Int], Never>] = []
                 for _ in 0..<8 {
                     await Task.yield()
@@ -371,27 +373,17 @@ struct EvictionGreetingTests {
     func greetingCopyOutlivesItsUse() async {
         // Baseline: the same with `.unbounded`, which replays from the shared buffer.
         let baseline = AsyncReplaySubject<Token, Never>(replay: 1, buffering: .unbounded)
-        var baselineBox: WeakBox?
-        do {
-            let first = Token(1)
-            baselineBox = WeakBox(first)
-            baseline.send(first)
-        }
+        let baselineBox = sendWatched(1, to: baseline)
         do {
             var reader = baseline.makeAsyncIterator()
             #expect(await reader.next()?.value == 1)
             baseline.send(Token(2))
             #expect(await reader.next()?.value == 2)
         }
-        #expect(baselineBox?.token == nil, "out of the window, read, and its reader gone")
+        #expect(baselineBox.token == nil, "out of the window, read, and its reader gone")
 
         let subject = AsyncReplaySubject<Token, Never>(replay: 1, buffering: .evicting(4))
-        var box: WeakBox?
-        do {
-            let first = Token(1)
-            box = WeakBox(first)
-            subject.send(first)
-        }
+        let box = sendWatched(1, to: subject)
         do {
             var reader = subject.makeAsyncIterator()  // greeted with 1
             #expect(await reader.next()?.value == 1)
@@ -400,7 +392,7 @@ struct EvictionGreetingTests {
         }  // the reader leaves
         #expect(subject.replayCache.map(\.value) == [2])
         #expect(subject.subscriberCount == 0)
-        #expect(box?.token == nil, "out of the window, read, and its reader gone: nothing keeps it")
+        #expect(box.token == nil, "out of the window, read, and its reader gone: nothing keeps it")
     }
 
     @Test("evicting readers joining a replay subject while it is fed: lossless up to the eviction, no seam gap")
@@ -412,13 +404,7 @@ struct EvictionGreetingTests {
             for round in 0..<10 {
                 let subject = AsyncReplaySubject<Int, Never>(replay: 5, buffering: .evicting(3))
                 let total = 2_000
-                let sender = Task {
-                    for value in 1...total {
-                        subject.send(value)
-                        if value % 16 == 0 { await Task.yield() }
-                    }
-                    subject.finish()
-                }
+                let sender = startSending(1...total, to: subject, yieldingEvery: 16)
                 var readers: [Task<[SharedEvent<Int>], Never>] = []
                 for index in 0..<8 {
                     for _ in 0..<Int(rng.next() % 30) { await Task.yield() }

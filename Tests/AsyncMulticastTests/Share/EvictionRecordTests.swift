@@ -13,6 +13,16 @@ import Testing
 
 @testable import AsyncMulticast
 
+/// A subject on a new manual clock whose members follow `.evicting(hard)` with a soft limit
+/// of 1 for 10 s: the clock, the policy (whose lane keeps the records) and the subject.
+private func softLimitedSubject(
+    hard: Int
+) -> (ManualClock, SharedBufferingPolicy, AsyncPassthroughSubject<Int, Never>) {
+    let clock = ManualClock()
+    let policy = SharedBufferingPolicy.evicting(hard, softLimit: .above(1, for: .seconds(10)))
+    return (clock, policy, AsyncPassthroughSubject<Int, Never>(buffering: policy, clock: clock))
+}
+
 @Suite("Eviction records across lanes, greetings, leaves and connections", .timeLimit(.minutes(2)))
 struct EvictionRecordTests {
     @Test("one append: a hard limit and a zero-duration soft limit of two lanes, each with its own reason")
@@ -40,9 +50,7 @@ struct EvictionRecordTests {
 
     @Test("one lane: the hard limit evicts one member, its soft deadline another; each keeps its own record")
     func hardThenSoftOnOneLane() async {
-        let clock = ManualClock()
-        let policy = SharedBufferingPolicy.evicting(3, softLimit: .above(1, for: .seconds(10)))
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: policy, clock: clock)
+        let (clock, policy, subject) = softLimitedSubject(hard: 3)
         let far = subject.subscribe()
         for n in 1...2 { subject.send(n) }  // far holds 2 > 1 from t = 0
         let near = subject.subscribe()
@@ -70,9 +78,7 @@ struct EvictionRecordTests {
 
     @Test("two soft deadlines at one tail share a record; each member keeps its distance, whoever leaves first")
     func softDeadlinesOfOneTailShareARecord() async {
-        let clock = ManualClock()
-        let policy = SharedBufferingPolicy.evicting(16, softLimit: .above(1, for: .seconds(10)))
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: policy, clock: clock)
+        let (clock, policy, subject) = softLimitedSubject(hard: 16)
         let first = subject.subscribe()
         subject.send(1)
         let second = subject.subscribe()

@@ -207,13 +207,9 @@ struct KeepAliveTests {
 
         // Far past any deadline a timer could have computed (2^40 s is the longest window).
         clock.advance(by: .seconds(1 << 41))
-        await letOthersRun()
-        #expect(source.control.end(of: 0) == nil, "subscribers leaving never stop the upstream")
-
-        let b = await SubscriberTask.join { shared.makeAsyncIterator() }
-        source.control.yield(2)
-        #expect(await b.next() == 2, "the same iteration continues")
-        #expect(source.control.iteratorCount == 1)
+        let b = await source.expectANewSubscriberContinuesIterationZero(
+            "subscribers leaving never stop the upstream", receiving: 2
+        ) { shared.makeAsyncIterator() }
         await b.leave()
         #expect(shared.storage.state.withLock { $0.timerTask } == nil)
         #expect(source.control.end(of: 0) == nil)

@@ -29,6 +29,18 @@ private final class WeakRefs: Sendable {
         set { self.refs.withLock { $0.element = newValue } }
     }
 
+    /// Shares `base` (`.bounded(64)`, as `share()`) through a probe that stands for what the
+    /// base captured, and watches the probe and the sequence's storage.
+    func share<Base: AsyncSequence & Sendable>(
+        _ base: Base, buffering policy: SharedBufferingPolicy = .bounded(64)
+    ) -> AsyncShareSequence<Base.Element, Base.Failure> where Base.Element: Sendable {
+        let probe = Probe()
+        let shared = Instrumented(base, probe: probe).share(buffering: policy)
+        self.storage = shared.storage
+        self.captured = probe
+        return shared
+    }
+
     var allReleased: Bool { self.storage == nil && self.captured == nil && self.element == nil }
     var description: String {
         "storage: \(self.storage == nil ? "freed" : "alive"), captured by the base: "
@@ -41,11 +53,8 @@ struct LifecycleTests {
     @Test func neverIteratedIsFreedAtOnce() {
         let refs = WeakRefs()
         do {
-            let probe = Probe()
-            let shared = Instrumented(Counter(), probe: probe).share()
+            let shared = refs.share(Counter())
             let iterator = shared.makeAsyncIterator()
-            refs.storage = shared.storage
-            refs.captured = probe
             _ = iterator
         }
         #expect(refs.allReleased, "\(refs.description)")
@@ -55,11 +64,8 @@ struct LifecycleTests {
         let refs = WeakRefs()
         try await withTimeout {
             do {
-                let probe = Probe()
                 let (stream, upstream) = AsyncStream.makeStream(of: Payload.self)
-                let shared = Instrumented(stream, probe: probe).share()
-                refs.storage = shared.storage
-                refs.captured = probe
+                let shared = refs.share(stream)
                 let a = SubscriberBox(shared.makeAsyncIterator())
                 let b = SubscriberBox(shared.makeAsyncIterator())
                 do {
@@ -71,8 +77,7 @@ struct LifecycleTests {
                 let aNext = a.startNext()
                 let bNext = b.startNext()
                 _ = await bNext.value  // b's buffered element
-                let bWaiting = b.startNext()
-                try await shared.waitForWaiting(2)
+                let bWaiting = try await shared.startWaitingRead(of: b, waiting: 2)
                 aNext.cancel()
                 bWaiting.cancel()
                 #expect(await aNext.value == nil)
@@ -88,18 +93,14 @@ struct LifecycleTests {
         let refs = WeakRefs()
         try await withTimeout {
             do {
-                let probe = Probe()
                 let (stream, upstream) = AsyncStream.makeStream(of: Payload.self)
-                let shared = Instrumented(stream, probe: probe).share(buffering: .bufferingOldest(2))
-                refs.storage = shared.storage
-                refs.captured = probe
+                let shared = refs.share(stream, buffering: .bufferingOldest(2))
                 let reader = SubscriberBox(shared.makeAsyncIterator())
                 var holder: SharedIterator? = shared.makeAsyncIterator()  // its buffer is frozen below
                 for i in 0..<4 {
                     let payload = Payload(i)
                     if i == 0 { refs.element = payload }
-                    let pending = reader.startNext()
-                    try await shared.waitForWaiting(1)
+                    let pending = try await shared.startWaitingRead(of: reader, waiting: 1)
                     upstream.yield(payload)
                     #expect(await pending.value?.value == i)
                 }
@@ -118,10 +119,7 @@ struct LifecycleTests {
             do {
                 let payloads = (0..<10).map(Payload.init)
                 refs.element = payloads[0]
-                let probe = Probe()
-                let shared = Instrumented(payloads.async, probe: probe).share(buffering: .bounded(3))
-                refs.storage = shared.storage
-                refs.captured = probe
+                let shared = refs.share(payloads.async, buffering: .bounded(3))
                 let counts = await shared.iterateTogether(3) { iterator in
                     var count = 0
                     while await iterator.next() != nil { count += 1 }

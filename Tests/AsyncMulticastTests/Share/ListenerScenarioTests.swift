@@ -40,21 +40,12 @@ struct ListenerScenarioTests {
 
     @Test func cancellingOneSubscriberHalfwayLeavesTheOtherAndTheProducerAlone() async throws {
         try await withTimeout {
-            let (stream, producer) = AsyncStream.makeStream(of: Int.self)
-            let terminations = TerminationRecorder()
-            terminations.attach(to: producer)
+            let (stream, producer, terminations) = TerminationRecorder.recordedStream()
             let shared = stream.share()
             let halfway = Signal<Void>()
             var cancelledIterator = shared.makeAsyncIterator()
             var stayingIterator = shared.makeAsyncIterator()
-            let cancelled = Task {
-                var received: [Int] = []
-                while let n = await cancelledIterator.next() {
-                    received.append(n)
-                    if n == 5 { halfway.send(()) }
-                }
-                return received
-            }
+            let cancelled = Task { await cancelledIterator.readAll(announcing: 5, to: halfway) }
             let staying = Task {
                 let received = await stayingIterator.readAll()
                 return received

@@ -372,11 +372,7 @@ extension MisbehavingClockTimerTests {
             #expect(log.end(of: 1) == nil, "closed before its deadline (day \(chunk) of 4)")
         }
         try await clock.waitForWakes([at(day * 4)])
-        clock.jump(to: day * 4 - .nanoseconds(1))
-        await letOthersRun()
-        #expect(log.end(of: 1) == nil)
-        clock.jump(to: day * 4)
-        #expect(try await log.waitForEnd(of: 1) == .cancelled)
+        try await log.expectEnds(1, cancelled: at(day * 4), notBefore: at(day * 4 - .nanoseconds(1)), on: clock)
         #expect(clock.longestSleep <= day)
         #expect(log.overlaps == 0)
     }
@@ -396,11 +392,7 @@ extension MisbehavingClockTimerTests {
         let t0 = Duration.seconds(10) + day
         #expect(try await visitScripted(replayed) == 1, "no stale greeting")
         try await clock.waitForWakes([at(t0 + .seconds(10))])
-        clock.jump(to: t0 + .seconds(9))
-        await letOthersRun()
-        #expect(log.end(of: 1) == nil)
-        clock.jump(to: t0 + .seconds(10))
-        #expect(try await log.waitForEnd(of: 1) == .cancelled)
+        try await log.expectEnds(1, cancelled: at(t0 + .seconds(10)), notBefore: at(t0 + .seconds(9)), on: clock)
         let stopped = t0 + .seconds(10)
         for chunk in 1...2 {
             try await clock.waitForWakes([at(stopped + day * chunk)])
@@ -458,11 +450,7 @@ extension MisbehavingClockTimerTests {
         await reader.leave()
         // The window opened now is timed as usual.
         try await clock.waitForWakes([at(.seconds(10))])
-        clock.jump(to: .seconds(9))
-        await letOthersRun()
-        #expect(log.end(of: 0) == nil)
-        clock.jump(to: .seconds(10))
-        #expect(try await log.waitForEnd(of: 0) == .cancelled)
+        try await log.expectEnds(0, cancelled: at(.seconds(10)), notBefore: at(.seconds(9)), on: clock)
     }
 
     @Test("replay/source: failing sleeps at random positions, 60 rounds each: every later window is timed exactly")

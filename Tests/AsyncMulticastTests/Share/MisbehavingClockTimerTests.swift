@@ -320,11 +320,8 @@ struct MisbehavingClockTimerTests {
         #expect(try await visit(shared) == 1)
         try await clock.waitForSleepers(1)
         #expect(clock.sleeperWakes == [at(.seconds(19))])
-        clock.jump(to: .seconds(19) - .nanoseconds(1))
-        await letOthersRun()
-        #expect(log.end(of: 1) == nil)
-        clock.jump(to: .seconds(19))
-        #expect(try await log.waitForEnd(of: 1) == .cancelled)
+        try await log.expectEnds(
+            1, cancelled: at(.seconds(19)), notBefore: at(.seconds(19) - .nanoseconds(1)), on: clock)
     }
 
     @Test("a sleep that always returns 1 s early: each window closes 1 s early, when its sleep returns")
@@ -336,11 +333,8 @@ struct MisbehavingClockTimerTests {
             try await clock.waitForSleepers(1)
             // The instant its sleep returns at: 1 s before the deadline.
             let wake = try #require(clock.sleeperWakes.first ?? nil)
-            clock.jump(to: wake.advanced(by: .nanoseconds(-1)))
-            await letOthersRun()
-            #expect(log.end(of: session) == nil)
-            clock.jump(to: wake)
-            #expect(try await log.waitForEnd(of: session) == .cancelled)
+            try await log.expectEnds(
+                session, cancelled: wake, notBefore: wake.advanced(by: .nanoseconds(-1)), on: clock)
             #expect(clock.sleepCalls == session + 1, "one sleep per window")
         }
         #expect(log.overlaps == 0)

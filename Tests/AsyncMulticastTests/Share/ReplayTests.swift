@@ -11,6 +11,18 @@ import Testing
 struct ReplayTests {
     // MARK: Lifecycle (same as share())
 
+    /// A `replay(count)` of a `FedSource`, and a subscriber whose demand started iteration 0,
+    /// which yielded `values`: it read the first, 1.
+    static func replayedAndStarted(
+        _ count: Int, yielding values: [Int], sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> (FedSource, AsyncShareSequence<Int, Never>, SubscriberTask<Int, Never>) {
+        let source = FedSource()
+        let replayed = source.replay(count)
+        let subscriber = await SubscriberTask.join { replayed.makeAsyncIterator() }
+        #expect(await subscriber.startIteration(of: source, yielding: values) == 1, sourceLocation: sourceLocation)
+        return (source, replayed, subscriber)
+    }
+
     @Test("replay starts the upstream lazily, on the first demand")
     func startsLazily() async {
         let source = FedSource()
@@ -87,10 +99,7 @@ struct ReplayTests {
 
     @Test("a new subscriber gets the latest `count` elements, oldest first, then live ones")
     func replaysLatestThenLive() async {
-        let source = FedSource()
-        let replayed = source.replay(2)
-        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
-        #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4, 5) == 1)
+        let (source, replayed, a) = await Self.replayedAndStarted(2, yielding: [1, 2, 3, 4, 5])
         #expect(await a.take(4) == [2, 3, 4, 5])  // all five were produced
 
         let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
@@ -104,10 +113,7 @@ struct ReplayTests {
 
     @Test("fewer elements produced than `count`: a new subscriber gets all of them")
     func replaysWhatThereIs() async {
-        let source = FedSource()
-        let replayed = source.replay(5)
-        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
-        #expect(await a.startIteration(of: source, yielding: 1, 2) == 1)
+        let (source, replayed, a) = await Self.replayedAndStarted(5, yielding: [1, 2])
         #expect(await a.next() == 2)
         let b = await SubscriberTask.join { replayed.makeAsyncIterator() }
         #expect(await b.take(2) == [1, 2])
@@ -428,10 +434,7 @@ struct ReplayTests {
 
     @Test("a dropping subscriber gets at most max(n, 1) replayed elements, the newest")
     func droppingSubscriberGetsNewestReplayed() async {
-        let source = FedSource()
-        let replayed = source.replay(3)
-        let a = await SubscriberTask.join { replayed.makeAsyncIterator() }
-        #expect(await a.startIteration(of: source, yielding: 1, 2, 3, 4) == 1)
+        let (_, replayed, a) = await Self.replayedAndStarted(3, yielding: [1, 2, 3, 4])
         #expect(await a.take(3) == [2, 3, 4])
         let newest = await SubscriberTask.join { replayed.buffering(.bufferingNewest(1)).makeAsyncIterator() }
         #expect(await newest.next() == 4)

@@ -8,15 +8,6 @@ import Testing
 
 @testable import AsyncMulticast
 
-/// Reads events until `count` were read, or the iteration ended.
-private func take<Failure: Error>(
-    _ count: Int, from iterator: inout IdentifiedEventIterator<Int, Int, Failure>
-) async throws(Failure) -> [PositionedEvent<Int, Int>] {
-    var events: [PositionedEvent<Int, Int>] = []
-    while events.count < count, let event = try await iterator.next() { events.append(event) }
-    return events
-}
-
 /// A subject keeping its latest `count` rows, after rows 10, 20, …, `10 * sent` were sent.
 private func rows(keeping count: Int, sent: Int) -> AsyncReplaySubject<Int, Never> {
     let subject = AsyncReplaySubject<Int, Never>(replay: count)
@@ -165,15 +156,5 @@ struct ResumptionByIDTests {
             let failure = try await withTimeout(seconds: 50) { await resumer.value }
             #expect(failure == nil, "\(failure ?? "")")
         }
-    }
-}
-
-/// Reads `count` events of `subscription` (fewer if it ends) in a task of its own.
-private func reading<Failure: Error>(
-    _ count: Int, from subscription: IdentifiedSubscription<Int, Int, Failure>
-) -> Task<[PositionedEvent<Int, Int>], Never> {
-    Task {
-        var iterator = subscription.makeAsyncIterator()
-        return (try? await take(count, from: &iterator)) ?? []
     }
 }

@@ -13,15 +13,6 @@ private func replaySubject(_ count: Int) -> AsyncReplaySubject<Int, Never> {
     AsyncReplaySubject(replay: count)
 }
 
-/// Reads events until `count` were read, or the iteration ended.
-private func take<Failure: Error>(
-    _ count: Int, from iterator: inout PositionedEventIterator<Int, Failure>
-) async throws(Failure) -> [PositionedEvent<Int, Int>] {
-    var events: [PositionedEvent<Int, Int>] = []
-    while events.count < count, let event = try await iterator.next() { events.append(event) }
-    return events
-}
-
 @Suite("Resumption: subscribe(after:) resumes from the history, or reports the gap first", .timeLimit(.minutes(2)))
 struct ResumptionTests {
     @Test("resuming within the history: the elements after the position, then the live ones, seamless")
@@ -180,17 +171,5 @@ struct ResumptionTests {
             let failure = try await withTimeout(seconds: 50) { await resumer.value }
             #expect(failure == nil, "\(failure ?? "")")
         }
-    }
-}
-
-/// Reads `count` events of `subscription` (fewer if it ends) in a task of its own.
-private func reading<Failure: Error>(
-    _ count: Int, from subscription: PositionedSubscription<Int, Failure>
-) -> Task<[PositionedEvent<Int, Int>], Never> {
-    Task {
-        var iterator = subscription.makeAsyncIterator()
-        var events: [PositionedEvent<Int, Int>] = []
-        while events.count < count, let event = try? await iterator.next() { events.append(event) }
-        return events
     }
 }

@@ -116,15 +116,19 @@ private func becomesTrue(yields: Int = 500, _ condition: () -> Bool) async -> Bo
     return condition()
 }
 
-/// A first subscriber joins, its demand starts iteration 0 of `source`, it reads 1, and leaves.
-private func firstVisitReadsOne(
-    _ service: AsyncSharedService<Int, Never>, _ source: FedSource, sourceLocation: SourceLocation = #_sourceLocation
+/// A first subscriber joins, its demand starts iteration 0 of the stubborn `source`, it reads
+/// 1, and leaves while the base is inside its second `next()`: iteration 0 is cancelled (the
+/// upstream stops), and the base ignores it until the test answers that pull.
+private func firstVisitReadsOneAndLeavesDuringAPull(
+    _ service: AsyncSharedService<Int, Never>, _ source: StubbornSource,
+    sourceLocation: SourceLocation = #_sourceLocation
 ) async {
     let first = SubscriberBox(service.makeAsyncIterator())
     let read = first.startNext()
-    await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
-    source.control.yield(1)
+    _ = await source.control.pulled.next("iteration 0's first pull")
+    source.control.answer(1)
     #expect(await read.value == 1, sourceLocation: sourceLocation)
+    _ = await source.control.pulled.next("iteration 0's second pull")
     first.release()
 }
 
@@ -238,13 +242,7 @@ struct SharedServiceRunTests {
         let service = source.sharedService(buffering: .unbounded, started: .whileSubscribed())
         let hosting = Task { await service.run() }
         // Iteration 0: one element, then the subscriber leaves while the base is in next().
-        let first = SubscriberBox(service.makeAsyncIterator())
-        let firstRead = first.startNext()
-        _ = await source.control.pulled.next("the first pull")
-        source.control.answer(1)
-        #expect(await firstRead.value == 1)
-        _ = await source.control.pulled.next("the second pull")
-        first.release()  // the upstream stops; the base ignores it, inside next()
+        await firstVisitReadsOneAndLeavesDuringAPull(service, source)
         try await waitUntil("the upstream stopped") { service.storage.upstreamState == .idle }
         // A new subscriber: its iteration must wait for the old one to end.
         let second = SubscriberBox(service.makeAsyncIterator())
@@ -283,13 +281,7 @@ struct SharedServiceRunTests {
             await service.run()
             returned.set()
         }
-        let first = SubscriberBox(service.makeAsyncIterator())
-        let firstRead = first.startNext()
-        _ = await source.control.pulled.next("iteration 0's first pull")
-        source.control.answer(1)
-        #expect(await firstRead.value == 1)
-        _ = await source.control.pulled.next("iteration 0's second pull")
-        first.release()  // iteration 0 is cancelled; its base ignores it
+        await firstVisitReadsOneAndLeavesDuringAPull(service, source)  // its base ignores the cancellation
         let second = SubscriberBox(service.makeAsyncIterator())
         let secondRead = second.startNext()  // iteration 1 waits for run() to finish iteration 0
         try await waitUntil("the new subscriber waits") { service.storage.waitingCount == 1 }
@@ -413,12 +405,7 @@ struct SharedServiceRunTests {
         let hosting = Task { await service.run() }
         try await waitUntil("run() waits") { hostIsWaiting(service) }
         #expect(source.control.iteratorCount == 0, "no demand: nothing starts")
-        let reader = SubscriberBox(service.makeAsyncIterator())
-        let read = reader.startNext()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await read.value == 1)
-        reader.release()
+        await source.oneSubscriberReadsTheFirstElement(of: service)
         try await waitUntil("left") { service.subscriberCount == 0 }
         await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "lazily keeps running without subscribers")
@@ -436,7 +423,7 @@ struct SharedServiceRunTests {
         let clock = ManualClock()
         let source = FedSource()
         let (service, hosting) = source.hostedReplayService(clock: clock)
-        await firstVisitReadsOne(service, source)
+        await source.oneSubscriberReadsTheFirstElement(of: service)
         await clock.waitForSleepers(count: 1)  // the expiry window
         return (clock, source, service, hosting)
     }
@@ -453,9 +440,7 @@ struct SharedServiceRunTests {
         // run() still hosts: a new subscriber starts iteration 1.
         let second = SubscriberBox(service.makeAsyncIterator())
         let read2 = second.startNext()
-        await source.control.waitForStart(of: 1)
-        source.control.yield(2)
-        #expect(await read2.value == 2)
+        await source.deliver(2, startingIteration: 1, to: read2)
         hosting.cancel()
         #expect(await ends(hosting))
         #expect(clock.sleeperCount == 0)
@@ -482,14 +467,7 @@ struct SharedServiceRunTests {
         let source = PushSource()
         let service = source.sharedService(
             replay: 1, buffering: .unbounded, started: .whileSubscribed(keepAlive: .seconds(5)), clock: clock)
-        let hosting = Task { () -> TestError? in
-            do throws(TestError) {
-                try await service.run()
-                return nil
-            } catch {
-                return error
-            }
-        }
+        let hosting = hostingRun(of: service)
         let waiter = SubscriberBox(service.makeAsyncIterator())
         let waiting = Task { () -> Result<[Int], TestError> in
             var got: [Int] = []
@@ -525,11 +503,7 @@ struct SharedServiceRunTests {
     func baseFinishesWhileLingering() async throws {
         let clock = ManualClock()
         let source = FedSource()
-        let service = source.sharedService(
-            buffering: .unbounded, started: .whileSubscribed(keepAlive: .seconds(60)), clock: clock)
-        let hosting = Task { await service.run() }
-        await firstVisitReadsOne(service, source)
-        await clock.waitForSleepers(count: 1)
+        let (service, hosting) = await source.hostedServiceLingering(clock: clock)
         source.control.finish(0)
         #expect(await ends(hosting))
         #expect(clock.sleeperCount == 0)
@@ -554,7 +528,7 @@ struct SharedServiceRunTests {
             await service.run()
             returned.set()
         }
-        await firstVisitReadsOne(service, source)
+        await source.oneSubscriberReadsTheFirstElement(of: service)
         return (clock, source, service, hosting, returned)
     }
 
@@ -615,9 +589,7 @@ struct SharedServiceRunTests {
         let read2 = second.startNext()
         #expect(await read2.value == 1, "the replay")
         let read3 = second.startNext()
-        await source.control.waitForStart(of: 1)
-        source.control.yield(2)
-        #expect(await read3.value == 2)
+        await source.deliver(2, startingIteration: 1, to: read3)
         second.release()
         try await waitUntil("a timer sleeps for the keep-alive") { clock.sleeperCount == 1 }
         hosting.cancel()
@@ -671,9 +643,7 @@ struct SharedServiceRunTests {
         try await withTimeout { try await waiting.value }
         let hosting = Task { await service.run() }
         let readA = a.startNext()
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await readA.value == 1)
+        await source.deliver(1, startingIteration: 0, to: readA)
         hosting.cancel()
         #expect(await ends(hosting))
         #expect(await b.next() == 1)

@@ -10,18 +10,6 @@ private enum Trace {
     @TaskLocal static var id: String?
 }
 
-/// A first subscriber joins, its demand starts iteration 0 of `source`, it reads the element
-/// 1, and leaves (its iterator is released with the task that read).
-private func firstSubscriberReadsOneAndLeaves(
-    _ service: AsyncSharedService<Int, Never>, _ source: FedSource, sourceLocation: SourceLocation = #_sourceLocation
-) async {
-    var iterator = service.makeAsyncIterator()
-    let next = Task { await iterator.next() }
-    await source.control.waitForStart(of: 0, sourceLocation: sourceLocation)
-    source.control.yield(1)
-    #expect(await next.value == 1, sourceLocation: sourceLocation)
-}
-
 @Suite("sharedService: structured sharing", .timeLimit(.minutes(3)))
 struct SharedServiceTests {
     @Test("whileSubscribed: starts with the first subscriber, stops when the last leaves, restarts, inside run()")
@@ -35,17 +23,13 @@ struct SharedServiceTests {
             return await iterator.next()
         }
         first = nil
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await reading.value == 1)
+        await source.deliver(1, startingIteration: 0, to: reading)
         // The reading task's iterator was its last reference: the subscriber left.
         let end = await source.control.waitForEnd()
         #expect(end?.iteration == 0 && end?.end == .cancelled)
         var second = service.makeAsyncIterator()
         let next = Task { await second.next() }
-        await source.control.waitForStart(of: 1)
-        source.control.yield(2)
-        #expect(await next.value == 2)
+        await source.deliver(2, startingIteration: 1, to: next)
         hosting.cancel()
         await hosting.value
         #expect(source.control.end(of: 1) == .cancelled)
@@ -77,7 +61,7 @@ struct SharedServiceTests {
         let source = FedSource()
         let service = source.sharedService(buffering: .unbounded, started: .lazily)
         let hosting = Task { await service.run() }
-        await firstSubscriberReadsOneAndLeaves(service, source)
+        await source.oneSubscriberReadsTheFirstElement(of: service)
         try await waitUntil("the subscriber left") { service.subscriberCount == 0 }
         await letOthersRun()
         #expect(source.control.end(of: 0) == nil, "still running")
@@ -102,9 +86,7 @@ struct SharedServiceTests {
         try await waitUntil("the subscriber waits") { service.storage.waitingCount == 1 }
         #expect(source.control.iteratorCount == 0, "nobody hosts the upstream yet")
         let hosting = Task { await service.run() }
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await next.value == 1)
+        await source.deliver(1, startingIteration: 0, to: next)
         hosting.cancel()
         await hosting.value
     }
@@ -162,11 +144,7 @@ struct SharedServiceTests {
     func cancelledDuringTheStopTimeout() async throws {
         let clock = ManualClock()
         let source = FedSource()
-        let service = source.sharedService(
-            buffering: .unbounded, started: .whileSubscribed(keepAlive: .seconds(60)), clock: clock)
-        let hosting = Task { await service.run() }
-        await firstSubscriberReadsOneAndLeaves(service, source)
-        await clock.waitForSleepers(count: 1)
+        let (service, hosting) = await source.hostedServiceLingering(clock: clock)
         #expect(source.control.end(of: 0) == nil, "lingering for 60 s")
         hosting.cancel()
         await hosting.value
@@ -187,14 +165,7 @@ struct SharedServiceTests {
 
         let source = PushSource()
         let failing = source.sharedService(started: .eagerly)
-        let hosting = Task { () -> TestError? in
-            do throws(TestError) {
-                try await failing.run()
-                return nil
-            } catch {
-                return error
-            }
-        }
+        let hosting = hostingRun(of: failing)
         source.yield(1)
         source.fail(TestError.other(7))
         #expect(await hosting.value == TestError.other(7))

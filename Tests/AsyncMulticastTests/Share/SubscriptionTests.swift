@@ -131,9 +131,7 @@ struct SubscriptionTests {
         await letOthersRun()
         #expect(source.control.iteratorCount == 0, "joining is not demand")
         let reader = Task { await subscription.first { _ in true } }
-        await source.control.waitForStart(of: 0)
-        source.control.yield(1)
-        #expect(await reader.value == 1)
+        await source.deliver(1, startingIteration: 0, to: reader)
         auto.connect().cancel()
 
         let shared = FedSource()

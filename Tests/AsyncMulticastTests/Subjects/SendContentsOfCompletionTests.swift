@@ -127,6 +127,17 @@ private actor NonSendableFeeder {
     }
 }
 
+extension HeldStream {
+    /// Whether `ends` (this stream's ends, read once the `send(contentsOf:)` call feeding from
+    /// it returned) show what the subject's completion must do to it: `.cancelled`, once. Or
+    /// nothing at all, when the call found the subject completed and returned without iterating
+    /// (documented): then it pulled nothing and `delivered` none of its elements.
+    fileprivate func endedAsCompletionRequires(_ ends: [StreamEnd], delivered: Bool) -> Bool {
+        let neverIterated = ends.isEmpty && self.countedPulls == 0 && !delivered
+        return ends == [.cancelled] || neverIterated
+    }
+}
+
 @Suite("send(contentsOf:) when the subject completes", .serialized, .timeLimit(.minutes(10)))
 struct SendContentsOfCompletionTests {
     @Test("finish/fail racing a feeder that pulls a busy held AsyncStream: the stream always sees .cancelled")
@@ -151,9 +162,7 @@ struct SendContentsOfCompletionTests {
                 let ends = held.ends.all
                 let rest = await reader.drain()
                 received += rest.elements
-                // A call that found the subject completed returns without iterating (documented).
-                let neverIterated = ends.isEmpty && held.countedPulls == 0 && received.isEmpty
-                if ends != [.cancelled] && !neverIterated {
+                if !held.endedAsCompletionRequires(ends, delivered: !received.isEmpty) {
                     missing.append((round, received.count, held.countedPulls))
                 }
                 #expect(ends.count <= 1)
@@ -189,18 +198,11 @@ struct SendContentsOfCompletionTests {
                 let sending = Task { await subject.send(contentsOf: sequence) }
                 let k = Int.random(in: 0...10, using: &generator)
                 var received = await reader.take(k)
-                let start = Latch()
-                let canceller = Task {
-                    await start.wait()
+                await race {
                     sending.cancel()
-                }
-                let finisher = Task {
-                    await start.wait()
+                } against: {
                     subject.finish()
                 }
-                start.release()
-                await canceller.value
-                await finisher.value
                 try await withTimeout("send(contentsOf:) returning", seconds: 60) { await sending.value }
                 received += await reader.drain().elements
                 #expect(received == Array(0..<received.count), "round \(round)")
@@ -363,9 +365,7 @@ struct SendContentsOfCompletionTests {
         // Its element waiting for room: the extra pull's error is ignored ("ignores what it
         // returns").
         do {
-            let (stream, input) = AsyncStream.makeStream(of: Int.self)
-            let ends = TerminationRecorder()
-            ends.attach(to: input)
+            let (stream, input, ends) = TerminationRecorder.recordedStream()
             input.yield(1)
             input.yield(2)
             let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(1))
@@ -488,18 +488,11 @@ struct SendContentsOfCompletionTests {
                 case 0: a.finish()
                 case 1: b.finish()
                 default:
-                    let start = Latch()
-                    let t1 = Task {
-                        await start.wait()
+                    await race {
                         a.finish()
-                    }
-                    let t2 = Task {
-                        await start.wait()
+                    } against: {
                         b.finish()
                     }
-                    start.release()
-                    await t1.value
-                    await t2.value
                 }
                 if round % 3 == 0 {
                     // Only `a` finished: the bridge's sequence ends after what it buffered.
@@ -522,12 +515,9 @@ struct SendContentsOfCompletionTests {
                 #expect(Set(received).count == received.count, "round \(round): nothing twice")
                 for (index, held) in streams.enumerated() {
                     // A feeder whose call came after `a` completed returns at once without
-                    // iterating (documented): no pull, no end. Any other was still iterating
-                    // its held stream when `a` completed, and must see `.cancelled`.
-                    let neverIterated =
-                        held.ends.all.isEmpty && held.countedPulls == 0
-                        && !received.contains { $0 / stride == index + 1 }
-                    if held.ends.all != [.cancelled] && !neverIterated {
+                    // iterating; any other was still iterating its held stream when `a` completed.
+                    let delivered = received.contains { $0 / stride == index + 1 }
+                    if !held.endedAsCompletionRequires(held.ends.all, delivered: delivered) {
                         missing.append(
                             "round \(round), feeder \(index): \(held.countedPulls) pulls, ends \(held.ends.all)")
                     }
@@ -550,9 +540,7 @@ struct SendContentsOfCompletionTests {
             let feeder = NonSendableFeeder()
             var missing: [Int] = []
             for round in 0..<100 {
-                let (stream, input) = AsyncStream.makeStream(of: Int.self)
-                let ends = TerminationRecorder()
-                ends.attach(to: input)
+                let (stream, input, ends) = TerminationRecorder.recordedStream()
                 for value in 0..<50 { input.yield(value) }
                 let subject = AsyncPassthroughSubject<Int, Never>(buffering: round % 2 == 0 ? .bounded(1) : .unbounded)
                 let reader = await SubscriberTask.join { subject.makeAsyncIterator() }

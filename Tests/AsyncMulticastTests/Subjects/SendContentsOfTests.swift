@@ -241,9 +241,7 @@ struct SendContentsOfTests {
         var reader = subject.makeAsyncIterator()
         // The test holds the stream, so dropping its iterator would not end it: only a
         // `next()` in a cancelled task calls `onTermination`.
-        let (source, input) = AsyncStream.makeStream(of: Int.self)
-        let ends = TerminationRecorder()
-        ends.attach(to: input)
+        let (source, input, ends) = TerminationRecorder.recordedStream()
         input.yield(1)
         input.yield(2)
         let sending = Task { await subject.send(contentsOf: source) }

@@ -24,10 +24,7 @@ struct SubjectTests {
 
     @Test("send never suspends: it is callable from a synchronous function")
     func sendFromSynchronousCode() async {
-        let passthrough = AsyncPassthroughSubject<Int, Never>()
-        let currentValue = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
-        let p = await SubscriberTask.join { passthrough.makeAsyncIterator() }
-        let c = await SubscriberTask.join { currentValue.makeAsyncIterator() }
+        let (passthrough, currentValue, p, c) = await Self.unboundedSubjectsWithAReaderEach()
         sendSynchronously(passthrough, currentValue, 10)
         #expect(await p.next() == 10)
         #expect(await c.take(3) == [0, 10, 11])
@@ -37,10 +34,7 @@ struct SubjectTests {
 
     @Test("plain subject.send(x) in async code needs no await and is not ambiguous")
     func plainSendInAsyncCode() async {
-        let subject = AsyncPassthroughSubject<Int, Never>()
-        let current = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
-        let a = await SubscriberTask.join { subject.makeAsyncIterator() }
-        let b = await SubscriberTask.join { current.makeAsyncIterator() }
+        let (subject, current, a, b) = await Self.unboundedSubjectsWithAReaderEach()
         // In an async context, next to `send(waitingForRoom:)`: no `await`, no ambiguity.
         subject.send(1)
         current.send(1)
@@ -150,10 +144,7 @@ struct SubjectTests {
 
     @Test("send(waitingForRoom:) waits while a subscriber holds n pending elements and resumes when it consumes")
     func waitingSendWaitsForTheReader() async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
-        subject.send(1)
-        subject.send(2)  // the reader now holds 2 = n
+        let (subject, reader) = await Self.subjectWithAFullReader()
         let (sender, sent) = await startWaitingSend(3, into: subject)
         #expect(!sent.isSet, "the send waits: the reader is full")
 
@@ -180,16 +171,37 @@ struct SubjectTests {
 
     @Test("a cancelled waiting sender stops waiting, and its element is still delivered")
     func cancelledWaitingSenderStillDelivers() async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
-        subject.send(1)
-        subject.send(2)
+        let (subject, reader) = await Self.subjectWithAFullReader()
         let (sender, _) = await startWaitingSend(3, into: subject)
         sender.cancel()
         // It returns although the reader has not consumed anything.
         try await withTimeout("the cancelled send") { await sender.value }
         subject.finish()
         #expect(await reader.drain().elements == [1, 2, 3], "nothing lost")
+    }
+
+    /// An unbounded passthrough subject, an unbounded current-value subject of 0, and one
+    /// subscriber of each.
+    private static func unboundedSubjectsWithAReaderEach() async -> (
+        AsyncPassthroughSubject<Int, Never>, AsyncCurrentValueSubject<Int, Never>,
+        SubscriberTask<Int, Never>, SubscriberTask<Int, Never>
+    ) {
+        let passthrough = AsyncPassthroughSubject<Int, Never>()
+        let currentValue = AsyncCurrentValueSubject<Int, Never>(0, buffering: .unbounded)
+        let p = await SubscriberTask.join { passthrough.makeAsyncIterator() }
+        let c = await SubscriberTask.join { currentValue.makeAsyncIterator() }
+        return (passthrough, currentValue, p, c)
+    }
+
+    /// A `.bounded(2)` subject and its one subscriber, which holds 1 and 2 = n: a sender waits.
+    private static func subjectWithAFullReader() async -> (
+        AsyncPassthroughSubject<Int, Never>, SubscriberTask<Int, Never>
+    ) {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
+        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
+        subject.send(1)
+        subject.send(2)
+        return (subject, reader)
     }
 
     /// Starts one `send(waitingForRoom:)` per value, in order, each once the ones before it

@@ -23,6 +23,15 @@ struct LagSummary: Sendable, CustomStringConvertible {
 
     var missed: Int { self.missedCounts.reduce(0, +) }
     var description: String { "\(self.elements.count) elements, missed \(self.missedCounts)" }
+
+    /// Checks that each of the `produced` elements was received or counted as missed, and
+    /// that the elements received keep each sender's order; `context` names the case.
+    func expectEveryElementAccountedFor(
+        _ produced: Int, _ context: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(self.elements.count + self.missed == produced, "\(context): \(self)", sourceLocation: sourceLocation)
+        #expect(isIncreasingPerSender(self.elements), "\(context)", sourceLocation: sourceLocation)
+    }
 }
 
 /// Reads every event until the end.

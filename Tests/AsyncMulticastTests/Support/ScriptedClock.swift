@@ -390,6 +390,21 @@ final class ScriptedLog: Sendable {
     /// Finishes the latest iteration's stream.
     func finishLatest() { self.state.withLock { $0.continuations.last }?.finish() }
 
+    /// Jumps `clock` to `before`, where iteration `index` must still run, then to `deadline`,
+    /// where its window closes: the iteration ends, cancelled.
+    func expectEnds(
+        _ index: Int, cancelled deadline: ScriptedClock.Instant, notBefore before: ScriptedClock.Instant,
+        on clock: ScriptedClock, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        clock.jump(to: before)
+        await letOthersRun()
+        #expect(self.end(of: index) == nil, "still running before its deadline", sourceLocation: sourceLocation)
+        clock.jump(to: deadline)
+        #expect(
+            try await self.waitForEnd(of: index, sourceLocation: sourceLocation) == .cancelled,
+            sourceLocation: sourceLocation)
+    }
+
     func waitForEnd(of index: Int, sourceLocation: SourceLocation = #_sourceLocation) async throws -> StreamEnd? {
         try await waitUntil("the end of iteration \(index)", seconds: 30, sourceLocation: sourceLocation) {
             self.end(of: index) != nil

@@ -72,3 +72,17 @@ func startWaitingSend(
     await letOthersRun()
     return (sender, sent)
 }
+
+/// A task that sends `values` to `subject` in order, yielding after every `interval` sends so
+/// that readers join between them, then finishes the subject.
+func startSending(
+    _ values: ClosedRange<Int>, to subject: AsyncReplaySubject<Int, Never>, yieldingEvery interval: Int
+) -> Task<Void, Never> {
+    Task {
+        for value in values {
+            subject.send(value)
+            if value % interval == 0 { await Task.yield() }
+        }
+        subject.finish()
+    }
+}

@@ -133,3 +133,22 @@ final class Tally: Sendable {
         }
     }
 }
+
+/// Runs `first` and `second` in two tasks let go together by one latch, and waits for both:
+/// two events racing, with nothing to order them.
+func race(
+    _ first: @escaping @Sendable () async -> Void, against second: @escaping @Sendable () async -> Void
+) async {
+    let start = Latch()
+    let one = Task {
+        await start.wait()
+        await first()
+    }
+    let other = Task {
+        await start.wait()
+        await second()
+    }
+    start.release()
+    await one.value
+    await other.value
+}

@@ -473,6 +473,14 @@ final class TerminationRecorder: Sendable {
 
     var all: [StreamEnd] { self.ends.withLock { $0 } }
 
+    /// A new stream, its continuation, and a recorder attached to it.
+    static func recordedStream() -> (AsyncStream<Int>, AsyncStream<Int>.Continuation, TerminationRecorder) {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self)
+        let recorder = TerminationRecorder()
+        recorder.attach(to: continuation)
+        return (stream, continuation, recorder)
+    }
+
     func attach(to continuation: AsyncStream<Int>.Continuation) {
         continuation.onTermination = { termination in
             self.ends.withLock { $0.append(StreamEnd(termination)) }

@@ -95,6 +95,19 @@ extension AsyncIteratorProtocol where Failure == Never {
         while let element = await self.next(isolation: actor) { elements.append(element) }
         return elements
     }
+
+    /// Reads until the end (or until its task is cancelled), and sends to `signal` once it
+    /// read `marker`: every element read.
+    mutating func readAll(
+        announcing marker: Element, to signal: Signal<Void>, isolation actor: isolated (any Actor)? = #isolation
+    ) async -> [Element] where Element: Equatable {
+        var elements: [Element] = []
+        while let element = await self.next(isolation: actor) {
+            elements.append(element)
+            if element == marker { signal.send(()) }
+        }
+        return elements
+    }
 }
 
 /// Reads until the end or the failure: every element left, and the error if it failed. The
@@ -319,6 +332,16 @@ extension AsyncShareSequence {
         try await waitUntil("\(count) waiting subscribers", seconds: seconds, sourceLocation: sourceLocation) {
             self.storage.waitingCount == count
         }
+    }
+
+    /// Starts one `next()` of `box` in a task of its own, and waits until `count` subscribers
+    /// are suspended in `next()`, that one among them: the read, pending.
+    func startWaitingRead(
+        of box: SubscriberBox<Element, Failure>, waiting count: Int, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> Task<Element?, Never> where Failure == Never {
+        let read = box.startNext()
+        try await self.waitForWaiting(count, sourceLocation: sourceLocation)
+        return read
     }
 
     /// Creates `count` iterators first, so that every subscriber is registered before any

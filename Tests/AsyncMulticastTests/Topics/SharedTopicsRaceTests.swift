@@ -15,19 +15,6 @@ import Testing
 extension HeavyAndTimingSensitive {
     @Suite("AsyncSharedTopics races")
     struct SharedTopicsRaceTests {
-        /// A subscription another task releases.
-        final class Held: Sendable {
-            let subscription: Lock<SharedSubscription<Int, Never>?>
-            init(_ subscription: SharedSubscription<Int, Never>) { self.subscription = Lock(subscription) }
-            func release() {
-                let released = self.subscription.withLock { held in
-                    defer { held = nil }
-                    return held
-                }
-                _ = released
-            }
-        }
-
         static let rounds = 2_000
 
         /// After a race: an element of `key` produced now reaches the joiner, alone. Then it
@@ -35,7 +22,8 @@ extension HeavyAndTimingSensitive {
         /// One round: `leaving` is released while a subscriber joins `key`, both let go by one
         /// latch; then the joiner must be reached (`expectJoinerReached`).
         func race(
-            _ leaving: Held, againstAJoinOf key: Int, topics: AsyncSharedTopics<Int, Int, Never>,
+            _ leaving: HeldSubscription<Int, Never>, againstAJoinOf key: Int,
+            topics: AsyncSharedTopics<Int, Int, Never>,
             feed: AsyncStream<Int>.Continuation, round: Int
         ) async throws {
             let start = Latch()
@@ -91,15 +79,18 @@ extension HeavyAndTimingSensitive {
                 + "joiner backlog \(String(describing: joined.backlog)), key count \(topics.keyCount), hub \(hubState), subject count \(topics.subscriberCount(of: key)))"
         }
 
-        @Test("a join racing the last leave of its key keeps the key or gets a fresh one, and the pump reaches it")
-        func joinRacingTheLastLeaveOfItsKey() async throws {
+        /// Many rounds of `race`: each round a subscriber joins key `round % 8` while the last
+        /// subscriber of key `leavingKey(round)` leaves; at the end no key is left.
+        func raceJoinsAgainstLastLeaves(
+            _ name: String, leavingKey: @escaping @Sendable (_ round: Int) -> Int
+        ) async throws {
             let (stream, feed) = AsyncStream.makeStream(of: Int.self)
             // Kept alive for good: one iteration of the one stream, whatever the pump does.
             let topics = stream.share(by: { $0 % 16 }, keepAlive: .seconds(Int64.max))
-            try await withProgressWatchdog("join racing leave") { progress in
+            try await withProgressWatchdog(name) { progress in
                 for round in 0..<Self.rounds {
+                    let leaving = HeldSubscription(topics.subscribe(to: leavingKey(round)))
                     let key = round % 8
-                    let leaving = Held(topics.subscribe(to: key))
                     try await self.race(leaving, againstAJoinOf: key, topics: topics, feed: feed, round: round)
                     progress.tick()
                     if round % 64 == 0 { await Task.yield() }
@@ -109,21 +100,14 @@ extension HeavyAndTimingSensitive {
             feed.finish()
         }
 
+        @Test("a join racing the last leave of its key keeps the key or gets a fresh one, and the pump reaches it")
+        func joinRacingTheLastLeaveOfItsKey() async throws {
+            try await self.raceJoinsAgainstLastLeaves("join racing leave") { round in round % 8 }
+        }
+
         @Test("a join of one key racing the last leave of every other key gets a pump that reaches it")
         func joinRacingTheLastLeaveOfAnotherKey() async throws {
-            let (stream, feed) = AsyncStream.makeStream(of: Int.self)
-            let topics = stream.share(by: { $0 % 16 }, keepAlive: .seconds(Int64.max))
-            try await withProgressWatchdog("join racing the last key's leave") { progress in
-                for round in 0..<Self.rounds {
-                    let leaving = Held(topics.subscribe(to: 8 + round % 8))
-                    let key = round % 8
-                    try await self.race(leaving, againstAJoinOf: key, topics: topics, feed: feed, round: round)
-                    progress.tick()
-                    if round % 64 == 0 { await Task.yield() }
-                }
-            }
-            #expect(topics.keyCount == 0)
-            feed.finish()
+            try await self.raceJoinsAgainstLastLeaves("join racing the last key's leave") { round in 8 + round % 8 }
         }
 
         @Test("joins and leaves of many keys at once: the upstream's iterations never overlap, and it stops at the end")

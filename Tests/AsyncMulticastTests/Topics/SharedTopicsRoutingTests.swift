@@ -22,6 +22,21 @@ struct SharedTopicsRoutingTests {
         return (feed.share(by: \.key, replay: replay, buffering: buffering), continuation)
     }
 
+    /// Over an unbounded upstream: a subscriber of "a" with `policy` that does not read, and
+    /// one of "b"; then 1...10 for "a" and 100 for "b" are fed, in that order.
+    func stalledBehindTenElements(
+        buffering policy: SharedBufferingPolicy
+    ) -> (
+        AsyncStream<Item>.Continuation, stalled: SharedSubscription<Item, Never>, other: SharedSubscription<Item, Never>
+    ) {
+        let (topics, feed) = self.makeTopics(buffering: .unbounded)
+        let stalled = topics.subscribe(to: "a", buffering: policy)
+        let other = topics.subscribe(to: "b")
+        for n in 1...10 { feed.yield(Item(key: "a", n: n)) }
+        feed.yield(Item(key: "b", n: 100))
+        return (feed, stalled, other)
+    }
+
     func numbers(_ subscription: SharedSubscription<Item, Never>) async -> [Int] {
         await subscription.reduce(into: []) { $0.append($1.n) }
     }
@@ -127,11 +142,7 @@ struct SharedTopicsRoutingTests {
 
     @Test("a lossless subscriber that does not read holds the one upstream, and so every key")
     func losslessSubscriberHoldsEveryKey() async throws {
-        let (topics, feed) = self.makeTopics(buffering: .unbounded)
-        let stalled = topics.subscribe(to: "a", buffering: .bounded(2))
-        let other = topics.subscribe(to: "b")
-        for n in 1...10 { feed.yield(Item(key: "a", n: n)) }
-        feed.yield(Item(key: "b", n: 100))
+        let (feed, stalled, other) = self.stalledBehindTenElements(buffering: .bounded(2))
         feed.finish()
         try await waitUntil("the stalled subscriber full") { stalled.backlog?.count == 2 }
         // The pump routes in upstream order and waits for room in "a": "b"'s element, behind
@@ -143,11 +154,7 @@ struct SharedTopicsRoutingTests {
 
     @Test("an evicting subscriber that does not read holds no other key")
     func evictingSubscriberHoldsNoOtherKey() async throws {
-        let (topics, feed) = self.makeTopics(buffering: .unbounded)
-        let stalled = topics.subscribe(to: "a", buffering: .evicting(2))
-        let other = topics.subscribe(to: "b")
-        for n in 1...10 { feed.yield(Item(key: "a", n: n)) }
-        feed.yield(Item(key: "b", n: 100))
+        let (feed, stalled, other) = self.stalledBehindTenElements(buffering: .evicting(2))
         #expect(await stalled.waitForEviction()?.reason == .hardLimit)
         try await waitUntil("b's element routed") { other.backlog?.count == 1 }
         feed.finish()
