@@ -143,9 +143,12 @@ extension MulticastStateMachine.Lane {
     /// failed). Returns the members evicted.
     @inlinable
     mutating func stampSoftDeadlines(
-        _ soft: SharedBufferingPolicy.SoftLimit, tail: Int, at reading: Duration, evictingBy now: Duration
+        _ soft: SharedBufferingPolicy.SoftLimit, tail: Int, stampingThrough stampTail: Int, at reading: Duration,
+        evictingBy now: Duration
     ) -> Int {
         let pastSoft = tail - soft.count
+        // The positions past the soft limit when the reading was asked for: the ones it times.
+        let stampedPastSoft = Swift.min(stampTail, tail) - soft.count
         guard !self.counts.isEmpty, self.minCursor < pastSoft else {
             if !self.softDeadlines.isEmpty { self.softDeadlines = IndexedRing() }
             return 0
@@ -158,18 +161,32 @@ extension MulticastStateMachine.Lane {
                 Swift.min(self.minCursor, self.softDeadlines.endIndex) - self.softDeadlines.startIndex)
             if self.softDeadlines.isEmpty { self.softDeadlines.rebase(to: self.minCursor) }
         }
-        if self.softDeadlines.endIndex < pastSoft {
-            let deadline = reading.saturatingAdding(soft.duration)
-            // Deadlines never decrease (the cells are evicted in order). The clock went back
-            // since the last one was written (a user's clock need not be monotonic): the ones
-            // later than this one come down to it, so that no reading taken before the jump
-            // keeps a member that fell behind after it for longer than the duration.
-            if !self.softDeadlines.isEmpty, self.softDeadlines[self.softDeadlines.endIndex - 1] > deadline {
-                self.capSoftDeadlines(at: deadline)
-            }
-            while self.softDeadlines.endIndex < pastSoft { self.softDeadlines.append(deadline) }
+        let deadline = reading.saturatingAdding(soft.duration)
+        let timed = Swift.min(stampedPastSoft, self.softDeadlines.endIndex)
+        // Every position it times went past before this reading was taken, so none has a
+        // later deadline than this one: a deadline written from a later reading (whose own
+        // reading arrived first) comes down to it. Deadlines never decrease (the cells are
+        // evicted in order), so the last position it times says whether any must; the clock
+        // set back (a user's clock need not be monotonic) brings them down the same way, so
+        // that no reading taken before the jump keeps a member that fell behind after it for
+        // longer than the duration.
+        if timed > self.softDeadlines.startIndex, self.softDeadlines[timed - 1] > deadline {
+            self.capSoftDeadlines(at: deadline, below: timed)
         }
+        while self.softDeadlines.endIndex < stampedPastSoft { self.softDeadlines.append(deadline) }
         return self.evictSoftDue(soft, tail: tail, by: now)
+    }
+
+    /// `.evict` with a soft limit (a duration, members): whether a position past the soft
+    /// limit at `tail` has no deadline written yet.
+    @inlinable
+    func awaitsSoftDeadlines(tail: Int) -> Bool {
+        guard case .evict = self.overflow, let soft = self.softLimit, soft.duration > .zero, self.members > 0,
+            !self.counts.isEmpty
+        else { return false }
+        let pastSoft = tail - soft.count
+        return self.minCursor < pastSoft
+            && (self.softDeadlines.endIndex < pastSoft || self.softDeadlines.startIndex > self.minCursor)
     }
 
     /// `.evict` with a soft limit: evicts the cells whose written deadline has come by `now`,
@@ -208,14 +225,16 @@ extension MulticastStateMachine.Lane {
         deadline <= reading && deadline != Duration(attoseconds: .max)
     }
 
-    /// The clock went back: every soft deadline later than `deadline` becomes `deadline`.
-    /// Rare, so the ring is rebuilt.
+    /// A reading earlier than the deadlines written for positions below `end` (one that
+    /// arrived late, or the clock set back): each of them later than `deadline` becomes
+    /// `deadline`. Rare, so the ring is rebuilt.
     @inlinable
-    mutating func capSoftDeadlines(at deadline: Duration) {
+    mutating func capSoftDeadlines(at deadline: Duration, below end: Int) {
         var capped = IndexedRing<Duration>()
         capped.rebase(to: self.softDeadlines.startIndex)
         for position in self.softDeadlines.startIndex..<self.softDeadlines.endIndex {
-            capped.append(Swift.min(self.softDeadlines[position], deadline))
+            let written = self.softDeadlines[position]
+            capped.append(position < end ? Swift.min(written, deadline) : written)
         }
         self.softDeadlines = capped
     }
@@ -257,17 +276,26 @@ extension MulticastStateMachine {
     /// limit are written at `now`, the members whose deadline has come are evicted, an
     /// evicted last subscriber leaves (`lastSubscriberWent(at:into:)`), and the timer is
     /// armed for the next soft deadline. Harmless when nothing waits for a reading.
+    ///
+    /// The reading was taken after the critical section that asked for it ended with the
+    /// tail at `tail`: it writes the deadlines of the positions that went past by then
+    /// only. A position that went past later, after the reading was taken perhaps, waits for
+    /// the reading its own critical section asked for (the reading stays awaited), and a
+    /// reading older than one already applied writes nothing.
     @inlinable
-    mutating func clockRead(at now: Duration) -> Effects {
+    mutating func clockRead(at now: Duration, through tail: Int) -> Effects {
         var effects = Effects()
-        self.timeSoftLimits(at: now, evictingBy: now, into: &effects)
+        self.timeSoftLimits(at: now, evictingBy: now, stampingThrough: tail, into: &effects)
         return effects
     }
 
-    /// `clockRead(at:)`'s work, also the timer's when a soft deadline comes: at the reading
-    /// `reading` (evicting what is due by `now`, see `Lane.stampSoftDeadlines`).
+    /// `clockRead(at:through:)`'s work: at the reading `reading`, for the positions that
+    /// went past by the tail `stampTail` (evicting what is due by `now`, see
+    /// `Lane.stampSoftDeadlines`).
     @inlinable
-    mutating func timeSoftLimits(at reading: Duration, evictingBy now: Duration, into effects: inout Effects) {
+    mutating func timeSoftLimits(
+        at reading: Duration, evictingBy now: Duration, stampingThrough stampTail: Int, into effects: inout Effects
+    ) {
         self.followUp.remove(.reading)
         guard self.terminal == nil else { return }
         if self.hasSoftLimits {
@@ -277,15 +305,18 @@ extension MulticastStateMachine {
                     continue
                 }
                 evicted += self.lanes[laneIndex].stampSoftDeadlines(
-                    soft, tail: self.tail, at: reading, evictingBy: now)
+                    soft, tail: self.tail, stampingThrough: stampTail, at: reading, evictingBy: now)
             }
             if evicted > 0 {
                 self.evictionsHappened()
                 self.trimElements()
             }
         }
+        // Positions that went past after `stampTail`: their own reading is on its way.
+        let awaitsAReading = stampTail < self.tail && self.lanes.contains { $0.awaitsSoftDeadlines(tail: self.tail) }
         self.lastSubscriberWent(at: reading, into: &effects)
         self.followUp.remove(.reading)  // the leave above was what an eviction asked it for
+        if awaitsAReading { self.followUp.insert(.reading) }
         if let deadline = self.nextSoftDeadline { self.timerNeeded(by: deadline, into: &effects) }
     }
 
@@ -395,7 +426,7 @@ struct FollowUp: OptionSet, Sendable, Hashable {
     /// The machine needs the time: a member went (further) past a soft limit, whose
     /// deadlines are measured from now, or the last subscriber of an `.automatic` upstream
     /// was evicted, which is a leave (it may open a window at now). The storage reads its
-    /// clock after the lock and passes the reading in (`clockRead(at:)`, which clears it).
+    /// clock after the lock and passes the reading in (`clockRead(at:through:)`, which clears it).
     /// No clock is read under the lock.
     @inlinable
     static var reading: FollowUp { FollowUp(rawValue: 2) }

@@ -32,7 +32,7 @@
 //     counting in `subscriberCount` at once (an eviction is a leave for the count, and for
 //     an `.automatic` upstream whose last subscriber it was). A soft limit is a deadline per
 //     position past its count (`Lane.softDeadlines`), written at a clock reading the storage
-//     takes after the lock (`FollowUp.reading`, `clockRead(at:)`) and timed by the timer.
+//     takes after the lock (`FollowUp.reading`, `clockRead(at:through:)`) and timed by the timer.
 //   - `.park(bound)` (`.bounded(bound)`): the producer parks once a member holds bound.
 //   - Elements taken into an iterator's batch are past the cursor: handed over, not counted.
 //   - An `.evict` subscriber joins at the tail; its replayed elements are a private

@@ -194,16 +194,22 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         /// A hosted storage's ended `run()`, waiting for the last timer task: it may return.
         @usableFromInline let timersEnded: UnsafeContinuation<Void, Never>?
         /// The machine asked for the time (`FollowUp.reading`): read the clock, then tell it
-        /// (`clockRead(at:)`), in a critical section of its own.
+        /// (`clockRead(at:through:)`), in a critical section of its own.
         @usableFromInline let readsClock: Bool
+        /// The tail when it asked: the reading, taken after this critical section, times only
+        /// the positions that went past a soft limit by then.
+        @usableFromInline let readingTail: Int
 
         @inlinable
         init(
             effects: Machine.Effects = Machine.Effects(), upstreamTask: Task<Void, Never>? = nil,
             timerTask: Task<Void, Never>? = nil, raise: Raise? = nil, notices: Machine.Notices = Machine.Notices(),
-            hostWakeUp: HostWakeUp? = nil, timersEnded: UnsafeContinuation<Void, Never>? = nil, readsClock: Bool = false
+            hostWakeUp: HostWakeUp? = nil, timersEnded: UnsafeContinuation<Void, Never>? = nil,
+            readsClock: Bool = false,
+            readingTail: Int = 0
         ) {
             self.readsClock = readsClock
+            self.readingTail = readingTail
             self.effects = effects
             self.upstreamTask = upstreamTask
             self.timerTask = timerTask
@@ -265,11 +271,13 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         let timerTask = self.armTimer(&state, for: effects.timerTask)
         var notices = effects.notices
         var readsClock = false
+        var readingTail = 0
         if _slowPath(!state.machine.followUp.isEmpty) {
             // A transition that evicted left its notices and its wish for the time to the end
             // of the critical section (`FollowUp`): rare, and never on the producer's usual path.
             notices.merge(state.machine.takeNotices())
             readsClock = state.machine.followUp.contains(.reading)
+            readingTail = state.machine.tail
         }
         // Nothing left to do, as for most joins and leaves: no allocation (`compare --only
         // churn` lost about 13% of its joins per second to one `OutsideLock` per join and
@@ -282,7 +290,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         return OutsideLock(
             effects: effects, upstreamTask: upstreamTask, timerTask: timerTask, raise: raise, notices: notices,
-            hostWakeUp: hostWakeUp, readsClock: readsClock)
+            hostWakeUp: hostWakeUp, readsClock: readsClock, readingTail: readingTail)
     }
 
     /// Outside the lock: does what a critical section left to do, in this order: resumes the
@@ -343,19 +351,20 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         if let wakeUp = work.hostWakeUp { wakeUp.continuation.resume(returning: wakeUp.epoch) }
         work.timersEnded?.resume()
-        if work.readsClock { self.clockFollowUp() }
+        if work.readsClock { self.clockFollowUp(through: work.readingTail) }
     }
 
     /// The machine asked for the time (`FollowUp.reading`: a member past a soft limit, an
     /// evicted last subscriber): the clock is read now, outside any lock (a clock is user
-    /// code), and passed in (`clockRead(at:)`). Never under the lock, never on the
-    /// producer's usual path: only after an element that left a member past its soft limit
-    /// or evicted the last subscriber of a `share()`.
+    /// code), and passed in (`clockRead(at:through:)`) with the tail of the critical section
+    /// that asked (`tail`). Never under the lock, never on the producer's usual path: only
+    /// after an element that left a member past its soft limit or evicted the last
+    /// subscriber of a `share()`.
     @inlinable
     @inline(never)
-    func clockFollowUp() {
+    func clockFollowUp(through tail: Int) {
         let reading = self.clock.now()
-        self.transition { $0.clockRead(at: reading) }
+        self.transition { $0.clockRead(at: reading, through: tail) }
     }
 
     /// Resumes the continuations `effects` hands over, and counts the senders' elements it

@@ -93,7 +93,7 @@ extension MulticastStateMachine {
     @discardableResult
     mutating func followedUp(clock now: () -> Duration) -> Effects? {
         guard self.followUp.contains(.reading) else { return nil }
-        return self.clockRead(at: now())
+        return self.clockRead(at: now(), through: self.tail)
     }
 }
 
