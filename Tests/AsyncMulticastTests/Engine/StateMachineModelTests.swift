@@ -988,7 +988,8 @@ struct ModelRun {
         let asks = self.machine.followUp.contains(.reading)
         try self.check(asks == lastEvicted, "the machine asks for the time: \(asks), expected \(lastEvicted)")
         guard asks else { return }
-        try await self.lastSubscriberWent(self.machine.clockRead(at: self.time, through: self.machine.tail), resuming: [])
+        try await self.lastSubscriberWent(
+            self.machine.clockRead(at: self.time, through: self.machine.tail), resuming: [])
     }
 
     mutating func expectProduced(_ action: Machine.ProduceAction, _ value: Int, park: Bool) async throws(ModelFailure) {
