@@ -47,7 +47,8 @@ struct InstructionThresholdsTests {
         let thresholds = try InstructionThresholds.parse(
             "mode quick\ntolerance-percent 5\njoin-leave idle 2100\njoin-leave churn 11800\n"
         ).get()
-        #expect(Scenarios.JoinLeaveCell.allCases.map(\.key) == ["join-leave idle", "join-leave churn"])
+        #expect(
+            Scenarios.JoinLeaveCell.allCases.map(\.key) == ["join-leave idle", "join-leave churn", "join-leave resume"])
         let above = thresholds.check(["join-leave idle": 2300, "join-leave churn": 11800])
         #expect(above.problems.count == 1)
         #expect(above.problems.first?.hasPrefix("join-leave idle: 2300 Ir/subscriber, threshold 2100") == true)
