@@ -109,11 +109,7 @@ struct SoftLimitTimerAloneTests {
     @Test("a subject: members past their soft count at different times go each at its own deadline, by the timer alone")
     func membersPastAtDifferentTimesGoEachAtItsDeadline() async throws {
         let clock = ManualClock()
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: Self.soft, clock: clock)
-        let first = subject.subscribe()
-        subject.send(0)
-        let second = subject.subscribe()
-        subject.send(1)
+        let (subject, first, second) = subjectWithTwoMembers(on: clock)
         subject.send(2)  // t = 0: the first holds 3 > 2
         await clock.waitForSleepers(count: 1)
         clock.advance(by: .seconds(5))
@@ -186,10 +182,7 @@ struct SoftLimitTimerAloneTests {
         var (subject, stalled, reader, sending) = try await self.subjectWithAWaitingSender(clock: clock)
         #expect(await reader.next() == 2)  // room: the sender's 3 goes in, the stalled one holds 3 > 2
         await sending.value
-        await clock.waitForSleepers(count: 1)
-        #expect(clock.sleeperDeadlines.map(\.offset) == [.seconds(10)])
-        clock.advance(by: .seconds(10))
-        #expect(await stalled.waitForEviction()?.reason == .softLimit)
+        await expectTheTimerEvicts(stalled, after: .seconds(10), on: clock)
         subject.finish()
         #expect(await reader.next() == 3)
     }
@@ -200,10 +193,18 @@ struct SoftLimitTimerAloneTests {
         let (subject, stalled, _, sending) = try await self.subjectWithAWaitingSender(clock: clock)
         sending.cancel()  // its element goes in past the bound: the stalled one holds 3 > 2
         await sending.value
-        await clock.waitForSleepers(count: 1)
-        #expect(clock.sleeperDeadlines.map(\.offset) == [.seconds(10)])
-        clock.advance(by: .seconds(10))
-        #expect(await stalled.waitForEviction()?.reason == .softLimit)
+        await expectTheTimerEvicts(stalled, after: .seconds(10), on: clock)
         subject.finish()
     }
+}
+
+/// The timer sleeps toward `deadline` and, when `clock` gets there, evicts `stalled` at its
+/// soft limit, with nothing sent.
+private func expectTheTimerEvicts(
+    _ stalled: SharedSubscription<Int, Never>, after deadline: Duration, on clock: ManualClock
+) async {
+    await clock.waitForSleepers(count: 1)
+    #expect(clock.sleeperDeadlines.map(\.offset) == [deadline])
+    clock.advance(by: deadline)
+    #expect(await stalled.waitForEviction()?.reason == .softLimit)
 }

@@ -75,15 +75,22 @@ func waitOnDispatchThread(
 struct SoftLimitReadingOrderTests {
     static let soft = SharedBufferingPolicy.evicting(10, softLimit: .above(2, for: .seconds(10)))
 
-    @Test(
-        "a reading taken for one element, before another took a second member past its soft count, does not time the second"
-    )
-    func aReadingTakenBeforeAnElementDoesNotTimeTheMemberItTookPast() {
+    /// A push-fed machine of `soft` with two members: the first joined before 0 was pushed, the
+    /// second before 1. The next element takes the first past its soft count.
+    static func machineWithTwoMembers() -> (Machine, first: SubscriberID, second: SubscriberID) {
         var machine = Machine(policy: Self.soft, replay: 0, mode: .push)
         let first = machine.subscriberJoined()
         _ = machine.push(0, epoch: Machine.pushEpoch)
         let second = machine.subscriberJoined()
         _ = machine.push(1, epoch: Machine.pushEpoch)
+        return (machine, first, second)
+    }
+
+    @Test(
+        "a reading taken for one element, before another took a second member past its soft count, does not time the second"
+    )
+    func aReadingTakenBeforeAnElementDoesNotTimeTheMemberItTookPast() {
+        var (machine, first, second) = Self.machineWithTwoMembers()
         _ = machine.push(2, epoch: Machine.pushEpoch)  // t = 0: the first holds 3 > 2
         #expect(machine.followUp.contains(.reading))
         // Its storage reads the clock for it (0 s), outside the lock. Before that reading takes
@@ -99,11 +106,7 @@ struct SoftLimitReadingOrderTests {
 
     @Test("an older reading arriving after a newer one does not bring the deadlines written from the newer one forward")
     func anOlderReadingArrivingLateKeepsTheDeadlinesOfTheNewer() {
-        var machine = Machine(policy: Self.soft, replay: 0, mode: .push)
-        let first = machine.subscriberJoined()
-        _ = machine.push(0, epoch: Machine.pushEpoch)
-        let second = machine.subscriberJoined()
-        _ = machine.push(1, epoch: Machine.pushEpoch)
+        var (machine, first, second) = Self.machineWithTwoMembers()
         let third = machine.subscriberJoined()
         _ = machine.push(2, epoch: Machine.pushEpoch)  // t = 0: the first holds 3 > 2; its reading (0 s) is held
         _ = machine.push(3, epoch: Machine.pushEpoch)  // t = 100: the second holds 3 > 2
@@ -124,18 +127,12 @@ extension HeavyAndTimingSensitive {
     /// Blocks threads: a Dispatch thread in a clock reading, and the timer's (a `BlockingGate`).
     @Suite("Soft limits: readings held on the clock while elements are sent", .timeLimit(.minutes(2)))
     struct SoftLimitHeldReadingTests {
-        static let soft = SharedBufferingPolicy.evicting(64, softLimit: .above(2, for: .seconds(10)))
-
         @Test(
             "a subject: the reading another element's follow-up took before a send does not time the member that send took past"
         )
         func anotherElementsReadingDoesNotTimeTheMemberASendTookPast() async {
             let clock = HeldReadingClock()
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: Self.soft, clock: clock)
-            let first = subject.subscribe()
-            subject.send(0)
-            let second = subject.subscribe()
-            subject.send(1)
+            let (subject, first, second) = subjectWithTwoMembers(on: clock)
             let firstRead = DispatchSemaphore(value: 0)
             let secondSent = DispatchSemaphore(value: 0)
             let firstDone = DispatchSemaphore(value: 0)
@@ -171,11 +168,7 @@ extension HeavyAndTimingSensitive {
         )
         func theTimersReadingDoesNotTimeTheMemberASendTookPast() async {
             let clock = HeldReadingClock()
-            let subject = AsyncPassthroughSubject<Int, Never>(buffering: Self.soft, clock: clock)
-            let first = subject.subscribe()
-            subject.send(0)
-            let second = subject.subscribe()
-            subject.send(1)
+            let (subject, first, second) = subjectWithTwoMembers(on: clock)
             subject.send(2)  // t = 0: the first holds 3 > 2, deadline 10 s
             await clock.manual.waitForSleepers(count: 1)
             #expect(clock.manual.sleeperDeadlines.map(\.offset) == [.seconds(10)])
@@ -217,4 +210,22 @@ extension HeavyAndTimingSensitive {
             subject.finish()
         }
     }
+}
+
+/// A subject of `.evicting(64, softLimit: .above(2, for: .seconds(10)))` on `clock`, with two
+/// members: the first joined before 0 was sent, the second before 1. The next element takes
+/// the first past its soft count, the one after it the second.
+func subjectWithTwoMembers(
+    on clock: some Clock<Duration>
+) -> (
+    subject: AsyncPassthroughSubject<Int, Never>, first: SharedSubscription<Int, Never>,
+    second: SharedSubscription<Int, Never>
+) {
+    let subject = AsyncPassthroughSubject<Int, Never>(
+        buffering: .evicting(64, softLimit: .above(2, for: .seconds(10))), clock: clock)
+    let first = subject.subscribe()
+    subject.send(0)
+    let second = subject.subscribe()
+    subject.send(1)
+    return (subject, first, second)
 }

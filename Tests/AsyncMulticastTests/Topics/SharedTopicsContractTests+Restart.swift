@@ -62,7 +62,7 @@ extension SharedTopicsContractTests {
         "the last subscriber of every key evicted by the router: a later joiner gets a fresh router, and nothing routed before"
     )
     func routerEvictsTheLastSubscriberThenAJoinerIsReached() async throws {
-        let fed = Fed(keepAlive: .seconds(Int64.max))
+        let fed = FedTopics(keepAlive: .seconds(Int64.max))
         let evicted = fed.topics.subscribe(to: 0, buffering: .evicting(1))
         for n in [0, 2] { fed.feed.yield(n) }
         #expect(await evicted.waitForEviction()?.reason == .hardLimit)
@@ -149,7 +149,7 @@ extension SharedTopicsContractTests {
 
     @Test("a stalled .bounded(n) joiner of a key with replay holds the upstream at most n + 2 elements after it joined")
     func stalledReplayJoinerHoldsTheUpstream() async throws {
-        let fed = Fed(replay: 2)
+        let fed = FedTopics(replay: 2)
         let fastLog = LockedLog<Int>()
         let fast = self.reader(fed.topics.subscribe(to: 0), into: fastLog)
         for n in [0, 2, 4] { fed.feed.yield(n) }

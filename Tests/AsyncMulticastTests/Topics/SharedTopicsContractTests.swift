@@ -11,35 +11,6 @@ import Testing
 
 @Suite("AsyncSharedTopics: the documented contract", .timeLimit(.minutes(2)))
 struct SharedTopicsContractTests {
-    /// Topics of a fed stream by parity, recording what the upstream produced.
-    struct Fed {
-        let feed: AsyncStream<Int>.Continuation
-        let pulled = LockedLog<Int>()
-        let topics: AsyncSharedTopics<Int, Int, Never>
-
-        init(replay: Int = 0, keepAlive: Duration = .zero) {
-            let (stream, feed) = AsyncStream.makeStream(of: Int.self)
-            self.feed = feed
-            self.topics = HookedStream(stream, pulled: { [pulled = self.pulled] in pulled.append($0) })
-                .share(by: { $0 % 2 }, replay: replay, keepAlive: keepAlive)
-        }
-
-        var hub: MulticastStorage<Int, Never> { self.topics.topics.session!.hub }
-
-        /// Waits until the upstream produced exactly `elements`, the router waits for room in
-        /// `key` and the upstream task waits for room in the hub.
-        func waitUntilHeld(after elements: [Int], routerIn key: Int) async throws {
-            try await waitUntil("the upstream to produce \(elements)") { self.pulled.values == elements }
-            try await waitUntil("the router waiting for room in key \(key)") {
-                self.topics.topics.subject(of: key)?.producersWaitingForRoom == 1
-            }
-            try await waitUntil("the upstream task waiting for room in the hub") {
-                self.hub.producersWaitingForRoom == 1
-            }
-            #expect(self.pulled.values == elements, "nothing more produced while everything waits for room")
-        }
-    }
-
     /// Reads `subscription` in a task of its own into `log`.
     func reader(_ subscription: SharedSubscription<Int, Never>, into log: LockedLog<Int>) -> Task<Void, Never> {
         Task { for await n in subscription { log.append(n) } }
@@ -49,7 +20,7 @@ struct SharedTopicsContractTests {
         "a joiner with replay of the key holding the router gets the key's replay, then the two on their way, none twice"
     )
     func replayJoinerOfTheHeldKey() async throws {
-        let fed = Fed(replay: 1)
+        let fed = FedTopics(replay: 1)
         let slow = fed.topics.subscribe(to: 1, buffering: .bounded(1))
         // 1 fills `slow` (and is key 1's replay); 3 is in the router's hand; 5 in its buffer.
         for n in [1, 3, 5, 7, 9] { fed.feed.yield(n) }
@@ -68,7 +39,7 @@ struct SharedTopicsContractTests {
 
     @Test("a replay joiner of a key freed and joined again gets none of the old subject's replay")
     func replayGoesWithTheLastSubscriber() async throws {
-        let fed = Fed(replay: 2, keepAlive: .seconds(Int64.max))
+        let fed = FedTopics(replay: 2, keepAlive: .seconds(Int64.max))
         do {
             var first = fed.topics.subscribe(to: 0).makeAsyncIterator()
             for n in [0, 2] { fed.feed.yield(n) }
@@ -92,7 +63,7 @@ struct SharedTopicsContractTests {
 
     @Test("two stalled lossless subscribers of two keys: the one that fills first holds the upstream at its n + 2")
     func twoStalledKeysTheFirstFullHolds() async throws {
-        let fed = Fed()
+        let fed = FedTopics()
         let evens = fed.topics.subscribe(to: 0, buffering: .bounded(2))
         let odds = fed.topics.subscribe(to: 1, buffering: .bounded(3))
         for n in 0..<40 { fed.feed.yield(n) }
@@ -115,7 +86,7 @@ struct SharedTopicsContractTests {
         "a stalled .bounded(n) subscriber lets other keys' elements through until n + 1 of its own key wait: then one more is produced"
     )
     func stalledSubscriberHoldsOnlyAtItsOwnKeysElements() async throws {
-        let fed = Fed()
+        let fed = FedTopics()
         let stalled = fed.topics.subscribe(to: 0, buffering: .bounded(1))
         let oddLog = LockedLog<Int>()
         let oddReader = self.reader(fed.topics.subscribe(to: 1), into: oddLog)
@@ -137,7 +108,7 @@ struct SharedTopicsContractTests {
         "the subscriber holding the router leaves: its key's other subscriber and the other keys get every later element, in order"
     )
     func holderLeavesOthersGetEverything() async throws {
-        let fed = Fed()
+        let fed = FedTopics()
         let holder = HeldSubscription(fed.topics.subscribe(to: 0, buffering: .bounded(1)))
         let evenLog = LockedLog<Int>()
         let oddLog = LockedLog<Int>()
@@ -161,7 +132,7 @@ struct SharedTopicsContractTests {
         "a subscriber waiting in next() while another key holds the router returns nil at once when its task is cancelled"
     )
     func waitingSubscriberCancelledWhileTheRouterIsHeld() async throws {
-        let fed = Fed()
+        let fed = FedTopics()
         let stalled = fed.topics.subscribe(to: 0, buffering: .bounded(1))
         let odd = fed.topics.subscribe(to: 1)
         let waiting = LockedFlag()
@@ -211,7 +182,7 @@ struct SharedTopicsContractTests {
 
     @Test("a router stopped and started again many times: the hub keeps one subscriber, the running router's")
     func restartedRouterLeavesOneHubSubscriber() async throws {
-        let fed = Fed(keepAlive: .seconds(Int64.max))
+        let fed = FedTopics(keepAlive: .seconds(Int64.max))
         let session = try #require(fed.topics.topics.session)
         for round in 0..<64 {
             let key = round % 2

@@ -12,55 +12,11 @@ import Testing
 
 @Suite("AsyncSharedTopics: what a joining subscriber receives", .timeLimit(.minutes(2)))
 struct SharedTopicsJoinTests {
-    /// Topics of a fed stream by parity, recording what the upstream produced.
-    struct Fed {
-        let feed: AsyncStream<Int>.Continuation
-        let pulled = LockedLog<Int>()
-        let topics: AsyncSharedTopics<Int, Int, Never>
-
-        init() {
-            let (stream, feed) = AsyncStream.makeStream(of: Int.self)
-            self.feed = feed
-            self.topics = HookedStream(stream, pulled: { [pulled] in pulled.append($0) }).share(by: { $0 % 2 })
-        }
-
-        /// Yields `elements` then `more`, and waits until the upstream produced `elements`
-        /// and both the router (in `key`'s subject) and the upstream task (in the hub) wait
-        /// for room: `more` stays in the stream, not produced.
-        func fillThePipeline(_ elements: [Int], then more: [Int], routerHeldBy key: Int) async throws {
-            for n in elements + more { self.feed.yield(n) }
-            try await waitUntil("the upstream to produce \(elements)") { self.pulled.values == elements }
-            try await waitUntil("the router waiting for room in key \(key)") {
-                self.topics.topics.subject(of: key)?.producersWaitingForRoom == 1
-            }
-            let hub = try #require(self.topics.topics.session?.hub)
-            try await waitUntil("the upstream task waiting for room in the hub") { hub.producersWaitingForRoom == 1 }
-            #expect(self.pulled.values == elements, "nothing more produced while everything waits for room")
-        }
-
-        /// Joins `key` while the pipeline is held, yields `next`, lets `slow` read, and returns
-        /// what the joiner received up to `next`; then ends the upstream.
-        func join(_ key: Int, thenYield next: Int, releasing slow: SharedSubscription<Int, Never>) async throws -> [Int]
-        {
-            let joiner = self.topics.subscribe(to: key)
-            let received = LockedLog<Int>()
-            let reader = Task { for await n in joiner { received.append(n) } }
-            self.feed.yield(next)  // produced after the join
-            let slowReader = Task { for await _ in slow {} }
-            try await waitUntil("\(next)") { received.values.contains(next) }
-            let values = received.values
-            self.feed.finish()
-            await reader.value
-            await slowReader.value
-            return values
-        }
-    }
-
     @Test(
         "a joiner of the key the router is held in gets the two elements on their way (the router's and its buffer's), not the one routed before"
     )
     func joinerGetsTheTwoElementsOnTheirWay() async throws {
-        let fed = Fed()
+        let fed = FedTopics()
         let slow = fed.topics.subscribe(to: 1, buffering: .bounded(1))  // not read yet
         // 1 fills `slow`; 3 is in the router's hand, waiting for room; 5 in the router's buffer;
         // 7 and 9 wait in the stream.
@@ -71,7 +27,7 @@ struct SharedTopicsJoinTests {
 
     @Test("a joiner of another key than the one holding the router gets at most the element in the router's buffer")
     func joinerOfAnotherKeyGetsTheBufferedElement() async throws {
-        let fed = Fed()
+        let fed = FedTopics()
         let slow = fed.topics.subscribe(to: 0, buffering: .bounded(1))
         // 0 fills `slow`; 2 is in the router's hand; 1 (key 1, no subscriber yet) in its buffer.
         try await fed.fillThePipeline([0, 2, 1], then: [], routerHeldBy: 0)
@@ -83,20 +39,42 @@ struct SharedTopicsJoinTests {
         "a .bounded(n) subscriber that stops reading holds the upstream at n + 2 elements: its own, the router's, the router's buffer's",
         arguments: [1, 4])
     func boundedSubscriberHoldsTheUpstream(limit: Int) async throws {
-        let fed = Fed()
+        let fed = FedTopics()
         let stalled = fed.topics.subscribe(to: 0, buffering: .bounded(limit))
-        for n in 0..<50 { fed.feed.yield(2 * n) }
         let held = Array(stride(from: 0, to: 2 * (limit + 2), by: 2))
-        try await waitUntil("the upstream to produce \(held)") { fed.pulled.values == held }
-        try await waitUntil("the router waiting for room") {
-            fed.topics.topics.subject(of: 0)?.producersWaitingForRoom == 1
-        }
-        let hub = try #require(fed.topics.topics.session?.hub)
-        try await waitUntil("the upstream task waiting for room in the hub") { hub.producersWaitingForRoom == 1 }
-        #expect(fed.pulled.values == held, "nothing more produced while everything waits for room")
+        let more = Array(stride(from: 2 * (limit + 2), to: 100, by: 2))
+        try await fed.fillThePipeline(held, then: more, routerHeldBy: 0)
         fed.feed.finish()
         var received: [Int] = []
         for await n in stalled { received.append(n) }
         #expect(received == Array(stride(from: 0, to: 100, by: 2)), "then every element, in order")
+    }
+}
+
+extension FedTopics {
+    /// Yields `elements` then `more`, and waits until the upstream produced `elements` and
+    /// both the router (in `key`'s subject) and the upstream task (in the hub) wait for
+    /// room: `more` stays in the stream, not produced.
+    fileprivate func fillThePipeline(_ elements: [Int], then more: [Int], routerHeldBy key: Int) async throws {
+        for n in elements + more { self.feed.yield(n) }
+        try await self.waitUntilHeld(after: elements, routerIn: key)
+    }
+
+    /// Joins `key` while the pipeline is held, yields `next`, lets `slow` read, and returns
+    /// what the joiner received up to `next`; then ends the upstream.
+    fileprivate func join(
+        _ key: Int, thenYield next: Int, releasing slow: SharedSubscription<Int, Never>
+    ) async throws -> [Int] {
+        let joiner = self.topics.subscribe(to: key)
+        let received = LockedLog<Int>()
+        let reader = Task { for await n in joiner { received.append(n) } }
+        self.feed.yield(next)  // produced after the join
+        let slowReader = Task { for await _ in slow {} }
+        try await waitUntil("\(next)") { received.values.contains(next) }
+        let values = received.values
+        self.feed.finish()
+        await reader.value
+        await slowReader.value
+        return values
     }
 }
