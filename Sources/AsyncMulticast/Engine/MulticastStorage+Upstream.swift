@@ -243,4 +243,17 @@ extension MulticastStorage {
             }
         }
     }
+
+    /// The machine asked for the time (`FollowUp.reading`: a member past a soft limit, an
+    /// evicted last subscriber): the clock is read now, outside any lock (a clock is user
+    /// code), and passed in (`clockRead(at:through:)`) with the tail of the critical section
+    /// that asked (`tail`). Never under the lock, never on the producer's usual path: only
+    /// after an element that left a member past its soft limit or evicted the last
+    /// subscriber of a `share()`.
+    @inlinable
+    @inline(never)
+    func clockFollowUp(through tail: Int) {
+        let reading = self.clock.now()
+        self.transition { $0.clockRead(at: reading, through: tail) }
+    }
 }
