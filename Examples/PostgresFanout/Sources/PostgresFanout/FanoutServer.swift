@@ -10,9 +10,13 @@ import Synchronization
 /// notifications, and the HTTP routes.
 ///
 /// - `GET /rooms/ROOM/events`: server-sent events; each client is one subscriber of its room,
-///   evicted when it falls too far behind (the configuration's `bufferingPolicy`).
-/// - `POST /rooms/ROOM/messages`: the body (UTF-8; with the room, under 8000 bytes) is sent
-///   with `pg_notify` as `ROOM\tbody`, so that the room's clients of every instance receive it.
+///   evicted when it falls too far behind (the configuration's `bufferingPolicy`). Each
+///   message carries `id:` its row's id; a client that reconnects, to this instance or
+///   another, with `Last-Event-ID` (or `?lastEventId=`) gets the messages it missed first.
+/// - `POST /rooms/ROOM/messages`: the body (UTF-8; with the room and its id, under 8000
+///   bytes) is inserted into the table of messages (``EventHistory``) and sent with
+///   `pg_notify` as `ROOM\tID\tbody` in the same transaction, so that the room's clients of
+///   every instance receive it.
 /// - `GET /rooms/ROOM`: the room's local subscribers, as JSON.
 /// - `GET /stats`: the instance's figures (``FeedStats`` and the clients') as JSON.
 ///
@@ -20,8 +24,11 @@ import Synchronization
 public final class FanoutServer: Sendable {
     public let configuration: FanoutConfiguration
     public let feed: ListenFeed
-    /// Sends the notifications, on pooled connections separate from the LISTEN one.
+    /// Sends the notifications and reads the table of messages, on pooled connections
+    /// separate from the LISTEN one.
     let notifier: PostgresClient
+    /// The table of messages, where a reconnecting client's missed messages are read.
+    let history: EventHistory
     let logger: Logger
     /// The subscriptions of the clients connected now, and the evictions so far, for `/stats`.
     private let clients = Mutex(Clients())
@@ -40,20 +47,36 @@ public final class FanoutServer: Sendable {
             configuration: configuration.postgres.clientConfiguration(
                 applicationName: configuration.notifyApplicationName),
             backgroundLogger: logger)
+        self.history = EventHistory(channel: configuration.channel, logger: logger)
+    }
+
+    /// Creates the table of messages (``EventHistory``) if it is not there yet. Call it once
+    /// before serving: posts write to it and reconnecting clients read from it.
+    public func prepareDatabase() async throws {
+        let connection = try await PostgresConnection.connect(
+            configuration: self.configuration.postgres.connectionConfiguration(
+                applicationName: self.configuration.notifyApplicationName),
+            id: 0, logger: self.logger)
+        do {
+            try await EventHistory.createTable(on: connection, logger: self.logger)
+        } catch {
+            try? await connection.close()
+            throw error
+        }
+        try await connection.close()
     }
 
     /// The largest payload PostgreSQL accepts in its default configuration is 7999 bytes: the
-    /// room, a tab and the message (``RoomPayload/maximumMessageBytes(room:)``).
+    /// room, the id, two tabs and the message (``RoomPayload/maximumMessageBytes(room:)``).
     public static let maximumPayloadBytes = 7999
 
-    /// Sends `message` to the clients of `room`, in every instance. Returns once the
-    /// notification is committed: notifications sent one after another arrive in that order.
-    public func publish(_ message: String, to room: String) async throws {
-        // One channel for every room: the room travels in the payload, `room\tmessage`.
-        let payload = RoomPayload.encode(room: room, message: message)
-        _ = try await self.notifier.query(
-            "SELECT pg_notify(\(self.configuration.channel), \(payload))", logger: self.logger
-        ).collect()
+    /// Sends `message` to the clients of `room`, in every instance, and keeps it in the table
+    /// of messages. Returns its id once it is committed: messages sent one after another
+    /// arrive in that order, and a room's ids increase in that order.
+    @discardableResult
+    public func publish(_ message: String, to room: String) async throws -> Int64 {
+        // One channel for every room: the room and the id travel in the payload.
+        try await self.history.append(message, to: room, on: self.notifier)
     }
 
     /// The HTTP application on `host:port` (port 0: any free port; `onServerRunning` gets the
@@ -64,8 +87,9 @@ public final class FanoutServer: Sendable {
         onServerRunning: @escaping @Sendable (Int) async -> Void = { _ in }
     ) -> some ApplicationProtocol {
         let router = Router(context: FanoutRequestContext.self)
-        router.get("rooms/:room/events") { _, context in
-            self.events(room: try Self.room(context), channel: context.channel)
+        router.get("rooms/:room/events") { request, context in
+            self.events(
+                room: try Self.room(context), after: Self.lastEventID(of: request), channel: context.channel)
         }
         router.post("rooms/:room/messages") { request, context in
             try await self.message(request, room: try Self.room(context))
@@ -86,6 +110,15 @@ public final class FanoutServer: Sendable {
             throw HTTPError(.badRequest, message: "A room is 1 to 64 ASCII letters, digits, -, _ or .")
         }
         return room
+    }
+
+    /// The id of the last message a reconnecting client saw: its `Last-Event-ID` header, or,
+    /// for a client that cannot set headers, its `lastEventId` query parameter. One that is
+    /// not a whole number from 0 is ignored (the client starts from now, as a new one does).
+    static func lastEventID(of request: Request) -> Int64? {
+        let text = request.headers[.init("Last-Event-ID")!] ?? request.uri.queryParameters.get("lastEventId")
+        guard let text, let id = Int64(text), id >= 0 else { return nil }
+        return id
     }
 
     struct Stats: Encodable {
@@ -145,14 +178,16 @@ public final class FanoutServer: Sendable {
         } catch is NIOTooManyBytesError {
             throw HTTPError(
                 .contentTooLarge,
-                message: "A NOTIFY payload (room, tab, message) must be under 8000 bytes; store larger messages and send their id.")
+                message:
+                    "A NOTIFY payload (room, id, tabs, message) must be under 8000 bytes; store larger messages and send their id.")
         }
         try await self.publish(String(buffer: body), to: room)
         return Response(status: .noContent)
     }
 
-    /// `GET /rooms/ROOM/events`: one client, one subscriber of its room of the LISTEN feed.
-    func events(room: String, channel: any Channel) -> Response {
+    /// `GET /rooms/ROOM/events`: one client, one subscriber of its room of the LISTEN feed;
+    /// one that reconnects gets the messages after `lastEventID` first.
+    func events(room: String, after lastEventID: Int64?, channel: any Channel) -> Response {
         // Joins now, while the request is handled: every event of the room from here on
         // reaches the body, which runs later, in another task.
         let subscription = self.feed.subscribe(to: room)
@@ -162,7 +197,8 @@ public final class FanoutServer: Sendable {
             body: ResponseBody { writer in
                 let connection = ClientConnection(channel: channel)
                 try await self.watchingForEviction(subscription, of: connection) {
-                    try await self.stream(subscription, to: &writer, connection: connection)
+                    try await self.stream(
+                        subscription, of: room, after: lastEventID, to: &writer, connection: connection)
                 }
                 try await writer.finish(nil)
             })
@@ -217,19 +253,31 @@ public final class FanoutServer: Sendable {
     /// evicted (see ``evicted(_:_:)``).
     ///
     /// The client sees `event: ready` once the instance's LISTEN connection is in effect for it
-    /// (what is committed after that reaches it), `data:` lines for each message of its room,
-    /// and, if the LISTEN connection is lost, `event: interrupted` then `event: resumed` when a
-    /// new one listens; messages committed between the two are lost for this instance's
-    /// clients. The status and the heartbeats come through the room's subscription, in order
-    /// with its messages: the session sends them to every room (see ``RoomNames``).
+    /// (what is committed after that reaches it), an event with `id:` and `data:` lines for
+    /// each message of its room, and, if the LISTEN connection is lost, `event: interrupted`
+    /// then `event: resumed` when a new one listens. The status and the heartbeats come
+    /// through the room's subscription, in order with its messages: the session sends them to
+    /// every room (see ``RoomNames``).
+    ///
+    /// What the client missed comes from the table (``EventHistory``), at the two moments the
+    /// instance cannot otherwise know it: at `ready` for a client that came back with the id
+    /// of the last message it saw (`lastEventID`), and at `resumed` for a client that has
+    /// seen a message (what was committed while the LISTEN connection was down). The client
+    /// joined its room before either, so a message is in the table or arrives through the
+    /// subscription, or both: a message whose id is not above the last one written is one
+    /// written already, and is skipped. A client that has seen no message yet misses what is
+    /// committed while the connection is down, as before.
     func stream(
-        _ subscription: SharedSubscription<RoomEvent, Never>, to writer: inout any ResponseBodyWriter,
-        connection: ClientConnection
+        _ subscription: SharedSubscription<RoomEvent, Never>, of room: String, after lastEventID: Int64?,
+        to writer: inout any ResponseBodyWriter, connection: ClientConnection
     ) async throws {
         let instance = self.configuration.instanceName
+        // The id of the last message the client has: every message up to it was written.
+        var last = lastEventID
         var generation = self.feed.listeningGeneration
         if generation != 0 {
             try await writer.write(ServerSentEvent.event("ready", data: instance))
+            try await self.catchUp(room, after: &last, to: &writer)
         } else {
             try await writer.write(ServerSentEvent.comment("waiting for the LISTEN connection"))
         }
@@ -237,8 +285,11 @@ public final class FanoutServer: Sendable {
             switch event {
             case .element(let routed):
                 switch routed.event {
-                case .message(let message):
-                    try await writer.write(ServerSentEvent.event(data: message))
+                case .message(let id, _) where last.map({ id <= $0 }) ?? false:
+                    break  // written already, from the table
+                case .message(let id, let text):
+                    try await writer.write(ServerSentEvent.event(id: id, data: text))
+                    last = id
                 case .heartbeat:
                     try await writer.write(ServerSentEvent.comment("heartbeat"))
                 case .listening(let new) where new > generation:
@@ -246,6 +297,7 @@ public final class FanoutServer: Sendable {
                     try await writer.write(
                         ServerSentEvent.event(generation == 0 ? "ready" : "resumed", data: instance))
                     generation = new
+                    try await self.catchUp(room, after: &last, to: &writer)
                 case .listening:
                     break  // already announced when this client joined
                 case .interrupted(let lost) where lost == generation:
@@ -256,13 +308,34 @@ public final class FanoutServer: Sendable {
             case .missed:
                 break  // only dropping policies report gaps; `.evicting` evicts instead
             case .evicted(let eviction):
-                // This client fell too far behind: it reconnects and resyncs. (If its
-                // connection is not writable, `evicted` closes it and this write fails.)
+                // This client fell too far behind: it reconnects with the id of the last
+                // message it got, and resumes from there. (If its connection is not
+                // writable, `evicted` closes it and this write fails.)
                 self.evicted(connection, eviction)
                 try await writer.write(ServerSentEvent.event("evicted", data: instance))
                 return
             }
         }
+    }
+
+    /// Writes the messages of `room` after `last` from the table, page by page, and moves
+    /// `last` to the last one written. Nothing if `last` is `nil` (nothing to resume from).
+    /// An id past the room's newest (from another room, or made up) is brought down to it, so
+    /// that the room's next messages are not taken for ones written already.
+    func catchUp(_ room: String, after last: inout Int64?, to writer: inout any ResponseBodyWriter) async throws {
+        guard var after = last else { return }
+        var wroteAny = false
+        while true {
+            let page = try await self.history.messages(of: room, after: after, on: self.notifier)
+            for message in page {
+                try await writer.write(ServerSentEvent.event(id: message.id, data: message.text))
+                after = message.id
+                wroteAny = true
+            }
+            last = after
+            if page.count < EventHistory.pageSize { break }
+        }
+        if !wroteAny { last = min(after, try await self.history.newestID(of: room, on: self.notifier)) }
     }
 }
 

@@ -5,8 +5,9 @@ import Synchronization
 
 /// What a client of a room receives from the shared LISTEN feed.
 public enum FeedEvent: Sendable, Hashable {
-    /// A message posted to the room: the notification's payload without its `room\t` prefix.
-    case message(String)
+    /// A message posted to the room: its id (its row in ``EventHistory``'s table, increasing
+    /// within the room) and its text, from the notification's payload (``RoomPayload``).
+    case message(id: Int64, text: String)
     /// LISTEN connection number `generation` (1 for the first this instance opened) is
     /// listening: every notification committed from now on arrives.
     case listening(generation: Int)
@@ -43,7 +44,7 @@ public struct FeedStats: Sendable, Hashable {
 /// One PostgreSQL LISTEN connection per process, routed by room to the local subscribers.
 ///
 /// Every room travels on the instance's one PostgreSQL channel: a notification's payload is
-/// `room\tmessage` (``RoomPayload``), and `share(by: \.room)` routes each message to its
+/// `room\tid\tmessage` (``RoomPayload``), and `share(by: \.room)` routes each message to its
 /// room's subscribers only, so a message costs what its room's clients cost, whatever the
 /// number of rooms and clients.
 ///

@@ -112,11 +112,12 @@ struct ListenSessions: AsyncSequence, Sendable {
                         delay = configuration.reconnectDelay
                         for try await notification in notifications {
                             // One channel for every room: the room travels in the payload.
-                            guard let (room, message) = RoomPayload.decode(notification.payload) else {
-                                logger.debug("not `room\\tmessage`: ignored", metadata: ["payload": "\(notification.payload)"])
+                            guard let (room, id, message) = RoomPayload.decode(notification.payload) else {
+                                logger.debug(
+                                    "not `room\\tid\\tmessage`: ignored", metadata: ["payload": "\(notification.payload)"])
                                 continue
                             }
-                            emitter.send(.message(message), to: room)
+                            emitter.send(.message(id: id, text: message), to: room)
                         }
                     }
                 } catch {

@@ -1,13 +1,16 @@
 import Synchronization
 
-/// A room's name and how it travels in a notification.
+/// A room's name and how a message travels in a notification.
 ///
 /// Every room shares the instance's one PostgreSQL channel (one LISTEN connection per
-/// instance, whatever the number of rooms): the room travels in the payload, as
-/// `room\tmessage`. A message may contain tabs; a room may not, and is split off at the first.
+/// instance, whatever the number of rooms): the room and the message's id (its row in
+/// ``EventHistory``'s table) travel in the payload, as `room\tid\tmessage`. A message may
+/// contain tabs; a room may not, and the payload is split at its first two tabs.
 public enum RoomPayload {
     /// The longest room name, in bytes.
     public static let maximumRoomBytes = 64
+    /// The longest id, in bytes: `Int64.max` has 19 digits.
+    static let maximumIDBytes = 19
 
     /// 1 to 64 ASCII letters, digits, `-`, `_` or `.`: safe in a URL path and free of tabs.
     public static func isValidRoom(_ room: some StringProtocol) -> Bool {
@@ -23,25 +26,29 @@ public enum RoomPayload {
             }
     }
 
-    /// The payload that carries `message` to the clients of `room`.
-    public static func encode(room: String, message: String) -> String {
+    /// The payload that carries message `id` to the clients of `room`. (Posts build it in SQL,
+    /// where the id is drawn: ``EventHistory/append(_:to:on:)``.)
+    public static func encode(room: String, id: Int64, message: String) -> String {
         precondition(self.isValidRoom(room), "room must be 1 to 64 ASCII letters, digits, -, _ or ., got \(room)")
-        return "\(room)\t\(message)"
+        return "\(room)\t\(id)\t\(message)"
     }
 
-    /// The room and the message of a payload; `nil` if it is not `room\tmessage` (a
-    /// notification on the channel from something else than this example).
-    public static func decode(_ payload: String) -> (room: String, message: String)? {
+    /// The room, the id and the message of a payload; `nil` if it is not `room\tid\tmessage`
+    /// (a notification on the channel from something else than this example).
+    public static func decode(_ payload: String) -> (room: String, id: Int64, message: String)? {
         guard let tab = payload.firstIndex(of: "\t") else { return nil }
         let room = payload[..<tab]
-        guard self.isValidRoom(room) else { return nil }
-        return (String(room), String(payload[payload.index(after: tab)...]))
+        let rest = payload[payload.index(after: tab)...]
+        guard self.isValidRoom(room), let secondTab = rest.firstIndex(of: "\t"),
+            let id = Int64(rest[..<secondTab]), id > 0
+        else { return nil }
+        return (String(room), id, String(rest[rest.index(after: secondTab)...]))
     }
 
     /// The longest message for `room`: PostgreSQL's payload limit (7999 bytes by default) less
-    /// the room and the tab.
+    /// the room, the longest id and the two tabs.
     public static func maximumMessageBytes(room: String) -> Int {
-        FanoutServer.maximumPayloadBytes - room.utf8.count - 1
+        FanoutServer.maximumPayloadBytes - room.utf8.count - self.maximumIDBytes - 2
     }
 }
 

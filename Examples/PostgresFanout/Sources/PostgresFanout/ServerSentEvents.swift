@@ -2,12 +2,14 @@ import NIOCore
 
 /// Formats server-sent events (the `text/event-stream` format).
 enum ServerSentEvent {
-    /// An event: `event: NAME` (omitted for the default `message` type), then one `data:` line
-    /// per line of `data`. A payload's line breaks (`\n`, `\r\n`, `\r`) become `\n` for the
-    /// client, which joins the `data:` lines with `\n`.
-    static func event(_ name: String? = nil, data: String) -> ByteBuffer {
+    /// An event: `event: NAME` (omitted for the default `message` type), `id: ID` if it has
+    /// one (the client sends the last one it saw as `Last-Event-ID` when it reconnects), then
+    /// one `data:` line per line of `data`. A payload's line breaks (`\n`, `\r\n`, `\r`)
+    /// become `\n` for the client, which joins the `data:` lines with `\n`.
+    static func event(_ name: String? = nil, id: Int64? = nil, data: String) -> ByteBuffer {
         var text = ""
         if let name { text += "event: \(name)\n" }
+        if let id { text += "id: \(id)\n" }
         for line in data.split(
             omittingEmptySubsequences: false, whereSeparator: { $0 == "\n" || $0 == "\r\n" || $0 == "\r" })
         {

@@ -54,6 +54,8 @@ let configuration = FanoutConfiguration(
     softLimitDuration: .seconds(Int(options["soft-limit-duration"] ?? "") ?? 10),
     heartbeat: .seconds(Int(options["heartbeat"] ?? "") ?? 15))
 let server = FanoutServer(configuration: configuration, logger: logger)
+// The table of messages that reconnecting clients read (created if it is not there yet).
+try await server.prepareDatabase()
 let port = Int(options["port"] ?? "") ?? 8080
 let application = server.application(port: port) { port in
     logger.info(

@@ -198,7 +198,7 @@ struct FanoutTests {
         }
     }
 
-    @Test("a killed LISTEN connection: the clients are told, the instance reconnects, their streams go on")
+    @Test("a killed LISTEN connection: the clients are told, the instance reconnects, and they get what was sent meanwhile")
     func killedListenConnectionReconnects() async throws {
         try await withHangGuard {
             let settings = try TestDatabase.require()
@@ -240,7 +240,7 @@ struct FanoutTests {
                 // comes through its room, to which the session sends the new connection's
                 // status (the room's name recorded when it joined).
                 var late = try await SSEClient.connect(port: killed.port, path: "/rooms/green/events")
-                // ...and misses what is sent until the new LISTEN is in effect; `other`'s don't.
+                // ...and misses, live, what is sent until the new LISTEN is in effect; `other`'s don't.
                 for room in rooms { try await other.post("during the gap in \(room)", to: room) }
                 for index in otherClients.indices {
                     let room = otherClients[index].room
@@ -248,8 +248,14 @@ struct FanoutTests {
                         try await otherClients[index].client.expect("message", "other").data
                             == "during the gap in \(room)")
                 }
+                // With `resumed`, the clients of `killed` that had seen a message get what was
+                // committed in the gap, from the table.
                 for index in killedClients.indices {
+                    let room = killedClients[index].room
                     #expect(try await killedClients[index].client.expect("resumed", "killed").data == killed.name)
+                    #expect(
+                        try await killedClients[index].client.expect("message", "killed").data
+                            == "during the gap in \(room)")
                 }
 
                 #expect(try await late.expect("ready", "the late client").data == killed.name)
@@ -345,18 +351,27 @@ struct FanoutTests {
                 // end of the connection: closed, without the `evicted` event that a writable
                 // client gets.
                 try await stalled.resumeReading()
-                var received = 0
+                var received: [ServerSentEvent] = []
                 do {
                     while let event = try await stalled.next() {
                         #expect(event.event == "message", "stalled client: \(event)")
-                        received += 1
+                        received.append(event)
                     }
                 } catch let failure as TestFailure {
                     throw failure
                 } catch {
                     // The connection closed in the middle of the chunked body: the end too.
                 }
-                #expect(received < burst, "the stalled client received \(received) of \(burst)")
+                #expect(received.count < burst, "the stalled client received \(received.count) of \(burst)")
+
+                // It reconnects with the id of the last message it got, and gets the rest of
+                // the burst from the table, then the live messages: it lost nothing.
+                let lastID = try #require(received.last?.id, "the stalled client's last message")
+                var back = try await instance.readyClient(of: "burst", lastEventID: lastID)
+                let rest = try await back.messages(burst - received.count + 1, "the evicted client, back")
+                let numbers = (received.map(\.data) + rest.map(\.text)).map { $0.prefix(while: { $0 != ":" }) }
+                #expect(numbers == (1...burst).map { "\($0)"[...] } + ["after the eviction"])
+                back.close()
 
                 reader.close()
                 stalled.close()

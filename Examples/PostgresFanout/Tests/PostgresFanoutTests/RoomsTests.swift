@@ -7,16 +7,20 @@ import Testing
 /// Rooms without PostgreSQL: how a room travels in a payload, and the names the session sends
 /// the status to.
 struct RoomsTests {
-    @Test func aPayloadCarriesItsRoomBeforeTheFirstTab() throws {
-        let payload = RoomPayload.encode(room: "red", message: "a\ttab and\nlines")
-        #expect(payload == "red\ta\ttab and\nlines")
+    @Test func aPayloadCarriesItsRoomAndItsIDBeforeTheMessage() throws {
+        let payload = RoomPayload.encode(room: "red", id: 42, message: "a\ttab and\nlines")
+        #expect(payload == "red\t42\ta\ttab and\nlines")
         let decoded = try #require(RoomPayload.decode(payload))
-        #expect(decoded.room == "red" && decoded.message == "a\ttab and\nlines")
-        #expect(RoomPayload.decode("red\t").map { [$0.room, $0.message] } == ["red", ""])
-        // Not from this example: no tab, or no valid room before it.
-        #expect(RoomPayload.decode("no tab at all") == nil)
-        #expect(RoomPayload.decode("\tno room") == nil)
-        #expect(RoomPayload.decode("not a room\tmessage") == nil)
+        #expect(decoded.room == "red" && decoded.id == 42 && decoded.message == "a\ttab and\nlines")
+        let empty = try #require(RoomPayload.decode("red\t7\t"))
+        #expect(empty.room == "red" && empty.id == 7 && empty.message == "")
+        // Not from this example: no tab, no valid room before it, or no id from 1 after it.
+        for payload in [
+            "no tab at all", "\tno room", "not a room\t1\tmessage", "red\tmessage", "red\t\tmessage",
+            "red\t0\tmessage", "red\t-1\tmessage", "red\t1x\tmessage",
+        ] {
+            #expect(RoomPayload.decode(payload) == nil, "\(payload)")
+        }
     }
 
     @Test func aRoomIsAShortNameSafeInAPath() {
@@ -26,7 +30,8 @@ struct RoomsTests {
         for room in ["", "with space", "tab\there", "slash/", "ünï", "%41", String(repeating: "r", count: 65)] {
             #expect(!RoomPayload.isValidRoom(room), "\(room)")
         }
-        #expect(RoomPayload.maximumMessageBytes(room: "red") == 7999 - 4)
+        // The room, the longest id (Int64.max: 19 digits) and two tabs.
+        #expect(RoomPayload.maximumMessageBytes(room: "red") == 7999 - 3 - 19 - 2)
     }
 
     @Test func roomNamesForgetTheRoomsThatAreNoLongerLive() {

@@ -1,6 +1,7 @@
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import Testing
 
 /// A part of an HTTP response, as the test reads it.
 enum ResponsePart: Sendable {
@@ -55,11 +56,14 @@ struct HTTPConnection: Sendable {
     let channel: any Channel
     let parts: AsyncThrowingStream<ResponsePart, any Error>
 
-    static func open(port: Int, method: HTTPMethod, path: String, body: String? = nil, close: Bool) async throws -> Self
-    {
+    static func open(
+        port: Int, method: HTTPMethod, path: String, headers: [(String, String)] = [], body: String? = nil,
+        close: Bool
+    ) async throws -> Self {
         let (parts, continuation) = AsyncThrowingStream.makeStream(of: ResponsePart.self)
         var head = HTTPRequestHead(version: .http1_1, method: method, uri: path)
         head.headers.add(name: "Host", value: "127.0.0.1:\(port)")
+        head.headers.add(contentsOf: headers)
         if close { head.headers.add(name: "Connection", value: "close") }
         let bodyBuffer = body.map { ByteBuffer(string: $0) }
         if let bodyBuffer { head.headers.add(name: "Content-Length", value: "\(bodyBuffer.readableBytes)") }
@@ -81,6 +85,14 @@ struct HTTPConnection: Sendable {
     /// Closes the socket, as a client that goes away does.
     func close() {
         self.channel.close(promise: nil)
+    }
+
+    /// Resets the connection: `SO_LINGER` 0, then close, so that the kernel sends an RST and
+    /// drops what was still unread, as a network cut or a killed client process does.
+    func reset() async throws {
+        let socket = try #require(self.channel as? any SocketOptionProvider, "a socket channel")
+        try await socket.setSoLinger(linger(l_onoff: 1, l_linger: 0)).get()
+        try? await self.channel.close()
     }
 
     /// Stops or resumes reading from the socket (`autoRead`). Stopped, the connection is a
@@ -113,15 +125,15 @@ func httpRequest(port: Int, _ method: HTTPMethod, _ path: String, body: String? 
     return HTTPResponse(status: status, body: String(buffer: collected))
 }
 
-/// A server-sent event: `event` is "message" when the server named none.
+/// A server-sent event: `event` is "message" when the server named none; `id` is the event's
+/// own `id:`, if it has one.
 struct ServerSentEvent: Sendable, Hashable, CustomStringConvertible {
     var event: String
+    var id: String? = nil
     var data: String
 
-    static func message(_ data: String) -> Self { Self(event: "message", data: data) }
-
     var description: String {
-        "\(self.event)(\(self.data.count > 40 ? String(self.data.prefix(40)) + "…" : self.data))"
+        "\(self.event)(\(self.id.map { "id \($0), " } ?? "")\(self.data.count > 40 ? String(self.data.prefix(40)) + "…" : self.data))"
     }
 }
 
@@ -131,13 +143,16 @@ struct SSEClient {
     private var parts: AsyncThrowingStream<ResponsePart, any Error>.AsyncIterator
     private var pending: [UInt8] = []
     private var eventName: String?
+    private var eventID: String?
     private var dataLines: [String] = []
     /// The comment lines seen, without their `: ` (heartbeats, the wait for the connection).
     private(set) var comments: [String] = []
 
-    /// Connects and reads the response head.
-    static func connect(port: Int, path: String) async throws -> Self {
-        let connection = try await HTTPConnection.open(port: port, method: .GET, path: path, close: false)
+    /// Connects and reads the response head; with `lastEventID`, as a client that reconnects.
+    static func connect(port: Int, path: String, lastEventID: String? = nil) async throws -> Self {
+        let connection = try await HTTPConnection.open(
+            port: port, method: .GET, path: path, headers: lastEventID.map { [("Last-Event-ID", $0)] } ?? [],
+            close: false)
         var client = Self(connection: connection, parts: connection.parts.makeAsyncIterator())
         guard case .head(let head) = try await client.parts.next() else {
             throw TestFailure("GET \(path): no response head")
@@ -172,9 +187,10 @@ struct SSEClient {
     /// One line of the stream; returns the event a blank line completes.
     private mutating func take(_ line: String) -> ServerSentEvent? {
         if line.isEmpty {
-            defer { (self.eventName, self.dataLines) = (nil, []) }
+            defer { (self.eventName, self.eventID, self.dataLines) = (nil, nil, []) }
             guard self.eventName != nil || !self.dataLines.isEmpty else { return nil }
-            return ServerSentEvent(event: self.eventName ?? "message", data: self.dataLines.joined(separator: "\n"))
+            return ServerSentEvent(
+                event: self.eventName ?? "message", id: self.eventID, data: self.dataLines.joined(separator: "\n"))
         }
         if line.hasPrefix(":") {
             self.comments.append(String(line.dropFirst(line.hasPrefix(": ") ? 2 : 1)))
@@ -188,6 +204,7 @@ struct SSEClient {
             } ?? (line, "")
         switch field {
         case "event": self.eventName = value
+        case "id": self.eventID = value
         case "data": self.dataLines.append(value)
         default: break
         }
@@ -208,6 +225,11 @@ struct SSEClient {
 
     func close() {
         self.connection.close()
+    }
+
+    /// Resets the connection (an RST), as a network cut does.
+    func reset() async throws {
+        try await self.connection.reset()
     }
 
     /// Stops reading from the socket: what was read already is still returned by `next()`.

@@ -66,20 +66,38 @@ enum TestDatabase {
         return backends
     }
 
-    /// Sends `count` notifications to `room` on `channel` in one statement, so one
-    /// transaction: a burst that PostgreSQL delivers at once on commit. The message of number
-    /// `n` is `n:` followed by `padding` x's (the payload: `room\tn:xxx…`); each is distinct,
-    /// since PostgreSQL folds identical notifications of one transaction into one.
+    /// Posts `count` messages to `room` on `channel` in one statement, so one transaction, as
+    /// the instances post (a row each in the table, a notification each with its id): a burst
+    /// that PostgreSQL delivers at once on commit. The message of number `n` is `n:` followed
+    /// by `padding` x's, and its id increases with `n`.
     static func notifyBurst(
         _ connection: PostgresConnection, channel: String, room: String, count: Int, padding: Int
     ) async throws {
-        let prefix = "\(room)\t"
         let rows = try await connection.query(
             """
-            SELECT pg_notify(\(channel), \(prefix) || n::text || ':' || repeat('x', \(padding)::int))
-            FROM generate_series(1, \(count)) AS n
+            WITH event AS (
+                INSERT INTO fanout_events (channel, room, message)
+                SELECT \(channel), \(room), n::text || ':' || repeat('x', \(padding)::int)
+                FROM generate_series(1, \(count)) AS n ORDER BY n
+                RETURNING id, message
+            )
+            SELECT pg_notify(\(channel), \(room) || E'\\t' || id::text || E'\\t' || message)::text
+            FROM (SELECT * FROM event ORDER BY id) AS ordered
             """, logger: logger)
         for try await _ in rows {}
+    }
+
+    /// The messages of `room` on `channel` in the table, in id order: what every client of
+    /// the room must have received, once.
+    static func messages(
+        _ connection: PostgresConnection, channel: String, room: String
+    ) async throws -> [(id: Int64, text: String)] {
+        let rows = try await connection.query(
+            "SELECT id, message FROM fanout_events WHERE channel = \(channel) AND room = \(room) ORDER BY id",
+            logger: logger)
+        var messages: [(id: Int64, text: String)] = []
+        for try await (id, text) in rows.decode((Int64, String).self) { messages.append((id, text)) }
+        return messages
     }
 
     /// Kills a backend, as an administrator or a failover would.
@@ -145,6 +163,7 @@ struct RunningInstance: Sendable {
             heartbeat: .milliseconds(100),  // clients that leave are noticed within a few
             reconnectDelay: reconnectDelay)
         let server = FanoutServer(configuration: configuration, logger: TestDatabase.logger)
+        try await server.prepareDatabase()
         let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
         let application = server.application(port: 0) { port in portSink.yield(port) }
         let group = ServiceGroup(configuration: .init(services: [application], logger: TestDatabase.logger))
@@ -186,6 +205,7 @@ struct RunningInstance: Sendable {
         return try JSONDecoder().decode(EvictionStats.self, from: Data(response.body.utf8))
     }
 
+    /// Posts `message` to `room` through this instance's HTTP route.
     func post(_ message: String, to room: String) async throws {
         let response = try await httpRequest(port: self.port, .POST, "/rooms/\(room)/messages", body: message)
         guard response.status == .noContent else {
@@ -203,9 +223,11 @@ struct RunningInstance: Sendable {
     }
 
     /// A client connected to `GET /rooms/ROOM/events` that got `event: ready`: it receives
-    /// every message posted to `room` and committed from now on.
-    func readyClient(of room: String) async throws -> SSEClient {
-        var client = try await SSEClient.connect(port: self.port, path: "/rooms/\(room)/events")
+    /// every message posted to `room` and committed from now on, after those after
+    /// `lastEventID` if it reconnects with one.
+    func readyClient(of room: String, lastEventID: String? = nil) async throws -> SSEClient {
+        var client = try await SSEClient.connect(
+            port: self.port, path: "/rooms/\(room)/events", lastEventID: lastEventID)
         let ready = try await client.expect("ready", "a new client of \(self.name) in \(room)")
         guard ready.data == self.name else { throw TestFailure("ready from \(ready.data), not \(self.name)") }
         return client
