@@ -1,10 +1,25 @@
 // What the keep-alive tests (KeepAliveTests, MisbehavingClockTests) do again and again with
-// a `FedSource` on a `ManualClock`: a subscriber restarting the stopped upstream, and a
-// window checked to close exactly at its deadline.
+// a `FedSource` on a `ManualClock`: a window opened by a first subscriber's leave, a
+// subscriber restarting the stopped upstream, and a window checked to close exactly at its
+// deadline.
 
 import Testing
 
 @testable import AsyncMulticast
+
+/// A keep-alive window just opened: `share` shares a new `FedSource` on a new `ManualClock`
+/// (`{ $0.share(keepAlive: .seconds(10), clock: $1) }`), and a first subscriber starts the
+/// upstream, reads `values` from it and leaves.
+func openWindow(
+    reading values: Int..., sourceLocation: SourceLocation = #_sourceLocation,
+    _ share: (FedSource, ManualClock) -> AsyncShareSequence<Int, Never>
+) async -> (clock: ManualClock, source: FedSource, shared: AsyncShareSequence<Int, Never>) {
+    let clock = ManualClock()
+    let source = FedSource()
+    let shared = share(source, clock)
+    await startReadAndLeave(shared, source, values: values, sourceLocation: sourceLocation)
+    return (clock, source, shared)
+}
 
 /// A subscriber joins `shared`, reads `replayed` from its cache if given, restarts the
 /// stopped upstream (iteration `iteration`), reads `value` from it, and leaves.

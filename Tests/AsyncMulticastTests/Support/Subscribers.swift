@@ -373,6 +373,14 @@ func startReadAndLeave(
     _ shared: AsyncShareSequence<Int, Never>, _ source: FedSource, _ values: Int...,
     sourceLocation: SourceLocation = #_sourceLocation
 ) async {
+    await startReadAndLeave(shared, source, values: values, sourceLocation: sourceLocation)
+}
+
+/// ``startReadAndLeave(_:_:_:sourceLocation:)`` with the values as an array.
+func startReadAndLeave(
+    _ shared: AsyncShareSequence<Int, Never>, _ source: FedSource, values: [Int],
+    sourceLocation: SourceLocation = #_sourceLocation
+) async {
     let a = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
     var read: [Int] = []
     if let first = await a.startIteration(of: source, yielding: values, sourceLocation: sourceLocation) {
