@@ -60,16 +60,27 @@ struct CaughtUpOfferCountTests {
 
     // MARK: When the iterator remembers the count
 
+    /// A `.bounded(bound)` subject whose two subscribers, `a` and `b`, each hold 1...sent.
+    private struct TwoSubscribers {
+        let subject: AsyncPassthroughSubject<Int, Never>
+        var a: SharedIterator<Int, Never>
+        var b: SharedIterator<Int, Never>
+
+        init(bound: Int, holding sent: Int) {
+            self.subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(bound))
+            self.a = self.subject.makeAsyncIterator()
+            self.b = self.subject.makeAsyncIterator()
+            for element in 1...sent { self.subject.send(element) }
+        }
+    }
+
     @Test func aCaughtUpSubscriberRemembersTheOfferCount() async {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(8))
-        var a = subject.makeAsyncIterator()
-        var b = subject.makeAsyncIterator()
-        for element in 1...3 { subject.send(element) }
-        #expect(await a.next() == 1)
-        #expect(a.batch.offersWhenCaughtUp == 3, "it took 2 and 3 as well: all three offers")
-        #expect(subject.storage.catchUp.offerCount == 3)
-        #expect(await b.next() == 1)
-        #expect(b.batch.offersWhenCaughtUp == 3)
+        var readers = TwoSubscribers(bound: 8, holding: 3)
+        #expect(await readers.a.next() == 1)
+        #expect(readers.a.batch.offersWhenCaughtUp == 3, "it took 2 and 3 as well: all three offers")
+        #expect(readers.subject.storage.catchUp.offerCount == 3)
+        #expect(await readers.b.next() == 1)
+        #expect(readers.b.batch.offersWhenCaughtUp == 3)
     }
 
     @Test func aSoleSubscriberDoesNotSkipTheReadItMayWaitForOffersIn() async {
@@ -108,15 +119,12 @@ struct CaughtUpOfferCountTests {
     }
 
     @Test func aSubscriberStoppedByItsBatchLimitDoesNotSkip() async {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(4))
-        var a = subject.makeAsyncIterator()
-        var b = subject.makeAsyncIterator()
-        for element in 1...4 { subject.send(element) }
-        #expect(await a.next() == 1)
-        #expect(a.batch.elements == [2, 3], "half the bound")
-        #expect(a.batch.offersWhenCaughtUp == 0, "4 is still ahead")
-        for expected in 2...4 { #expect(await a.next() == expected) }
-        #expect(await b.next() == 1)
+        var readers = TwoSubscribers(bound: 4, holding: 4)
+        #expect(await readers.a.next() == 1)
+        #expect(readers.a.batch.elements == [2, 3], "half the bound")
+        #expect(readers.a.batch.offersWhenCaughtUp == 0, "4 is still ahead")
+        for expected in 2...4 { #expect(await readers.a.next() == expected) }
+        #expect(await readers.b.next() == 1)
     }
 
     // MARK: Every producer path counts its offers

@@ -41,6 +41,27 @@ func multicastGuideTheRaceShareUsersHit() async {
         ])
 }
 
+// The "Join first, then connect" examples: the later two use `prices` as the first does, and
+// all three print the same lines.
+
+/// `prices` as the first example makes it: 100 and 101, then the end, buffered before anyone
+/// subscribes.
+private func pricesOf100And101() -> AsyncStream<Int> {
+    let (prices, feed) = AsyncStream.makeStream(of: Int.self)
+    feed.yield(100)
+    feed.yield(101)
+    feed.finish()
+    return prices
+}
+
+/// The output the guide shows for each example: each subscriber's two lines, which the two
+/// tasks interleave differently from run to run, and nothing else.
+private func expectEachSawBothPrices(_ printed: PrintedLines, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(printed.lines(startingWith: "chart:") == ["chart: 100", "chart: 101"], sourceLocation: sourceLocation)
+    #expect(printed.lines(startingWith: "table:") == ["table: 100", "table: 101"], sourceLocation: sourceLocation)
+    #expect(printed.lines.count == 4, sourceLocation: sourceLocation)
+}
+
 // Guides/Multicast.md: Join first, then connect
 @Test("Guides/Multicast.md: Join first, then connect", .timeLimit(.minutes(3)))
 func multicastGuideJoinFirstThenConnect() async {
@@ -66,9 +87,7 @@ func multicastGuideJoinFirstThenConnect() async {
     await chartTask.value
     await tableTask.value
 
-    #expect(printed.lines(startingWith: "chart:") == ["chart: 100", "chart: 101"])
-    #expect(printed.lines(startingWith: "table:") == ["table: 100", "table: 101"])
-    #expect(printed.lines.count == 4)
+    expectEachSawBothPrices(printed)
 }
 
 // Guides/Multicast.md: Join first, then connect (tasks that subscribe themselves)
@@ -76,10 +95,7 @@ func multicastGuideJoinFirstThenConnect() async {
 func multicastGuideJoinFirstThenConnectFromTasks() async throws {
     let (printed, print) = PrintedLines.recorder()
 
-    let (prices, feed) = AsyncStream.makeStream(of: Int.self)
-    feed.yield(100)
-    feed.yield(101)
-    feed.finish()
+    let prices = pricesOf100And101()  // `prices` as in the previous example
 
     let multicast = prices.multicast()
     let chartTask = Task { for await p in multicast { print("chart:", p) } }
@@ -89,9 +105,7 @@ func multicastGuideJoinFirstThenConnectFromTasks() async throws {
     await chartTask.value
     await tableTask.value
 
-    #expect(printed.lines(startingWith: "chart:") == ["chart: 100", "chart: 101"])
-    #expect(printed.lines(startingWith: "table:") == ["table: 100", "table: 101"])
-    #expect(printed.lines.count == 4)
+    expectEachSawBothPrices(printed)
 }
 
 // Guides/Multicast.md: Join first, then connect (autoconnect(minimumSubscribers:))
@@ -99,10 +113,7 @@ func multicastGuideJoinFirstThenConnectFromTasks() async throws {
 func multicastGuideAutoconnectMinimumSubscribers() async {
     let (printed, print) = PrintedLines.recorder()
 
-    let (prices, feed) = AsyncStream.makeStream(of: Int.self)
-    feed.yield(100)
-    feed.yield(101)
-    feed.finish()
+    let prices = pricesOf100And101()  // `prices` as in the previous example
 
     let multicast = prices.multicast().autoconnect(minimumSubscribers: 2)
     let chartTask = Task { for await p in multicast { print("chart:", p) } }
@@ -110,14 +121,22 @@ func multicastGuideAutoconnectMinimumSubscribers() async {
     await chartTask.value
     await tableTask.value
 
-    #expect(printed.lines(startingWith: "chart:") == ["chart: 100", "chart: 101"])
-    #expect(printed.lines(startingWith: "table:") == ["table: 100", "table: 101"])
-    #expect(printed.lines.count == 4)
+    expectEachSawBothPrices(printed)
 }
 
-private enum MulticastConnectionExample {
-    static let printed = PrintedLines()
-    static func print(_ items: Any...) { printed.record(items) }
+/// Where one example of the guide's cold source records what it prints: each has a log of its
+/// own, so that the two tests may run in parallel.
+private protocol ServerExampleLog: Sendable {
+    static var printed: PrintedLines { get }
+}
+
+private enum ConnectionLog: ServerExampleLog { static let printed = PrintedLines() }
+private enum AutoconnectLog: ServerExampleLog { static let printed = PrintedLines() }
+
+/// The guide's `ServerConnection`, declared once, and the two examples that use it, each
+/// printing into `Log`.
+private enum ServerExamples<Log: ServerExampleLog> {
+    static func print(_ items: Any...) { Log.printed.record(items) }
 
     /// A cold source: every iteration opens a new connection, which sends two messages and
     /// then stays open until the iteration is cancelled.
@@ -132,7 +151,7 @@ private enum MulticastConnectionExample {
         }
     }
 
-    static func example() async {  // (test only)
+    static func connectCancelReconnect() async {  // (test only)
         let server = ServerConnection().multicast()
         var a = server.makeAsyncIterator()
         var b = server.makeAsyncIterator()
@@ -152,13 +171,27 @@ private enum MulticastConnectionExample {
         print("c:", await c.next()!)
         second.cancel()
     }
+
+    static func autoconnect() async {  // (test only)
+        let server = ServerConnection().multicast(replay: 1).autoconnect()
+        do {
+            var first = server.makeAsyncIterator()
+            print("first:", await first.next()!)  // this wait connects
+            print("first:", await first.next()!)
+        }  // first leaves; the connection stays open
+        var second = server.makeAsyncIterator()
+        print("second:", await second.next()!)  // replayed; no new connection
+
+        server.connect().cancel()  // the running connection, cancelled
+        print("second ended:", await second.next() == nil)
+    }
 }
 
 // Guides/Multicast.md: The connection: connect, cancel, reconnect
 @Test("Guides/Multicast.md: The connection: connect, cancel, reconnect", .timeLimit(.minutes(3)))
 func multicastGuideConnectCancelReconnect() async {
-    let printed = MulticastConnectionExample.printed
-    await MulticastConnectionExample.example()
+    let printed = ConnectionLog.printed
+    await ServerExamples<ConnectionLog>.connectCancelReconnect()
     await printed.wait { $0.filter { $0 == "server: disconnect" }.count == 2 }
     #expect(
         printed.lines.filter { !$0.hasPrefix("server:") } == [
@@ -180,42 +213,11 @@ func multicastGuideConnectCancelReconnect() async {
         ])
 }
 
-private enum MulticastAutoconnectExample {
-    static let printed = PrintedLines()
-    static func print(_ items: Any...) { printed.record(items) }
-
-    /// The same cold source as in the previous example.
-    struct ServerConnection: AsyncSequence, Sendable {
-        func makeAsyncIterator() -> AsyncStream<String>.Iterator {
-            print("server: connect")
-            let (messages, server) = AsyncStream.makeStream(of: String.self)
-            server.onTermination = { _ in print("server: disconnect") }
-            server.yield("hello")
-            server.yield("status: ok")
-            return messages.makeAsyncIterator()
-        }
-    }
-
-    static func example() async {
-        let server = ServerConnection().multicast(replay: 1).autoconnect()
-        do {
-            var first = server.makeAsyncIterator()
-            print("first:", await first.next()!)  // this wait connects
-            print("first:", await first.next()!)
-        }  // first leaves; the connection stays open
-        var second = server.makeAsyncIterator()
-        print("second:", await second.next()!)  // replayed; no new connection
-
-        server.connect().cancel()  // the running connection, cancelled
-        print("second ended:", await second.next() == nil)
-    }
-}
-
 // Guides/Multicast.md: autoconnect()
 @Test("Guides/Multicast.md: autoconnect()", .timeLimit(.minutes(3)))
 func multicastGuideAutoconnect() async {
-    let printed = MulticastAutoconnectExample.printed
-    await MulticastAutoconnectExample.example()
+    let printed = AutoconnectLog.printed
+    await ServerExamples<AutoconnectLog>.autoconnect()
     await printed.wait(for: "server: disconnect")
     #expect(
         printed.lines.filter { !$0.hasPrefix("server:") } == [

@@ -102,21 +102,31 @@ func servingClientsGuideBurst() async {
 }
 
 // Guides/ServingClients.md: Sizing the two limits (the soft limit)
+// The guide's `clock` is a manual one: no time passes until the healthy client has caught
+// up, so only the stalled one is past 256 when the test moves the clock by the second.
 @Test("Guides/ServingClients.md: Sizing the two limits (the soft limit)", .timeLimit(.minutes(3)))
 func servingClientsGuideSoftLimit() async throws {
     let (printed, print) = PrintedLines.recorder()
+    let clock = ManualClock()
 
-    let soft = SharedBufferingPolicy.SoftLimit.above(256, for: .seconds(1))  // 10 s or more, in a server
-    let room = AsyncReplaySubject<String, Never>(replay: 50, buffering: .evicting(4096, softLimit: soft))
-    let healthy = room.subscribe()
-    let stalled = room.subscribe()  // never reads
-    for poster in 1...50 {
-        for n in 1...20 { room.send("\(poster): message \(n)") }
-    }
-    var reader = healthy.makeAsyncIterator()
-    for _ in 1...1000 { _ = await reader.next() }  // catches up within the second
-    print("healthy:", healthy.backlog!)
-    print("stalled evicted", await stalled.waitForEviction()!)  // a second after it went past 256
+    let example = Task {  // (test only)
+        let soft = SharedBufferingPolicy.SoftLimit.above(256, for: .seconds(1))  // 10 s or more, in a server
+        let room = AsyncReplaySubject<String, Never>(
+            replay: 50, buffering: .evicting(4096, softLimit: soft), clock: clock)
+        let healthy = room.subscribe()
+        let stalled = room.subscribe()  // never reads
+        for poster in 1...50 {
+            for n in 1...20 { room.send("\(poster): message \(n)") }
+        }
+        var reader = healthy.makeAsyncIterator()
+        for _ in 1...1000 { _ = await reader.next() }  // catches up within the second
+        print("healthy:", healthy.backlog!)
+        print("stalled evicted", await stalled.waitForEviction()!)  // a second after it went past 256
+    }  // (test only)
+    await printed.wait(until: { $0.count == 1 })  // "healthy: …", at the clock's start
+    #expect(await clock.waitForSleepers(count: 1), "the soft limit's timer, asleep until the second is over")
+    clock.advance(by: .seconds(1))
+    await example.value
 
     #expect(
         printed.lines == [

@@ -25,6 +25,9 @@ private func softLimitedSubject(
 
 @Suite("Eviction records across lanes, greetings, leaves and connections", .timeLimit(.minutes(2)))
 struct EvictionRecordTests {
+    /// The hard limit the record tests share: a member's third unread element evicts it.
+    static let hardTwo = SharedBufferingPolicy.evicting(2)
+
     @Test("one append: a hard limit and a zero-duration soft limit of two lanes, each with its own reason")
     func hardAndSoftInOneAppend() async {
         let hard = SharedBufferingPolicy.evicting(3)
@@ -167,17 +170,19 @@ struct EvictionRecordTests {
 
     @Test("members evicted together, then released before reading: the record goes with the last of them")
     func releasedBeforeReading() async {
-        let policy = SharedBufferingPolicy.evicting(2)
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: policy)
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: Self.hardTwo)
         let kept = subject.subscribe()
         var released = [subject.makeAsyncIterator(), subject.makeAsyncIterator()]
         for n in 1...3 { subject.send(n) }
-        #expect(subject.storage.evictionRecords(policy) == [RecordSummary(reason: .hardLimit, heldAt: 2, members: 3)])
-        #expect(subject.storage.evictedCount(policy) == 3)
+        #expect(
+            subject.storage.evictionRecords(Self.hardTwo) == [RecordSummary(reason: .hardLimit, heldAt: 2, members: 3)])
+        #expect(subject.storage.evictedCount(Self.hardTwo) == 3)
         released.removeLast()
-        #expect(subject.storage.evictionRecords(policy) == [RecordSummary(reason: .hardLimit, heldAt: 2, members: 2)])
+        #expect(
+            subject.storage.evictionRecords(Self.hardTwo) == [RecordSummary(reason: .hardLimit, heldAt: 2, members: 2)])
         released.removeAll()
-        #expect(subject.storage.evictionRecords(policy) == [RecordSummary(reason: .hardLimit, heldAt: 2, members: 1)])
+        #expect(
+            subject.storage.evictionRecords(Self.hardTwo) == [RecordSummary(reason: .hardLimit, heldAt: 2, members: 1)])
         #expect(subject.storage.invariantViolation == nil)
         #expect(await kept.waitForEviction() == .hardLimit(2))
         #expect(subject.subscriberCount == 0)
@@ -209,8 +214,7 @@ struct EvictionRecordTests {
     @Test("a multicast connection ends after an eviction, the next one evicts a subscriber in a freed slot")
     func connectionEndsThenReconnects() async throws {
         let relay = Relay()
-        let policy = SharedBufferingPolicy.evicting(2)
-        let room = relay.multicast(buffering: policy)
+        let room = relay.multicast(buffering: Self.hardTwo)
         let stalled = room.subscribe()
         var reader = room.makeAsyncIterator()
         let first = room.connect()
@@ -222,7 +226,9 @@ struct EvictionRecordTests {
         #expect(await stalled.waitForEviction() == .hardLimit(2))
         first.cancel()
         #expect(await reader.next() == nil)
-        #expect(room.storage.evictionRecords(policy) == [], "the ended connection took the record to the private queue")
+        #expect(
+            room.storage.evictionRecords(Self.hardTwo) == [],
+            "the ended connection took the record to the private queue")
         #expect(await stalled.waitForEviction() == .hardLimit(2))
 
         let late = room.subscribe()  // in the reader's slot
@@ -288,18 +294,19 @@ struct EvictionRecordTests {
 
     @Test("one evicted member never reads: the records stay as many as the evicted members not gone")
     func recordsStayBounded() async {
-        let policy = SharedBufferingPolicy.evicting(2)
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: policy)
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: Self.hardTwo)
         let stuck = subject.subscribe()
         for n in 1...3 { subject.send(n) }
         for round in 0..<50 {
             let client = subject.subscribe()
             for n in 0..<3 { subject.send(100 * round + n) }
-            #expect(subject.storage.evictionRecords(policy).count == 2)
+            #expect(subject.storage.evictionRecords(Self.hardTwo).count == 2)
             var events = client.events.makeAsyncIterator()
             #expect(await events.next() == .evicted(.hardLimit(2)))
             #expect(
-                subject.storage.evictionRecords(policy) == [RecordSummary(reason: .hardLimit, heldAt: 2, members: 1)])
+                subject.storage.evictionRecords(Self.hardTwo) == [
+                    RecordSummary(reason: .hardLimit, heldAt: 2, members: 1)
+                ])
         }
         // Evicted members that stay: one record each, none more.
         var staying: [SharedSubscription<Int, Never>] = []
@@ -307,10 +314,10 @@ struct EvictionRecordTests {
             staying.append(subject.subscribe())
             for n in 0..<3 { subject.send(1000 * round + n) }
         }
-        let records = subject.storage.evictionRecords(policy)
+        let records = subject.storage.evictionRecords(Self.hardTwo)
         #expect(records.count == 6)
         #expect(records.map(\.members) == [1, 1, 1, 1, 1, 1])
-        #expect(subject.storage.evictedCount(policy) == 6)
+        #expect(subject.storage.evictedCount(Self.hardTwo) == 6)
         #expect(subject.storage.invariantViolation == nil)
         for client in staying { #expect(await client.waitForEviction() == .hardLimit(2)) }
         #expect(await stuck.waitForEviction() == .hardLimit(2))

@@ -18,10 +18,9 @@ struct KeepAliveTests {
         "share(keepAlive:): a subscriber arriving before the deadline continues the same iteration; leaving again moves the deadline"
     )
     func shareArrivalInsideWindowContinues() async {
-        let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(shared, source, 1, 2)
+        let (clock, source, shared) = await openWindow(reading: 1, 2) {
+            $0.share(keepAlive: .seconds(10), clock: $1)
+        }
         #expect(await clock.waitForSleepers(count: 1), "the timer sleeps until the window's deadline")
         #expect(clock.sleeperDeadlines == [self.at(.seconds(10))])
 
@@ -50,10 +49,9 @@ struct KeepAliveTests {
         "share(buffering:keepAlive:): the upstream is cancelled exactly when the window ends; the next subscriber restarts it"
     )
     func shareCancelledWhenWindowEnds() async {
-        let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(buffering: .unbounded, keepAlive: .seconds(5), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (clock, source, shared) = await openWindow(reading: 1) {
+            $0.share(buffering: .unbounded, keepAlive: .seconds(5), clock: $1)
+        }
         #expect(await clock.waitForSleepers(count: 1))
         await expectCancelledAtTheDeadline(
             self.at(.seconds(5)), clock: clock, source: source, iteration: 0,
@@ -73,10 +71,9 @@ struct KeepAliveTests {
 
     @Test("replay(_:buffering:keepAlive:): before the deadline, the replay then the same iteration's elements")
     func replayArrivalInsideWindowContinues() async {
-        let clock = ManualClock()
-        let source = FedSource()
-        let replayed = source.replay(1, keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(replayed, source, 1, 2)
+        let (clock, source, replayed) = await openWindow(reading: 1, 2) {
+            $0.replay(1, keepAlive: .seconds(10), clock: $1)
+        }
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(10) - .nanoseconds(1))
         #expect(clock.sleeperCount == 1)
@@ -92,11 +89,10 @@ struct KeepAliveTests {
 
     @Test("replay(_:buffering:keepAlive:): cancelled when the window ends; a cache that never expires survives")
     func replayCancelledWhenWindowEnds() async {
-        let clock = ManualClock()
-        let source = FedSource()
-        let replayed = source.replay(
-            1, buffering: .unbounded, keepAlive: .seconds(5), replayExpiration: .seconds(Int64.max), clock: clock)
-        await startReadAndLeave(replayed, source, 1, 2)
+        let (clock, source, replayed) = await openWindow(reading: 1, 2) {
+            $0.replay(
+                1, buffering: .unbounded, keepAlive: .seconds(5), replayExpiration: .seconds(Int64.max), clock: $1)
+        }
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(5))
         let ended = await source.control.waitForEnd()
@@ -112,10 +108,9 @@ struct KeepAliveTests {
         "replay(_:keepAlive:replayExpiration:): a keep-alive window opened while the timer times a longer expiry window ends at its own deadline"
     )
     func keepAliveWindowInsideLongerExpiryWindow() async throws {
-        let clock = ManualClock()
-        let source = FedSource()
-        let replayed = source.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: clock)
-        await startReadAndLeave(replayed, source, 1)
+        let (clock, source, replayed) = await openWindow(reading: 1) {
+            $0.replay(1, keepAlive: .seconds(5), replayExpiration: .seconds(60), clock: $1)
+        }
         #expect(await clock.waitForSleepers(count: 1))
         clock.advance(by: .seconds(5))
         #expect(await source.control.waitForEnd()?.end == .cancelled, "the keep-alive window closed at 5")
@@ -139,10 +134,9 @@ struct KeepAliveTests {
 
     @Test("the upstream keeps running inside the window: what it produces meanwhile is replayed to the next subscriber")
     func upstreamKeepsRunningInsideWindow() async throws {
-        let clock = ManualClock()
-        let source = FedSource()
-        let replayed = source.replay(1, keepAlive: .seconds(10), clock: clock)
-        await startReadAndLeave(replayed, source, 1, 2)
+        let (_, source, replayed) = await openWindow(reading: 1, 2) {
+            $0.replay(1, keepAlive: .seconds(10), clock: $1)
+        }
         // Nobody is subscribed; the upstream is waiting in its next() call.
         let pulls = source.control.nextCalls
         source.control.yield(3)
@@ -161,10 +155,9 @@ struct KeepAliveTests {
         "leaving and coming back 2,000 times inside the window re-arms one timer task, which ends the window last opened"
     )
     func oneTimerTaskForManyDepartures() async {
-        let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: .seconds(3_600), clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (clock, source, shared) = await openWindow(reading: 1) {
+            $0.share(keepAlive: .seconds(3_600), clock: $1)
+        }
         let timer = shared.storage.state.withLock { $0.timerTask }
         #expect(timer != nil, "the first departure started the timer")
         #expect(await clock.waitForSleepers(count: 1))
@@ -198,10 +191,9 @@ struct KeepAliveTests {
             Duration.seconds(1e19),
         ])
     func keepAliveForeverHasNoTimer(keepAlive: Duration) async {
-        let clock = ManualClock()
-        let source = FedSource()
-        let shared = source.share(keepAlive: keepAlive, clock: clock)
-        await startReadAndLeave(shared, source, 1)
+        let (clock, source, shared) = await openWindow(reading: 1) {
+            $0.share(keepAlive: keepAlive, clock: $1)
+        }
         #expect(shared.storage.state.withLock { $0.timerTask } == nil, "no window to time")
         #expect(clock.sleeperCount == 0)
 

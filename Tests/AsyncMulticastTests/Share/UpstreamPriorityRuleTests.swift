@@ -60,13 +60,16 @@ private var canEscalate: Bool {
     "The upstream's priority: every waiting subscriber's, whoever starts it", .enabled(if: canEscalate),
     .timeLimit(.minutes(3)))
 struct UpstreamPriorityRuleTests {
+    /// Where each test's readers send what they read (`readOne`): the test's own, since Swift
+    /// Testing makes a suite value for every test.
+    let got = Signal<Int?>()
+
     @Test(
         "multicast().autoconnect(): a background subscriber's demand raises the upstream it connects to the highest waiting priority"
     )
     func autoconnectDemandRaisesToEveryWaitingPriority() async throws {
         let probe = IterationsProbe()
         let multicast = probe.multicast()
-        let got = Signal<Int?>()
         // Subscribers of the plain multicast wait for a connection, at several priorities.
         for priority in [TaskPriority.background, .utility, .high, .low] {
             _ = readOne(multicast, at: priority, into: got)
@@ -85,7 +88,6 @@ struct UpstreamPriorityRuleTests {
     func autoconnectJoinRaisesToAWaitingSubscriber() async throws {
         let probe = IterationsProbe()
         let feed = probe.multicast().autoconnect(minimumSubscribers: 2)
-        let got = Signal<Int?>()
         _ = readOne(feed, at: .high, into: got)
         try await waitUntil("the high-priority subscriber waiting") { feed.storage.waitingCount == 1 }
         // The second subscriber's join (its iterator, from a background task) connects.
@@ -106,7 +108,6 @@ struct UpstreamPriorityRuleTests {
     func cancelledWaiterDoesNotRaiseTheUpstream() async throws {
         let probe = IterationsProbe()
         let multicast = probe.multicast()
-        let got = Signal<Int?>()
         let high = readOne(multicast, at: .high, into: got)
         try await waitUntil("the high-priority subscriber waiting") { multicast.storage.waitingCount == 1 }
         high.cancel()
@@ -131,7 +132,6 @@ struct UpstreamPriorityRuleTests {
     func staleIterationEndingKeepsTheNewTaskRaisable() async throws {
         let probe = IterationsProbe()
         let shared = probe.share()
-        let got = Signal<Int?>()
         _ = readOne(shared, at: .background, into: got)
         try await probe.send(1, to: 0)
         #expect(await got.next("the first subscriber read") == 1)
@@ -187,7 +187,6 @@ struct UpstreamPriorityRuleTests {
             guard #available(macOS 26.0, iOS 26.0, tvOS 26.0, watchOS 26.0, visionOS 26.0, *) else { return }
             let probe = IterationsProbe()
             let (sequence, waiting, hosting) = face.make(probe, started: .lazily)
-            let got = Signal<Int?>()
             let reader = readOne(sequence, at: .background, into: got)
             try await waitUntil("the background subscriber waiting") { waiting() == 1 }
             try await waitUntil("iteration 0 started") { probe.gates.count == 1 }
@@ -211,7 +210,6 @@ struct UpstreamPriorityRuleTests {
     func waitingSubscriberRaisesTheStoppingIteration(_ face: Face) async throws {
         let probe = IterationsProbe(stopFloor: .high)
         let (sequence, waiting, hosting) = face.make(probe, started: .whileSubscribed())
-        let got = Signal<Int?>()
         _ = readOne(sequence, at: .background, into: got)
         try await probe.send(1, to: 0)
         #expect(await got.next("the first subscriber read") == 1)
@@ -240,7 +238,6 @@ struct UpstreamPriorityRuleTests {
     func firstStepRunsAtTheWaitingPriority(_ starter: String) async throws {
         let firstSteps = LockedLog<TaskPriority>()
         for round in 0..<100 {
-            let got = Signal<Int?>()
             let started = Signal<Void>()
             switch starter {
             case "connect()":

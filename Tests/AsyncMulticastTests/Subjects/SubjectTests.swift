@@ -204,34 +204,6 @@ struct SubjectTests {
         return (subject, reader)
     }
 
-    /// Starts one `send(waitingForRoom:)` per value, in order, each once the ones before it
-    /// are parked, so the order in which they began waiting is known. The sender at
-    /// `heldIndex` runs on `held`, which is held once that sender is parked: released, it
-    /// cannot run on until the test releases the executor, so only the engine can put its
-    /// element in its place.
-    private static func parkSenders(
-        _ values: ClosedRange<Int>, holding heldIndex: Int, on held: HeldExecutor,
-        storage: MulticastStorage<Int, Never>,
-        send: @escaping @Sendable (Int) async -> Void
-    ) async throws -> [Task<Void, Never>] {
-        var senders: [Task<Void, Never>] = []
-        for (index, value) in values.enumerated() {
-            senders.append(Task(executorPreference: index == heldIndex ? held : nil) { await send(value) })
-            try await waitUntil("sender of \(value) waiting") { storage.producersWaitingForRoom == index + 1 }
-            if index == heldIndex { held.hold() }
-        }
-        return senders
-    }
-
-    /// Waits for every sender but the held one, then releases it and waits for it too.
-    private static func awaitAll(_ senders: [Task<Void, Never>], held: (index: Int, on: HeldExecutor)) async throws {
-        for (index, sender) in senders.enumerated() where index != held.index {
-            try await withTimeout("a released sender") { await sender.value }
-        }
-        held.on.release()
-        try await withTimeout("the held sender") { await senders[held.index].value }
-    }
-
     @Test(
         "senders waiting for room go in first in, first out when the last subscriber leaves, whichever task runs first",
         arguments: 0..<20)
@@ -240,15 +212,13 @@ struct SubjectTests {
         let subject = AsyncReplaySubject<Int, Never>(replay: 16, buffering: .bounded(1))
         let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
         subject.send(0)  // the reader is full
-        let held = HeldExecutor()
-        defer { held.release() }  // if the test fails before it does: no task stays frozen
-        let heldIndex = round % 5
-        let senders = try await Self.parkSenders(1...6, holding: heldIndex, on: held, storage: subject.storage) {
+        let senders = try await ParkedSenders(1...6, holding: round % 5, storage: subject.storage) {
             await subject.send(waitingForRoom: $0)
         }
+        defer { senders.held.release() }  // if the test fails before it does: no task stays frozen
         await reader.leave()
-        try await Self.awaitAll(senders, held: (heldIndex, held))
-        #expect(subject.replayCache == Array(0...6), "round \(round), sender #\(heldIndex) held")
+        try await senders.awaitAll()
+        #expect(subject.replayCache == Array(0...6), "round \(round), sender #\(senders.heldIndex) held")
         #expect(subject.storage.producersWaitingForRoom == 0)
     }
 
@@ -256,20 +226,15 @@ struct SubjectTests {
         "senders waiting for room go in first in, first out as a subscriber reads, whichever task runs first",
         arguments: 0..<20)
     func waitingSendersKeepTheirOrderAsASubscriberReads(round: Int) async throws {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(2))
-        let reader = await SubscriberTask.join { subject.makeAsyncIterator() }
-        subject.send(1)
-        subject.send(2)  // the reader is full
-        let held = HeldExecutor()
-        defer { held.release() }  // if the test fails before it does: no task stays frozen
-        let heldIndex = round % 5
-        let senders = try await Self.parkSenders(3...8, holding: heldIndex, on: held, storage: subject.storage) {
+        let (subject, reader) = await Self.subjectWithAFullReader()
+        let senders = try await ParkedSenders(3...8, holding: round % 5, storage: subject.storage) {
             await subject.send(waitingForRoom: $0)
         }
+        defer { senders.held.release() }  // if the test fails before it does: no task stays frozen
         let reading = Task { await reader.take(8) }
-        try await Self.awaitAll(senders, held: (heldIndex, held))
+        try await senders.awaitAll()
         let received = await reading.value
-        #expect(received == Array(1...8), "round \(round), sender #\(heldIndex) held")
+        #expect(received == Array(1...8), "round \(round), sender #\(senders.heldIndex) held")
         await reader.leave()
     }
 

@@ -55,6 +55,44 @@ func parkInOrder(
     return senders
 }
 
+/// `send(waitingForRoom:)` calls parked in a known order, one of them frozen: each starts
+/// once the ones before it are parked, and the sender at `heldIndex` runs on an executor
+/// that is held once that sender is parked. Released by the engine, it cannot run on until
+/// the test releases the executor, so only the engine can put its element in its place.
+struct ParkedSenders {
+    let tasks: [Task<Void, Never>]
+    let heldIndex: Int
+    let held: HeldExecutor
+
+    init(
+        _ values: ClosedRange<Int>, holding heldIndex: Int, storage: MulticastStorage<Int, Never>,
+        send: @escaping @Sendable (Int) async -> Void
+    ) async throws {
+        let held = HeldExecutor()
+        var tasks: [Task<Void, Never>] = []
+        do {
+            for (index, value) in values.enumerated() {
+                tasks.append(Task(executorPreference: index == heldIndex ? held : nil) { await send(value) })
+                try await waitUntil("sender of \(value) waiting") { storage.producersWaitingForRoom == index + 1 }
+                if index == heldIndex { held.hold() }
+            }
+        } catch {
+            held.release()  // no task stays frozen
+            throw error
+        }
+        (self.tasks, self.heldIndex, self.held) = (tasks, heldIndex, held)
+    }
+
+    /// Waits for every sender but the held one, then releases it and waits for it too.
+    func awaitAll() async throws {
+        for (index, sender) in self.tasks.enumerated() where index != self.heldIndex {
+            try await withTimeout("a released sender") { await sender.value }
+        }
+        self.held.release()
+        try await withTimeout("the held sender") { await self.tasks[self.heldIndex].value }
+    }
+}
+
 /// Starts `send(waitingForRoom: element)` into `subject` in a task of its own; returns once
 /// that task started and the others had a chance to run: the task, and a flag set when the
 /// send returned.

@@ -367,23 +367,6 @@ extension AsyncShareSequence {
     }
 }
 
-/// One subscriber starts the keep-alive tests' upstream, reads `values`, and leaves; none is
-/// left.
-func startReadAndLeave(
-    _ shared: AsyncShareSequence<Int, Never>, _ source: FedSource, _ values: Int...,
-    sourceLocation: SourceLocation = #_sourceLocation
-) async {
-    let a = await SubscriberTask.join({ shared.makeAsyncIterator() }, sourceLocation: sourceLocation)
-    var read: [Int] = []
-    if let first = await a.startIteration(of: source, yielding: values, sourceLocation: sourceLocation) {
-        read.append(first)
-    }
-    read += await a.take(values.count - 1, sourceLocation: sourceLocation)
-    #expect(read == values, sourceLocation: sourceLocation)
-    await a.leave(sourceLocation: sourceLocation)
-    #expect(shared.subscriberCount == 0, sourceLocation: sourceLocation)
-}
-
 extension MulticastStorage {
     /// Evicted subscribers that left, remembered for a late `waitForEviction()`.
     var departedEvictionCount: Int {

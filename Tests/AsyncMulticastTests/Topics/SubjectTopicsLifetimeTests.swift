@@ -131,17 +131,26 @@ struct SubjectTopicsLifetimeTests {
         try await withTimeout("key freed") { try await topics.waitUntilFreed("a") }
     }
 
+    /// Topics that keep a replay of `replay` elements for 10 s on a manual clock, and key "a"
+    /// created by a send of 1 that nobody subscribed to: its window's timer asleep.
+    private static func keyCreatedBySend(
+        replay: Int, sourceLocation: SourceLocation = #_sourceLocation
+    ) async -> (AsyncSubjectTopics<String, Int, Never>, ManualClock) {
+        let clock = ManualClock()
+        let topics = AsyncSubjectTopics<String, Int, Never>(replay: replay, keepAlive: .seconds(10), clock: clock)
+        topics.send(1, to: "a")
+        #expect(await clock.waitForSleepers(count: 1, sourceLocation: sourceLocation), sourceLocation: sourceLocation)
+        return (topics, clock)
+    }
+
     @Test("replay: a send to a key without subscribers creates it, kept for the window from that send")
     func sendCreatesAReplayingKey() async throws {
-        let clock = ManualClock()
-        let topics = AsyncSubjectTopics<String, Int, Never>(replay: 2, keepAlive: .seconds(10), clock: clock)
-        topics.send(1, to: "a")
+        let (topics, clock) = await Self.keyCreatedBySend(replay: 2)
         #expect(topics.isLive("a"))
         #expect(topics.subscriberCount(of: "a") == 0)
+        #expect(clock.sleeperDeadlines == [.init(offset: .seconds(10))], "its window, from the send")
         topics.send(2, to: "a")
         topics.send(3, to: "a")
-        #expect(await clock.waitForSleepers(count: 1))
-        #expect(clock.sleeperDeadlines == [.init(offset: .seconds(10))])
         let late = topics.subscribe(to: "a")
         topics.send(4, to: "a")
         let held = HeldSubscription(late)
@@ -160,10 +169,7 @@ struct SubjectTopicsLifetimeTests {
 
     @Test("replay: later sends to an idle key do not restart its window")
     func sendsDoNotRestartTheWindow() async throws {
-        let clock = ManualClock()
-        let topics = AsyncSubjectTopics<String, Int, Never>(replay: 1, keepAlive: .seconds(10), clock: clock)
-        topics.send(1, to: "a")
-        #expect(await clock.waitForSleepers(count: 1))
+        let (topics, clock) = await Self.keyCreatedBySend(replay: 1)
         clock.advance(by: .seconds(9))
         topics.send(2, to: "a")
         clock.advance(by: .seconds(1))
