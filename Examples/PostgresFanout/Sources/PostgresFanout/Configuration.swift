@@ -82,6 +82,10 @@ public struct FanoutConfiguration: Sendable {
     /// failed attempt, up to `maximumReconnectDelay`.
     public var reconnectDelay: Duration
     public var maximumReconnectDelay: Duration
+    /// How many of each live room's latest messages the instance keeps in memory (the local
+    /// history): a client that reconnects with the id of one of them is caught up without
+    /// reading the table. 0 keeps none.
+    public var recentMessagesPerRoom: Int
 
     public init(
         instanceName: String,
@@ -92,7 +96,8 @@ public struct FanoutConfiguration: Sendable {
         softLimitDuration: Duration = .seconds(10),
         heartbeat: Duration = .seconds(15),
         reconnectDelay: Duration = .milliseconds(100),
-        maximumReconnectDelay: Duration = .seconds(5)
+        maximumReconnectDelay: Duration = .seconds(5),
+        recentMessagesPerRoom: Int = 256
     ) {
         precondition(
             !channel.isEmpty && channel.utf8.count <= 63
@@ -104,6 +109,7 @@ public struct FanoutConfiguration: Sendable {
         precondition(
             (0..<hardLimit).contains(softLimit), "softLimit must be from 0 to \(hardLimit - 1), got \(softLimit)")
         precondition(softLimitDuration >= .zero, "softLimitDuration must not be negative, got \(softLimitDuration)")
+        precondition(recentMessagesPerRoom >= 0, "recentMessagesPerRoom must be at least 0, got \(recentMessagesPerRoom)")
         self.instanceName = instanceName
         self.channel = channel
         self.postgres = postgres
@@ -113,6 +119,7 @@ public struct FanoutConfiguration: Sendable {
         self.heartbeat = heartbeat
         self.reconnectDelay = reconnectDelay
         self.maximumReconnectDelay = maximumReconnectDelay
+        self.recentMessagesPerRoom = recentMessagesPerRoom
     }
 
     /// The buffering policy of each client's subscription:

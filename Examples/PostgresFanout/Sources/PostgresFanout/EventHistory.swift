@@ -73,14 +73,15 @@ struct EventHistory: Sendable {
         }
     }
 
-    /// The messages of `room` after `id`, in order, at most ``pageSize``.
+    /// The messages of `room` after `id` and before `end` (if given), in order, at most
+    /// ``pageSize``.
     func messages(
-        of room: String, after id: Int64, on client: PostgresClient
+        of room: String, after id: Int64, before end: Int64? = nil, on client: PostgresClient
     ) async throws -> [(id: Int64, text: String)] {
         let rows = try await client.query(
             """
             SELECT id, message FROM fanout_events
-            WHERE channel = \(self.channel) AND room = \(room) AND id > \(id)
+            WHERE channel = \(self.channel) AND room = \(room) AND id > \(id) AND id < \(end ?? .max)
             ORDER BY id LIMIT \(Self.pageSize)
             """, logger: self.logger)
         var messages: [(id: Int64, text: String)] = []

@@ -37,6 +37,10 @@ public final class FanoutServer: Sendable {
         var connected: [Int: SharedSubscription<RoomEvent, Never>] = [:]
         var nextID = 0
         var evictions = 0
+        /// Catch-ups (a reconnect with an id, or a resumed LISTEN) served from the local
+        /// history alone, and those that read the table.
+        var catchUpsFromMemory = 0
+        var catchUpsFromTable = 0
     }
 
     public init(configuration: FanoutConfiguration, logger: Logger) {
@@ -135,11 +139,17 @@ public final class FanoutServer: Sendable {
         /// The most unread events one client connected now has held at once since it
         /// connected (`SharedSubscription.backlog`): the figure to size the limits with.
         var maxBacklogHighWaterMark: Int
+        /// Catch-ups served from the local history alone, and those that read the table
+        /// (see ``catchUp(_:after:to:)``).
+        var catchUpsFromMemory: Int
+        var catchUpsFromTable: Int
     }
 
     func statsResponse() throws -> Response {
         let stats = self.feed.stats
-        let (subscriptions, evictions) = self.clients.withLock { (Array($0.connected.values), $0.evictions) }
+        let (subscriptions, evictions, fromMemory, fromTable) = self.clients.withLock {
+            (Array($0.connected.values), $0.evictions, $0.catchUpsFromMemory, $0.catchUpsFromTable)
+        }
         // Read outside the lock; an evicted client's backlog is nil until its handler ends.
         let highWaterMark = subscriptions.compactMap(\.backlog).map(\.highWaterMark).max() ?? 0
         let encoder = JSONEncoder()
@@ -148,7 +158,8 @@ public final class FanoutServer: Sendable {
             Stats(
                 instance: self.configuration.instanceName, subscribers: subscriptions.count, rooms: stats.rooms,
                 listening: stats.listening, listenConnectionsOpened: stats.listenConnectionsOpened,
-                evictions: evictions, maxBacklogHighWaterMark: highWaterMark))
+                evictions: evictions, maxBacklogHighWaterMark: highWaterMark, catchUpsFromMemory: fromMemory,
+                catchUpsFromTable: fromTable))
         return Self.json(json)
     }
 
@@ -318,24 +329,43 @@ public final class FanoutServer: Sendable {
         }
     }
 
-    /// Writes the messages of `room` after `last` from the table, page by page, and moves
-    /// `last` to the last one written. Nothing if `last` is `nil` (nothing to resume from).
-    /// An id past the room's newest (from another room, or made up) is brought down to it, so
-    /// that the room's next messages are not taken for ones written already.
+    /// Writes the messages of `room` after `last` that the client missed, and moves `last` to
+    /// the last one written. Nothing if `last` is `nil` (nothing to resume from).
+    ///
+    /// From the local history (``RecentMessages``) alone when it holds message `last`: it then
+    /// holds every message of the room after it, with no gap. Otherwise the part before the
+    /// history's oldest message (everything, if it holds none) comes from the table first,
+    /// page by page, then the history. An id past the room's newest (from another room, or
+    /// made up) is brought down to it, so that the room's next messages are not taken for
+    /// ones written already.
     func catchUp(_ room: String, after last: inout Int64?, to writer: inout any ResponseBodyWriter) async throws {
-        guard var after = last else { return }
-        var wroteAny = false
+        guard let from = last else { return }
+        let recent = self.feed.recentMessages(of: room)
+        var after = from
+        if let held = recent.firstIndex(where: { $0.id == from }) {
+            self.clients.withLock { $0.catchUpsFromMemory += 1 }
+            for message in recent[recent.index(after: held)...] {
+                try await writer.write(ServerSentEvent.event(id: message.id, data: message.text))
+                after = message.id
+            }
+            last = after
+            return
+        }
+        self.clients.withLock { $0.catchUpsFromTable += 1 }
         while true {
-            let page = try await self.history.messages(of: room, after: after, on: self.notifier)
+            let page = try await self.history.messages(
+                of: room, after: after, before: recent.first?.id, on: self.notifier)
             for message in page {
                 try await writer.write(ServerSentEvent.event(id: message.id, data: message.text))
                 after = message.id
-                wroteAny = true
             }
-            last = after
             if page.count < EventHistory.pageSize { break }
         }
-        if !wroteAny { last = min(after, try await self.history.newestID(of: room, on: self.notifier)) }
+        for message in recent where message.id > after {
+            try await writer.write(ServerSentEvent.event(id: message.id, data: message.text))
+            after = message.id
+        }
+        last = after == from ? min(from, try await self.history.newestID(of: room, on: self.notifier)) : after
     }
 }
 

@@ -59,20 +59,26 @@ public final class ListenFeed: Sendable {
     let rooms: AsyncSharedTopics<String, RoomEvent, Never>
     /// The rooms that may have subscribers, where the session sends what every client sees.
     let roomNames: RoomNames
+    /// The local history: each live room's latest messages (see ``RecentMessages``).
+    let recent: RecentMessages
     private let state: SessionState
 
     public init(configuration: FanoutConfiguration, logger: Logger) {
         self.configuration = configuration
         let state = SessionState()
         let roomNames = RoomNames()
+        let recent = RecentMessages(capacity: configuration.recentMessagesPerRoom)
         self.state = state
         self.roomNames = roomNames
+        self.recent = recent
         // One session (one LISTEN connection at a time) for every room, routed by room. A
         // client that holds `hardLimit` unread events, or more than `softLimit` for
         // `softLimitDuration`, is evicted instead of growing the server's memory or holding
         // the router, and with it every other room.
-        self.rooms = ListenSessions(configuration: configuration, state: state, rooms: roomNames, logger: logger)
-            .share(by: \.room, buffering: configuration.bufferingPolicy)
+        self.rooms = ListenSessions(
+            configuration: configuration, state: state, rooms: roomNames, recent: recent, logger: logger
+        )
+        .share(by: \.room, buffering: configuration.bufferingPolicy)
         let rooms = self.rooms
         roomNames.track { rooms.isLive($0) }
     }
@@ -87,6 +93,12 @@ public final class ListenFeed: Sendable {
         // After joining: a status event sent from now on reaches this subscriber (see RoomNames).
         self.roomNames.insert(room)
         return subscription
+    }
+
+    /// The latest messages of `room` this instance holds, in id order, with no gap between
+    /// them (see ``RecentMessages``); none if the room has no local subscriber.
+    func recentMessages(of room: String) -> ArraySlice<RecentMessages.Message> {
+        self.recent.messages(of: room)
     }
 
     /// The generation of the LISTEN connection that is listening now, or 0 if none is.

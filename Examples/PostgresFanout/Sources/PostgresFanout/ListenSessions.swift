@@ -17,11 +17,13 @@ struct ListenSessions: AsyncSequence, Sendable {
     let configuration: FanoutConfiguration
     let state: SessionState
     let rooms: RoomNames
+    /// The local history, which the session fills as the messages arrive.
+    let recent: RecentMessages
     let logger: Logger
 
     func makeAsyncIterator() -> Iterator {
         let (events, continuation) = AsyncStream.makeStream(of: RoomEvent.self)
-        let emitter = Emitter(continuation: continuation, rooms: self.rooms)
+        let emitter = Emitter(continuation: continuation, rooms: self.rooms, recent: self.recent)
         let (configuration, state, logger) = (self.configuration, self.state, self.logger)
         let session = Task {
             await Self.run(configuration, emitter: emitter, state: state, logger: logger)
@@ -63,9 +65,18 @@ struct ListenSessions: AsyncSequence, Sendable {
     struct Emitter: Sendable {
         let continuation: AsyncStream<RoomEvent>.Continuation
         let rooms: RoomNames
+        let recent: RecentMessages
 
         func send(_ event: FeedEvent, to room: String) {
             self.continuation.yield(RoomEvent(room: room, event: event))
+        }
+
+        /// A message the LISTEN connection delivered: recorded in the local history first,
+        /// then passed on, so that a handler that finds it missing from the history receives
+        /// it through its subscription (it joined before it looked).
+        func sendMessage(_ id: Int64, _ text: String, to room: String) {
+            self.recent.record(id, text, in: room, isLive: self.rooms.isLive(room))
+            self.send(.message(id: id, text: text), to: room)
         }
 
         /// One element per room that has subscribers: every client receives it, in order with
@@ -117,12 +128,15 @@ struct ListenSessions: AsyncSequence, Sendable {
                                     "not `room\\tid\\tmessage`: ignored", metadata: ["payload": "\(notification.payload)"])
                                 continue
                             }
-                            emitter.send(.message(id: id, text: message), to: room)
+                            emitter.sendMessage(id, message, to: room)
                         }
                     }
                 } catch {
                     logger.warning("LISTEN connection lost", metadata: ["error": "\(error)"])
                 }
+                // What is committed from now until the next connection listens is not
+                // delivered: the local history can no longer vouch for any room.
+                emitter.recent.forgetAll()
                 state.notListening()
                 try? await connection.close()
                 state.closed()

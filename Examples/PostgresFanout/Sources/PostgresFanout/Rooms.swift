@@ -96,6 +96,11 @@ final class RoomNames: Sendable {
         }
     }
 
+    /// Whether `room` has local subscribers now (`AsyncSharedTopics.isLive`).
+    func isLive(_ room: String) -> Bool {
+        self.state.withLock { $0.isLive?(room) ?? false }
+    }
+
     /// How many names are kept now (live or not yet pruned).
     var count: Int {
         self.state.withLock { $0.names.count }

@@ -7,8 +7,9 @@
 // (default "fanout": the one PostgreSQL channel that carries every room), --heartbeat
 // SECONDS (default 15), and each client's limits: --hard-limit N (default 4096) unread
 // events evict a client at once, more than --soft-limit N (default 256, below the hard
-// limit) for --soft-limit-duration SECONDS (default 10) evict it too. Ctrl-C or SIGTERM
-// stops it.
+// limit) for --soft-limit-duration SECONDS (default 10) evict it too; --recent N (default
+// 256) of each live room's latest messages are kept in memory for reconnecting clients.
+// Ctrl-C or SIGTERM stops it.
 import Foundation
 import Hummingbird
 import Logging
@@ -18,6 +19,7 @@ import ServiceLifecycle
 let usage = """
     usage: postgres-fanout [--name NAME] [--port PORT] [--channel CHANNEL] [--heartbeat SECONDS]
                            [--hard-limit N] [--soft-limit N] [--soft-limit-duration SECONDS]
+                           [--recent N]
 
     """
 func usageError(_ message: String? = nil) -> Never {
@@ -43,6 +45,8 @@ let softLimit = Int(options["soft-limit"] ?? "") ?? 256
 guard hardLimit >= 1, (0..<hardLimit).contains(softLimit) else {
     usageError("--soft-limit (\(softLimit)) must be from 0 to below --hard-limit (\(hardLimit))")
 }
+let recent = Int(options["recent"] ?? "") ?? 256
+guard recent >= 0 else { usageError("--recent (\(recent)) must be at least 0") }
 
 let logger = Logger(label: "postgres-fanout")
 let configuration = FanoutConfiguration(
@@ -52,7 +56,8 @@ let configuration = FanoutConfiguration(
     hardLimit: hardLimit,
     softLimit: softLimit,
     softLimitDuration: .seconds(Int(options["soft-limit-duration"] ?? "") ?? 10),
-    heartbeat: .seconds(Int(options["heartbeat"] ?? "") ?? 15))
+    heartbeat: .seconds(Int(options["heartbeat"] ?? "") ?? 15),
+    recentMessagesPerRoom: recent)
 let server = FanoutServer(configuration: configuration, logger: logger)
 // The table of messages that reconnecting clients read (created if it is not there yet).
 try await server.prepareDatabase()

@@ -71,6 +71,12 @@ struct ResumingTests {
                         (before + after).map { "\($0.id) \($0.text)" } == expected,
                         "client \(index), cut after \(cuts[index]) of \(total)")
                 }
+                // Each reconnect was caught up once: from the other instance's local history
+                // (which held every message, the room being live there all along) or, if
+                // that room had no subscriber for a moment, with the table.
+                var catchUps: [RunningInstance.CatchUpStats] = []
+                for instance in instances { catchUps.append(try await instance.catchUpStats()) }
+                #expect(catchUps.map { $0.catchUpsFromMemory + $0.catchUpsFromTable }.reduce(0, +) == clientCount)
             }
         }
     }
@@ -123,8 +129,55 @@ struct ResumingTests {
                 #expect(try await garbled.messages(1, "the client with a garbled id").map(\.text) == ["six"])
                 #expect(try await back.messages(1, "the returning client").map(\.text) == ["six"])
                 #expect(try await byQuery.messages(1, "the client with a query parameter").map(\.text) == ["six"])
+                // The room had no local history when "back" came (nobody was in it), and held only
+                // "five" when the query client came: both read the table, as did the client
+                // from the future (to learn the room's newest id); the garbled one had no id.
+                #expect(try await instance.catchUpStats() == .init(catchUpsFromMemory: 0, catchUpsFromTable: 3))
 
                 for client in [back, byQuery, ahead, garbled] { client.close() }
+            }
+        }
+    }
+
+    @Test(
+        "an id the instance still holds is caught up from memory; an older one gets the older part from the table, then memory"
+    )
+    func catchUpFromTheLocalHistoryAndTheTable() async throws {
+        try await withHangGuard {
+            // Each instance keeps the latest 4 messages of each live room.
+            try await withInstances(["near", "far"], recentMessagesPerRoom: 4) { instances in
+                let (near, far) = (instances[0], instances[1])
+                // A client of `far` keeps the room live there: `far` records its messages.
+                var keeper = try await far.readyClient(of: "history")
+                var leaving = try await near.readyClient(of: "history")
+                try await near.post("m1", to: "history")
+                let first = try await leaving.messages(1, "the leaving client")
+                leaving.close()
+                for n in 2...8 { try await near.post("m\(n)", to: "history") }
+                let kept = try await keeper.messages(8, "the keeper")
+                #expect(kept.map(\.text) == (1...8).map { "m\($0)" })
+
+                // Back on `far`, which holds m5...m8: m2...m4 from the table, m5...m8 from
+                // memory, then a live message, once.
+                var back = try await far.readyClient(of: "history", lastEventID: first[0].id)
+                #expect(try await back.messages(7, "the client back from m1").map(\.id) == kept.dropFirst().map(\.id))
+                #expect(try await far.catchUpStats() == .init(catchUpsFromMemory: 0, catchUpsFromTable: 1))
+                try await near.post("m9", to: "history")
+                #expect(try await back.messages(1, "the client back from m1").map(\.text) == ["m9"])
+
+                // Back from m7, which `far` holds (m6...m9): m8 and m9 from memory alone.
+                var recent = try await far.readyClient(of: "history", lastEventID: kept[6].id)
+                #expect(try await recent.messages(2, "the client back from m7").map(\.text) == ["m8", "m9"])
+                #expect(try await far.catchUpStats() == .init(catchUpsFromMemory: 1, catchUpsFromTable: 1))
+                // Caught up already: from memory, nothing to write; the next message live.
+                let newest = try await keeper.messages(1, "the keeper")
+                let current = try await far.readyClient(of: "history", lastEventID: newest[0].id)
+                #expect(try await far.catchUpStats() == .init(catchUpsFromMemory: 2, catchUpsFromTable: 1))
+                try await near.post("m10", to: "history")
+                for var client in [current, recent, back, keeper] {
+                    #expect(try await client.messages(1, "a client of far").map(\.text) == ["m10"])
+                }
+                for client in [current, recent, back, keeper] { client.close() }
             }
         }
     }

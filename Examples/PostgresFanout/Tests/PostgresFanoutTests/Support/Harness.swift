@@ -155,13 +155,13 @@ struct RunningInstance: Sendable {
 
     static func start(
         name: String, channel: String, settings: PostgresSettings, reconnectDelay: Duration = .milliseconds(100),
-        softLimit: Int = 256, softLimitDuration: Duration = .seconds(10)
+        softLimit: Int = 256, softLimitDuration: Duration = .seconds(10), recentMessagesPerRoom: Int = 256
     ) async throws -> Self {
         let configuration = FanoutConfiguration(
             instanceName: name, channel: channel, postgres: settings,
             softLimit: softLimit, softLimitDuration: softLimitDuration,
             heartbeat: .milliseconds(100),  // clients that leave are noticed within a few
-            reconnectDelay: reconnectDelay)
+            reconnectDelay: reconnectDelay, recentMessagesPerRoom: recentMessagesPerRoom)
         let server = FanoutServer(configuration: configuration, logger: TestDatabase.logger)
         try await server.prepareDatabase()
         let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
@@ -250,13 +250,26 @@ struct RunningInstance: Sendable {
         var evictions: Int
         var maxBacklogHighWaterMark: Int
     }
+
+    /// The catch-ups of `GET /stats`: served from the local history alone, or with the table.
+    struct CatchUpStats: Decodable, Equatable {
+        var catchUpsFromMemory: Int
+        var catchUpsFromTable: Int
+    }
+
+    func catchUpStats() async throws -> CatchUpStats {
+        let response = try await httpRequest(port: self.port, .GET, "/stats")
+        guard response.status == .ok else { throw TestFailure("GET /stats: \(response.status)") }
+        return try JSONDecoder().decode(CatchUpStats.self, from: Data(response.body.utf8))
+    }
 }
 
 /// Runs `body` with instances named `names` (with a unique suffix) on one channel, and stops
 /// them whatever happens.
 func withInstances<T>(
     _ names: [String], reconnectDelay: Duration = .milliseconds(100), softLimit: Int = 256,
-    softLimitDuration: Duration = .seconds(10), _ body: ([RunningInstance]) async throws -> T
+    softLimitDuration: Duration = .seconds(10), recentMessagesPerRoom: Int = 256,
+    _ body: ([RunningInstance]) async throws -> T
 ) async throws -> T {
     let settings = try TestDatabase.require()
     let suffix = uniqueSuffix()
@@ -266,7 +279,8 @@ func withInstances<T>(
             instances.append(
                 try await RunningInstance.start(
                     name: "\(name)-\(suffix)", channel: "fanout_test_\(suffix)", settings: settings,
-                    reconnectDelay: reconnectDelay, softLimit: softLimit, softLimitDuration: softLimitDuration))
+                    reconnectDelay: reconnectDelay, softLimit: softLimit, softLimitDuration: softLimitDuration,
+                    recentMessagesPerRoom: recentMessagesPerRoom))
         }
         let result = try await body(instances)
         for instance in instances { await instance.stop() }
