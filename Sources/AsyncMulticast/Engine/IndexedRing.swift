@@ -154,8 +154,10 @@ struct IndexedRing<Element> {
     }
 
     /// Stores `element` at `endIndex` and removes the first element: the window slides by
-    /// one, as `append` then `removeFirst(1)` would, with one uniqueness check.
+    /// one, as `append` then `removeFirst(1)` would, with one uniqueness check. Always
+    /// inlined: it is a lossy send's every step once the window is full.
     @inlinable
+    @inline(__always)
     mutating func appendRemovingFirst(_ element: Element) {
         precondition(!self.isEmpty, "IndexedRing: appendRemovingFirst on an empty ring")
         self.makeUnique(withRoomFor: 0)

@@ -111,9 +111,9 @@ extension MulticastStateMachine {
     /// (about 10 instructions of register spills an element, `compare --instructions`).
     @inlinable
     @inline(never)
-    mutating func appendedToSoleLaneAfterEvictions(
-        _ element: Element, newTail: Int, resuming: inout [SubscriberContinuation]
-    ) -> Bool {
+    mutating func appendedToSoleLaneAfterEvictions<Resuming: HandOverList>(
+        _ element: Element, newTail: Int, resuming: inout Resuming
+    ) -> Bool where Resuming.Continuation == SubscriberContinuation {
         let hasRoom = self.appendedToSoleLane(
             element, newTail: newTail, laneStart: self.lanes[0].counts.startIndex, resuming: &resuming)
         self.evictionsHappened()
