@@ -29,7 +29,7 @@ import Testing
 // MARK: - Helpers
 
 /// A clock the machine-level tests set, that counts its readings.
-private final class AttackTime: Sendable {
+private final class CountedTime: Sendable {
     private let state = Mutex((now: Duration.zero, readings: 0))
 
     var readings: Int { self.state.withLock { $0.readings } }
@@ -85,7 +85,7 @@ private struct SoftLimitModel {
     }
 
     var machine: Machine
-    let time: AttackTime
+    let time: CountedTime
     let replay: Int
     var members: [Member] = []
     var producedAt: [Duration] = []
@@ -107,7 +107,7 @@ private struct SoftLimitModel {
     ]
 
     init(seed: UInt64, replay: Int) {
-        let time = AttackTime()
+        let time = CountedTime()
         self.time = time
         self.replay = replay
         self.rng = LCG(seed: seed)
@@ -285,7 +285,7 @@ struct SoftLimitBacklogTests {
         // Two machines, the same steps: one `.evicting(n)`, one `.evicting(big, softLimit: .above(n, for: .zero))`.
         for seed in UInt64(1)...40 {
             var rng = LCG(seed: seed)
-            let time = AttackTime()
+            let time = CountedTime()
             let n = Int.random(in: 1...5, using: &rng)
             var hard = Machine(policy: .evicting(n), replay: 0, mode: .push)
             var soft = Machine(policy: .evicting(n + 7), replay: 0, mode: .push)
