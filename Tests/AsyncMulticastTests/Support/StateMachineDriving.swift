@@ -161,12 +161,22 @@ extension MulticastStateMachine {
         case stop
     }
 
-    /// `elementProduced`, with the subscribers it resumes gathered into `Effects`.
+    /// `elementProduced`, the producer's hot path that the storage's `offer` takes (a send
+    /// that wakes nobody, a sole dropping lane's slide), with the subscribers it resumes
+    /// gathered into `Effects`.
     mutating func produce(_ element: Element, epoch: UInt64, respectingBounds: Bool = true) -> ProduceAction {
-        var resuming: [SubscriberContinuation] = []
-        let outcome = self.elementProduced(
-            element, epoch: epoch, respectingBounds: respectingBounds, resuming: &resuming)
-        return ProduceAction(outcome, element: element, resuming: resuming)
+        switch self.elementProduced(element, epoch: epoch, respectingBounds: respectingBounds) {
+        case .quiet(let packed):
+            return ProduceAction(Self.producedOutcome(packed), element: element, resuming: [])
+        case .waking(let packed, let resuming):
+            return ProduceAction(Self.producedOutcome(packed), element: element, resuming: resuming)
+        }
+    }
+
+    /// The outcome in the low bits of `Produced`'s byte (the follow-up's bits are above it,
+    /// and stay in `followUp` for the critical section's end).
+    static func producedOutcome(_ packed: UInt8) -> ProduceOutcome {
+        ProduceOutcome(rawValue: packed & 0xF)!
     }
 
     /// `elementProducedIfRoom`, with the subscribers it resumes gathered into `Effects`;
