@@ -6,7 +6,8 @@
 # curl SSE clients to each (one in room `red`, one in room `blue`), posts a message to each
 # room (red's to a, blue's to b), prints what every client received (its room's message only)
 # and each instance's /stats, then lets the clients go and shows that each instance closed its
-# LISTEN connection.
+# LISTEN connection. Last, a message is posted while nobody listens, and a client of `red`
+# comes back to the other instance with `Last-Event-ID`: it gets that message from the table.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -88,3 +89,14 @@ for name in a b; do
     echo "GET /stats of $name: $(curl -sf "http://127.0.0.1:${port[$name]}/stats")"
 done
 show_connections
+
+echo
+# The id of the message red's client of a received: where a client that comes back resumes.
+last_id="$(grep -m1 '^id: ' "$work/${clients[0]}.txt" | cut -d' ' -f2)"
+curl -sf -X POST --data "posted to red while nobody listened" "http://127.0.0.1:${port[a]}/rooms/red/messages"
+echo "== a client of red that saw message $last_id comes back, to b, with Last-Event-ID: $last_id:"
+curl -sN -H "Last-Event-ID: $last_id" "http://127.0.0.1:${port[b]}/rooms/red/events" >"$work/returning.txt" &
+returning=$!
+wait_for grep -q "^data: posted to red while nobody listened" "$work/returning.txt"
+kill "$returning" 2>/dev/null || true
+grep -v '^:' "$work/returning.txt" | cat -s
