@@ -202,17 +202,9 @@ extension MulticastStateMachine {
         self.followUp.remove(.reading)
         guard self.terminal == nil else { return }
         if self.hasSoftLimits {
-            var evicted = 0
-            for laneIndex in self.lanes.indices where self.lanes[laneIndex].members > 0 {
-                guard case .evict = self.lanes[laneIndex].overflow, let soft = self.lanes[laneIndex].softLimit else {
-                    continue
-                }
-                evicted += self.lanes[laneIndex].stampSoftDeadlines(
-                    soft, tail: self.tail, stampingThrough: stampTail, at: reading, evictingBy: now)
-            }
-            if evicted > 0 {
-                self.evictionsHappened()
-                self.trimElements()
+            let tail = self.tail
+            self.evictFromSoftLimitedLanes { lane, soft in
+                lane.stampSoftDeadlines(soft, tail: tail, stampingThrough: stampTail, at: reading, evictingBy: now)
             }
         }
         // Positions that went past after `stampTail`: their own reading is on its way.
@@ -233,12 +225,21 @@ extension MulticastStateMachine {
     @inlinable
     mutating func softDeadlinesDue(by now: Duration) {
         guard self.terminal == nil, self.hasSoftLimits else { return }
+        let tail = self.tail
+        self.evictFromSoftLimitedLanes { lane, soft in lane.evictSoftDue(soft, tail: tail, by: now) }
+    }
+
+    /// Runs `evict` on each lane with members whose policy evicts and has a soft limit; it
+    /// returns how many members it evicted. If any were, records the evictions and trims the
+    /// buffer. What the clock's reading and the timer share.
+    @inlinable
+    mutating func evictFromSoftLimitedLanes(_ evict: (inout Lane, SharedBufferingPolicy.SoftLimit) -> Int) {
         var evicted = 0
         for laneIndex in self.lanes.indices where self.lanes[laneIndex].members > 0 {
             guard case .evict = self.lanes[laneIndex].overflow, let soft = self.lanes[laneIndex].softLimit else {
                 continue
             }
-            evicted += self.lanes[laneIndex].evictSoftDue(soft, tail: self.tail, by: now)
+            evicted += evict(&self.lanes[laneIndex], soft)
         }
         if evicted > 0 {
             self.evictionsHappened()
