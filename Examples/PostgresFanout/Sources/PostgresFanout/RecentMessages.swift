@@ -1,7 +1,8 @@
 import Synchronization
 
 /// The local history: the latest messages of each room with local subscribers, as this
-/// instance received them on its current LISTEN connection. A client that reconnects with the
+/// instance received them on its current LISTEN connection. It costs up to `capacity`
+/// messages (a quarter more between trims) per room with local subscribers. A client that reconnects with the
 /// id of a message still held here is caught up from memory; one whose id is older gets the
 /// older part from the table (``EventHistory``), then the rest from here.
 ///
@@ -37,8 +38,10 @@ final class RecentMessages: Sendable {
                 return
             }
             rooms[room, default: []].append((id, text))
-            // Trimmed in halves, so that an append costs O(1) on average.
-            if rooms[room]!.count >= 2 * self.capacity { rooms[room]!.removeFirst(self.capacity) }
+            // Trimmed by a quarter of the capacity at a time, so that an append costs O(1) on
+            // average and a room holds at most 1.25 times its capacity.
+            let slack = max(self.capacity / 4, 1)
+            if rooms[room]!.count >= self.capacity + slack { rooms[room]!.removeFirst(slack) }
         }
     }
 
