@@ -164,106 +164,102 @@ struct ResumingEdgeCasesTests {
     )
     func reconnectsDuringListenKillsLeaveNoGap() async throws {
         let (kills, connectors, window) = (30, 8, 5)
-        try await withKnownIssue(
-            "messages routed before the LISTEN loss are written before ready", isIntermittent: true
-        ) {
-            try await withHangGuard(seconds: 150) {
-                let settings = try TestDatabase.require()
-                try await withInstances(["storm", "poster"]) { instances in
-                    let (storm, poster) = (instances[0], instances[1])
-                    let room = "storm"
-                    let seen = Locked<[Int64]>([])
-                    let done = Locked(false)
-                    let arrivals = Locked<[Arrival]>([])
-                    try await withThrowingTaskGroup(of: Void.self) { keeping in
-                        // The keeper stays on `storm` throughout, and ends with every message.
-                        let (ready, readySink) = AsyncStream.makeStream(of: Void.self)
-                        keeping.addTask {
-                            var keeper = try await storm.readyClient(of: room)
-                            readySink.yield()
-                            while true {
-                                guard let event = try await keeper.next() else {
-                                    throw TestFailure("the keeper's stream ended")
-                                }
-                                guard event.event == "message" else { continue }
-                                if event.data == "end" { break }
-                                seen.withLock { $0.append(Int64(event.id!)!) }
+        try await withHangGuard(seconds: 150) {
+            let settings = try TestDatabase.require()
+            try await withInstances(["storm", "poster"]) { instances in
+                let (storm, poster) = (instances[0], instances[1])
+                let room = "storm"
+                let seen = Locked<[Int64]>([])
+                let done = Locked(false)
+                let arrivals = Locked<[Arrival]>([])
+                try await withThrowingTaskGroup(of: Void.self) { keeping in
+                    // The keeper stays on `storm` throughout, and ends with every message.
+                    let (ready, readySink) = AsyncStream.makeStream(of: Void.self)
+                    keeping.addTask {
+                        var keeper = try await storm.readyClient(of: room)
+                        readySink.yield()
+                        while true {
+                            guard let event = try await keeper.next() else {
+                                throw TestFailure("the keeper's stream ended")
                             }
-                            keeper.close()
+                            guard event.event == "message" else { continue }
+                            if event.data == "end" { break }
+                            seen.withLock { $0.append(Int64(event.id!)!) }
                         }
-                        var waiting = ready.makeAsyncIterator()
-                        await waiting.next()
-                        // The keeper has an id before the first kill (one without resumes from now).
-                        try await poster.post("start", to: room)
-                        try await eventually("the keeper has a message") { seen.withLock { !$0.isEmpty } }
-                        try await withThrowingTaskGroup(of: Void.self) { group in
-                            // Posts, two at a time, until the storm is over.
-                            for lane in 0..<2 {
-                                group.addTask {
-                                    var n = 0
-                                    while !done.withLock({ $0 }) {
-                                        try await poster.post("p\(lane).\(n)", to: room)
-                                        n += 1
-                                    }
+                        keeper.close()
+                    }
+                    var waiting = ready.makeAsyncIterator()
+                    await waiting.next()
+                    // The keeper has an id before the first kill (one without resumes from now).
+                    try await poster.post("start", to: room)
+                    try await eventually("the keeper has a message") { seen.withLock { !$0.isEmpty } }
+                    try await withThrowingTaskGroup(of: Void.self) { group in
+                        // Posts, two at a time, until the storm is over.
+                        for lane in 0..<2 {
+                            group.addTask {
+                                var n = 0
+                                while !done.withLock({ $0 }) {
+                                    try await poster.post("p\(lane).\(n)", to: room)
+                                    n += 1
                                 }
                             }
-                            // Clients that come back with an id 20 messages old, over and over.
-                            for _ in 0..<connectors {
-                                group.addTask {
-                                    while !done.withLock({ $0 }) {
-                                        guard let from = seen.withLock({ $0.count > 20 ? $0[$0.count - 20] : nil })
-                                        else {
-                                            try await Task.sleep(for: .milliseconds(5))
-                                            continue
-                                        }
-                                        let arrival = try await Self.reconnect(
-                                            to: storm, room: room, from: from, messages: window)
-                                        arrivals.withLock { $0.append(arrival) }
-                                    }
-                                }
-                            }
-                            // Kills the LISTEN connection of `storm`, and waits until it listens again.
-                            try await TestDatabase.withConnection(settings) { database in
-                                for _ in 0..<kills {
-                                    try await eventually("storm listens") { try await storm.stats().listening }
-                                    let opened = try await storm.stats().listenConnectionsOpened
-                                    let backends = try await TestDatabase.backends(
-                                        database, applicationName: storm.listenApplicationName)
-                                    for backend in backends {
-                                        _ = try await TestDatabase.terminate(database, pid: backend.pid)
-                                    }
-                                    try await eventually("storm reconnects") {
-                                        let stats = try await storm.stats()
-                                        return stats.listening && stats.listenConnectionsOpened > opened
-                                    }
-                                }
-                            }
-                            done.withLock { $0 = true }
-                            try await group.waitForAll()
                         }
-                        // After every other post: tells the keeper it has everything.
-                        try await poster.post("end", to: room)
-                        try await keeping.waitForAll()
+                        // Clients that come back with an id 20 messages old, over and over.
+                        for _ in 0..<connectors {
+                            group.addTask {
+                                while !done.withLock({ $0 }) {
+                                    guard let from = seen.withLock({ $0.count > 20 ? $0[$0.count - 20] : nil })
+                                    else {
+                                        try await Task.sleep(for: .milliseconds(5))
+                                        continue
+                                    }
+                                    let arrival = try await Self.reconnect(
+                                        to: storm, room: room, from: from, messages: window)
+                                    arrivals.withLock { $0.append(arrival) }
+                                }
+                            }
+                        }
+                        // Kills the LISTEN connection of `storm`, and waits until it listens again.
+                        try await TestDatabase.withConnection(settings) { database in
+                            for _ in 0..<kills {
+                                try await eventually("storm listens") { try await storm.stats().listening }
+                                let opened = try await storm.stats().listenConnectionsOpened
+                                let backends = try await TestDatabase.backends(
+                                    database, applicationName: storm.listenApplicationName)
+                                for backend in backends {
+                                    _ = try await TestDatabase.terminate(database, pid: backend.pid)
+                                }
+                                try await eventually("storm reconnects") {
+                                    let stats = try await storm.stats()
+                                    return stats.listening && stats.listenConnectionsOpened > opened
+                                }
+                            }
+                        }
+                        done.withLock { $0 = true }
+                        try await group.waitForAll()
                     }
-
-                    let table = try await TestDatabase.withConnection(settings) { database in
-                        try await TestDatabase.messages(
-                            database, channel: storm.server.configuration.channel, room: room)
-                    }
-                    let ids = table.map(\.id)
-                    #expect(seen.withLock { $0 } == Array(ids.dropLast()), "the keeper, through \(kills) kills")
-                    let all = arrivals.withLock { $0 }
-                    #expect(all.count > kills, "reconnects during the storm")
-                    var failed = 0
-                    for arrival in all {
-                        let start = try #require(ids.firstIndex(of: arrival.from)) + 1
-                        let expected = Array(ids[start..<min(start + arrival.ids.count, ids.count)])
-                        if arrival.ids != expected || !arrival.problems.isEmpty { failed += 1 }
-                        #expect(arrival.problems.isEmpty, "back from \(arrival.from): \(arrival.problems)")
-                        #expect(arrival.ids == expected, "back from \(arrival.from)")
-                    }
-                    print("reconnects: \(all.count), with a gap or a message before ready: \(failed)")
+                    // After every other post: tells the keeper it has everything.
+                    try await poster.post("end", to: room)
+                    try await keeping.waitForAll()
                 }
+
+                let table = try await TestDatabase.withConnection(settings) { database in
+                    try await TestDatabase.messages(
+                        database, channel: storm.server.configuration.channel, room: room)
+                }
+                let ids = table.map(\.id)
+                #expect(seen.withLock { $0 } == Array(ids.dropLast()), "the keeper, through \(kills) kills")
+                let all = arrivals.withLock { $0 }
+                #expect(all.count > kills, "reconnects during the storm")
+                var failed = 0
+                for arrival in all {
+                    let start = try #require(ids.firstIndex(of: arrival.from)) + 1
+                    let expected = Array(ids[start..<min(start + arrival.ids.count, ids.count)])
+                    if arrival.ids != expected || !arrival.problems.isEmpty { failed += 1 }
+                    #expect(arrival.problems.isEmpty, "back from \(arrival.from): \(arrival.problems)")
+                    #expect(arrival.ids == expected, "back from \(arrival.from)")
+                }
+                print("reconnects: \(all.count), with a gap or a message before ready: \(failed)")
             }
         }
     }
@@ -273,66 +269,62 @@ struct ResumingEdgeCasesTests {
     )
     func reconnectsDuringABurstCutByAKillLeaveNoGap() async throws {
         let (kills, connectors, window) = (25, 16, 5)
-        try await withKnownIssue(
-            "messages routed before the LISTEN loss are written before ready", isIntermittent: true
-        ) {
-            try await withHangGuard(seconds: 150) {
-                let settings = try TestDatabase.require()
-                try await withInstances(["burst"], reconnectDelay: .milliseconds(300)) { instances in
-                    let instance = instances[0]
-                    let (channel, room) = (instance.server.configuration.channel, "burst")
-                    var keeper = try await instance.readyClient(of: room)
-                    var all: [Arrival] = []
-                    var kept: [Int64] = []
-                    try await TestDatabase.withConnection(settings) { database in
-                        for _ in 0..<kills {
-                            try await eventually("the instance listens") { try await instance.stats().listening }
-                            try await instance.post("mark", to: room)
-                            let from = try await keeper.messagesAcrossInterruptions(1, "the keeper")[0].id
-                            kept.append(Int64(from)!)
-                            let opened = try await instance.stats().listenConnectionsOpened
-                            let pids = try await TestDatabase.backends(
-                                database, applicationName: instance.listenApplicationName
-                            ).map(\.pid)
-                            let arrivals = try await withThrowingTaskGroup(of: Arrival.self) { group in
-                                for _ in 0..<connectors {
-                                    group.addTask {
-                                        try await Task.sleep(for: .microseconds(Int.random(in: 0..<4000)))
-                                        return try await Self.reconnect(
-                                            to: instance, room: room, from: Int64(from)!, messages: window)
-                                    }
+        try await withHangGuard(seconds: 150) {
+            let settings = try TestDatabase.require()
+            try await withInstances(["burst"], reconnectDelay: .milliseconds(300)) { instances in
+                let instance = instances[0]
+                let (channel, room) = (instance.server.configuration.channel, "burst")
+                var keeper = try await instance.readyClient(of: room)
+                var all: [Arrival] = []
+                var kept: [Int64] = []
+                try await TestDatabase.withConnection(settings) { database in
+                    for _ in 0..<kills {
+                        try await eventually("the instance listens") { try await instance.stats().listening }
+                        try await instance.post("mark", to: room)
+                        let from = try await keeper.messagesAcrossInterruptions(1, "the keeper")[0].id
+                        kept.append(Int64(from)!)
+                        let opened = try await instance.stats().listenConnectionsOpened
+                        let pids = try await TestDatabase.backends(
+                            database, applicationName: instance.listenApplicationName
+                        ).map(\.pid)
+                        let arrivals = try await withThrowingTaskGroup(of: Arrival.self) { group in
+                            for _ in 0..<connectors {
+                                group.addTask {
+                                    try await Task.sleep(for: .microseconds(Int.random(in: 0..<4000)))
+                                    return try await Self.reconnect(
+                                        to: instance, room: room, from: Int64(from)!, messages: window)
                                 }
-                                // A burst, and the LISTEN connection killed while it is delivered.
-                                try await TestDatabase.notifyBurst(
-                                    database, channel: channel, room: room, count: 300, padding: 200)
-                                for pid in pids { _ = try await TestDatabase.terminate(database, pid: pid) }
-                                return try await group.reduce(into: []) { $0.append($1) }
                             }
-                            all += arrivals
-                            try await eventually("the instance listens again") {
-                                try await instance.stats().listenConnectionsOpened > opened
-                            }
-                            // The keeper takes the burst (after its interruption, from the table).
-                            kept += try await keeper.messagesAcrossInterruptions(300, "the keeper").map {
-                                Int64($0.id)!
-                            }
+                            // A burst, and the LISTEN connection killed while it is delivered.
+                            try await TestDatabase.notifyBurst(
+                                database, channel: channel, room: room, count: 300, padding: 200)
+                            for pid in pids { _ = try await TestDatabase.terminate(database, pid: pid) }
+                            return try await group.reduce(into: []) { $0.append($1) }
+                        }
+                        all += arrivals
+                        try await eventually("the instance listens again") {
+                            try await instance.stats().listenConnectionsOpened > opened
+                        }
+                        // The keeper takes the burst (after its interruption, from the table).
+                        kept += try await keeper.messagesAcrossInterruptions(300, "the keeper").map {
+                            Int64($0.id)!
                         }
                     }
-                    keeper.close()
-                    let ids = try await TestDatabase.withConnection(settings) { database in
-                        try await TestDatabase.messages(database, channel: channel, room: room)
-                    }.map(\.id)
-                    #expect(kept == ids, "the keeper, through \(kills) kills")
-                    var failed = 0
-                    for arrival in all {
-                        let start = try #require(ids.firstIndex(of: arrival.from)) + 1
-                        let expected = Array(ids[start..<min(start + arrival.ids.count, ids.count)])
-                        if arrival.ids != expected || !arrival.problems.isEmpty { failed += 1 }
-                        #expect(arrival.problems.isEmpty, "back from \(arrival.from): \(arrival.problems)")
-                        #expect(arrival.ids == expected, "back from \(arrival.from): \(arrival.ids)")
-                    }
-                    print("reconnects: \(all.count), with a gap or a message before ready: \(failed)")
                 }
+                keeper.close()
+                let ids = try await TestDatabase.withConnection(settings) { database in
+                    try await TestDatabase.messages(database, channel: channel, room: room)
+                }.map(\.id)
+                #expect(kept == ids, "the keeper, through \(kills) kills")
+                var failed = 0
+                for arrival in all {
+                    let start = try #require(ids.firstIndex(of: arrival.from)) + 1
+                    let expected = Array(ids[start..<min(start + arrival.ids.count, ids.count)])
+                    if arrival.ids != expected || !arrival.problems.isEmpty { failed += 1 }
+                    #expect(arrival.problems.isEmpty, "back from \(arrival.from): \(arrival.problems)")
+                    #expect(arrival.ids == expected, "back from \(arrival.from): \(arrival.ids)")
+                }
+                print("reconnects: \(all.count), with a gap or a message before ready: \(failed)")
             }
         }
     }
