@@ -296,6 +296,12 @@ public final class FanoutServer: Sendable {
             switch event {
             case .element(let routed):
                 switch routed.event {
+                case .message where generation == 0:
+                    // Not ready yet: the LISTEN connection was lost after this client joined,
+                    // and this message was routed before the loss. Written now, it would move
+                    // `last` past the messages before it; the catch-up at `ready` writes it
+                    // from the table, after them.
+                    break
                 case .message(let id, _) where last.map({ id <= $0 }) ?? false:
                     break  // written already, from the table
                 case .message(let id, let text):
