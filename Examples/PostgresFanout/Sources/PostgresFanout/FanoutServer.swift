@@ -341,9 +341,10 @@ public final class FanoutServer: Sendable {
     /// From the local history (``RecentMessages``) alone when it holds message `last`: it then
     /// holds every message of the room after it, with no gap. Otherwise the part before the
     /// history's oldest message (everything, if it holds none) comes from the table first,
-    /// page by page, then the history. An id past the room's newest (from another room, or
-    /// made up) is brought down to it, so that the room's next messages are not taken for
-    /// ones written already.
+    /// page by page, then the history. An id past the room's newest (made up, or from a table
+    /// since recreated) says nothing of what the client has: it becomes `nil`, and the client
+    /// goes on as a new one does, from now. (Brought down to the newest instead, it would
+    /// hide a message committed between the join and the reading of the newest.)
     func catchUp(_ room: String, after last: inout Int64?, to writer: inout any ResponseBodyWriter) async throws {
         guard let from = last else { return }
         let recent = self.feed.recentMessages(of: room)
@@ -371,7 +372,11 @@ public final class FanoutServer: Sendable {
             try await writer.write(ServerSentEvent.event(id: message.id, data: message.text))
             after = message.id
         }
-        last = after == from ? min(from, try await self.history.newestID(of: room, on: self.notifier)) : after
+        if after != from {
+            last = after
+        } else if from > (try await self.history.newestID(of: room, on: self.notifier)) {
+            last = nil
+        }
     }
 }
 
