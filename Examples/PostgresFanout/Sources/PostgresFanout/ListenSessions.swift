@@ -80,9 +80,12 @@ struct ListenSessions: AsyncSequence, Sendable {
         }
 
         /// One element per room that has subscribers: every client receives it, in order with
-        /// its room's messages (see ``RoomNames``).
+        /// its room's messages (see ``RoomNames``). The local history forgets the rooms that
+        /// are no longer live at the same time.
         func sendToEveryRoom(_ event: FeedEvent) {
-            for room in self.rooms.live() { self.send(event, to: room) }
+            let live = self.rooms.live()
+            self.recent.forgetAll(but: Set(live))
+            for room in live { self.send(event, to: room) }
         }
     }
 

@@ -53,6 +53,15 @@ final class RecentMessages: Sendable {
         }
     }
 
+    /// Forgets the rooms not in `live`: those whose last subscriber left, and that no message
+    /// made forget since. Forgetting is always safe (a later catch-up reads the table); it
+    /// keeps the rooms that come and go on a busy instance from piling up.
+    func forgetAll(but live: Set<String>) {
+        self.rooms.withLock { rooms in
+            rooms = rooms.filter { live.contains($0.key) }
+        }
+    }
+
     /// Forgets every room: the LISTEN connection was lost or closed.
     func forgetAll() {
         self.rooms.withLock { $0.removeAll() }

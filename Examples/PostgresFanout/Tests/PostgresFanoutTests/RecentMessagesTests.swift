@@ -35,6 +35,17 @@ struct RecentMessagesTests {
         #expect(recent.messages(of: "red").isEmpty)
     }
 
+    @Test func roomsThatAreNoLongerLiveAreForgottenWhenTheLiveOnesAreRead() {
+        let recent = RecentMessages(capacity: 4)
+        recent.record(1, "m1", in: "red", isLive: true)
+        recent.record(2, "m2", in: "blue", isLive: true)
+        // red's last subscriber left, and no message of red came since.
+        recent.forgetAll(but: ["blue"])
+        #expect(recent.roomCount == 1)
+        #expect(recent.messages(of: "red").isEmpty)
+        #expect(recent.messages(of: "blue").map(\.id) == [2])
+    }
+
     @Test func aCapacityOfZeroKeepsNothing() {
         let recent = RecentMessages(capacity: 0)
         recent.record(1, "m1", in: "red", isLive: true)
