@@ -18,9 +18,11 @@ struct ElementBatch<Element> {
     @usableFromInline
     var nextIndex = 0
     /// Set when the read that filled the batch took every element produced so far: the
-    /// producers' offer count then (`CatchUpSpin.offerCount`); 0 when not set. If the count
-    /// has not moved once the batch is used up, no element was counted since, and
-    /// `MulticastStorage.refill` says to wait at once, without the read (a lock
+    /// producers' offer count then (`CatchUpSpin.offerCount`); or when `wait` was resumed
+    /// with an element at the tail, the count that element's offer made it
+    /// (`ReadReport.offersWhenParked`, set by `SharedIterator.waitForElement`); 0 when not
+    /// set. If the count has not moved once the batch is used up, no element was counted
+    /// since, and `MulticastStorage.refill` says to wait at once, without the read (a lock
     /// acquisition and a cancellation check): the wait reads under the lock anyway.
     /// A count of 0 (at the start, or after 2³² offers) is never remembered: that
     /// subscriber reads, as if it had not caught up.

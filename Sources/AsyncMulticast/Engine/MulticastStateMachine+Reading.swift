@@ -18,6 +18,16 @@ struct ReadReport: Sendable {
     /// still find the end, an error or an eviction).
     @usableFromInline
     var caughtUp = false
+    /// Set by the storage, not by the machine: a subscriber that suspended in `wait`, and
+    /// that may skip empty reads once resumed (`MulticastStateMachine.waiterSkipsEmptyReads(mayWaitForOffers:)`),
+    /// has the producers' offer count here (`CatchUpSpin.offerCount`) as it was when the
+    /// continuation was stored; 0 when it was not stored or does not skip. After it was
+    /// resumed, `MulticastStorage.wait` leaves the count here if it was handed an element
+    /// and that element's offer is the only one counted since (it is still at the tail, see
+    /// `ElementBatch.offersWhenCaughtUp`), else 0. Declared here, after the two flags, so
+    /// that it takes their word's padding: the report stays 24 bytes.
+    @usableFromInline
+    var offersWhenParked: UInt32 = 0
     /// Elements this subscriber's policy dropped just before the element read (with
     /// `reportsGaps`: the gap found, and nothing was read).
     @usableFromInline
@@ -370,6 +380,20 @@ extension MulticastStateMachine {
         case .evict, .dropOldest, .freeze, .keepAll:
             return false
         }
+    }
+
+    /// Whether a subscriber whose continuation was just stored (`subscriberWaiting`), once
+    /// resumed with an element at the tail, skips its next read while the producers' offer
+    /// count has not moved (`ReadReport.offersWhenParked`): unless it may wait for offers as
+    /// the sole subscriber (`catchUpBatch(for:)`), which must read to wait.
+    ///
+    /// On every lane, unlike `skipsEmptyReads(for:mayWaitForOffers:)`: the count is read
+    /// once per wake-up, which costs thousands of instructions anyway, not once per read.
+    /// Without the subscriber's lane, which would cost a lookup on every wait: a sole
+    /// subscriber off an actor never skips, even on a lane where it could not wait.
+    @inlinable @inline(__always)
+    func waiterSkipsEmptyReads(mayWaitForOffers: Bool) -> Bool {
+        !mayWaitForOffers || self.subscriberCount != 1
     }
 
     /// How many elements subscriber `id`, having caught up, may wait for instead of

@@ -156,13 +156,34 @@ extension MulticastStorage {
         var suspendedReport = report
         let result = await withTaskCancellationHandler {
             await withUnsafeContinuation(isolation: actor) { (continuation: Machine.SubscriberContinuation) in
-                self.suspend(id, continuation: continuation, report: &suspendedReport)
+                self.suspend(id, continuation: continuation, report: &suspendedReport, mayWaitForOffers: actor == nil)
             }
         } onCancel: {
             self.unsubscribe(id)
         }
         report = suspendedReport
+        if report.offersWhenParked != 0 {
+            report.offersWhenParked = self.offersWhenResumed(report.offersWhenParked, result)
+        }
         return try result.get()
+    }
+
+    /// What a subscriber resumed with `result` remembers of the offer count (see
+    /// `ReadReport.offersWhenParked`): the count now, if it was handed an element and that
+    /// element's offer is the only one counted since it parked, when the count was `parked`;
+    /// else 0 (its next refill reads).
+    ///
+    /// A producer counts its offer after its critical section, before it resumes the
+    /// subscribers it handed the element to (`perform(delivering:to:)`), so a hand-over is
+    /// counted by the time its subscriber runs: one more than `parked` means no other offer was
+    /// counted. An element appended but not counted yet makes the next refill skip a read
+    /// that would have found it; its `wait` then reads under the lock and returns it at once.
+    /// Safe whatever the count says, as for a read that caught up (`refill`).
+    @inlinable
+    func offersWhenResumed(_ parked: UInt32, _ result: Result<Element?, Failure>) -> UInt32 {
+        guard case .success(.some) = result else { return 0 }
+        let now = self.catchUp.offerCount
+        return now == parked &+ 1 ? now : 0
     }
 
     /// The subscriber suspended with `continuation`: the machine's `subscriberWaiting` stores
@@ -177,7 +198,10 @@ extension MulticastStorage {
     /// priority is read before the lock (`waitingSubscriberPriority`). Raising is rare (once
     /// per upstream task and priority level): it allocates the end of the critical section.
     @inlinable
-    func suspend(_ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport) {
+    func suspend(
+        _ id: SubscriberID, continuation: Machine.SubscriberContinuation, report: inout ReadReport,
+        mayWaitForOffers: Bool
+    ) {
         let priority = self.waitingSubscriberPriority
         let work = self.state.withLock { state -> OutsideLock? in
             let outcome = state.machine.subscriberWaiting(
@@ -187,6 +211,11 @@ extension MulticastStorage {
             // about 180 instructions a wake-up (lockstep N = 64, `compare --instructions`).
             switch consume outcome {
             case .stored(nil):
+                // Read under the lock, as `takeNext` does: an offer counted later is one
+                // more than this count (`offersWhenResumed`).
+                if state.machine.waiterSkipsEmptyReads(mayWaitForOffers: mayWaitForOffers) {
+                    report.offersWhenParked = self.catchUp.offerCount
+                }
                 return nil
             case .stored(let raise?):
                 // The running task, or the stopping one the next iteration waits behind.
