@@ -149,6 +149,20 @@ struct ResumingEdgeCasesTests {
         }
     }
 
+    /// Each reconnect got, after `ready`, exactly the messages that follow its id in the
+    /// table (as many as it read), and nothing before `ready`; prints how many did not.
+    static func expectEachArrival(_ all: [Arrival], continuing ids: [Int64]) throws {
+        var failed = 0
+        for arrival in all {
+            let start = try #require(ids.firstIndex(of: arrival.from)) + 1
+            let expected = Array(ids[start..<min(start + arrival.ids.count, ids.count)])
+            if arrival.ids != expected || !arrival.problems.isEmpty { failed += 1 }
+            #expect(arrival.problems.isEmpty, "back from \(arrival.from): \(arrival.problems)")
+            #expect(arrival.ids == expected, "back from \(arrival.from): \(arrival.ids)")
+        }
+        print("reconnects: \(all.count), with a gap or a message before ready: \(failed)")
+    }
+
     /// What one reconnecting client of the storm saw.
     struct Arrival: Sendable {
         var from: Int64
@@ -249,15 +263,7 @@ struct ResumingEdgeCasesTests {
                 #expect(seen.withLock { $0 } == Array(ids.dropLast()), "the keeper, through \(kills) kills")
                 let all = arrivals.withLock { $0 }
                 #expect(all.count > kills, "reconnects during the storm")
-                var failed = 0
-                for arrival in all {
-                    let start = try #require(ids.firstIndex(of: arrival.from)) + 1
-                    let expected = Array(ids[start..<min(start + arrival.ids.count, ids.count)])
-                    if arrival.ids != expected || !arrival.problems.isEmpty { failed += 1 }
-                    #expect(arrival.problems.isEmpty, "back from \(arrival.from): \(arrival.problems)")
-                    #expect(arrival.ids == expected, "back from \(arrival.from)")
-                }
-                print("reconnects: \(all.count), with a gap or a message before ready: \(failed)")
+                try Self.expectEachArrival(all, continuing: ids)
             }
         }
     }
@@ -314,15 +320,7 @@ struct ResumingEdgeCasesTests {
                     try await TestDatabase.messages(database, channel: channel, room: room)
                 }.map(\.id)
                 #expect(kept == ids, "the keeper, through \(kills) kills")
-                var failed = 0
-                for arrival in all {
-                    let start = try #require(ids.firstIndex(of: arrival.from)) + 1
-                    let expected = Array(ids[start..<min(start + arrival.ids.count, ids.count)])
-                    if arrival.ids != expected || !arrival.problems.isEmpty { failed += 1 }
-                    #expect(arrival.problems.isEmpty, "back from \(arrival.from): \(arrival.problems)")
-                    #expect(arrival.ids == expected, "back from \(arrival.from): \(arrival.ids)")
-                }
-                print("reconnects: \(all.count), with a gap or a message before ready: \(failed)")
+                try Self.expectEachArrival(all, continuing: ids)
             }
         }
     }
