@@ -117,7 +117,8 @@ public struct AsyncSharedEvents<Element: Sendable, Failure: Error>: AsyncSequenc
 public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncIteratorProtocol {
     @usableFromInline
     let subscription: SharedIterator<Element, Failure>.Subscription
-    /// Ready elements taken at once (lossless policies only; see `ElementBatch`).
+    /// Ready elements taken at once (see `ElementBatch`; under `.bufferingNewest`, each is
+    /// checked before it is returned, and what its policy dropped meanwhile is reported).
     @usableFromInline
     var batch = ElementBatch<Element>()
 
@@ -136,7 +137,8 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
     /// the eviction; `nil` once the sequence finished or the subscriber was evicted; or the
     /// upstream's error. Cancellation follows ``SharedIterator/next(isolation:)``: a waiting
     /// `next()` returns `nil` at once, and a cancelled task that asks again first gets the
-    /// elements its iterator had already taken (none under a dropping policy), then `nil`.
+    /// elements its iterator had already taken (none under `.bufferingOldest`; under
+    /// `.bufferingNewest`, those its policy has not dropped since), then `nil`.
     ///
     /// A `.missed(n)` takes nothing from the subscriber's buffer: the element after the gap
     /// stays there, where its policy may still drop it (then the next event is another
@@ -154,8 +156,8 @@ public struct SharedEventIterator<Element: Sendable, Failure: Error>: AsyncItera
         var report = ReadReport()
         report.reportsGaps = true
         switch self.batch.refill(
-            from: self.subscription.storage, subscriber: self.subscription.id, report: &report,
-            mayWaitForOffers: actor == nil)
+            from: self.subscription.storage, subscriber: self.subscription.id, held: self.subscription.held,
+            report: &report, mayWaitForOffers: actor == nil)
         {
         case .element(let ready):
             return .element(ready)

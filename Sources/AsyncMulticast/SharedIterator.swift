@@ -42,8 +42,10 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     /// Cancelling the calling task while it waits makes this return `nil` at once and
     /// removes only this subscriber. A cancelled task that calls `next()` again gets `nil`
     /// as soon as its iterator has returned the elements it had already taken (at most
-    /// `min(n / 2, 64)` under `.bounded(n)` or `.evicting(n)`, 64 under `.unbounded`, none
-    /// under a dropping policy), as an `AsyncStream` returns what it buffered.
+    /// `min(n / 2, 64)` under `.bounded(n)`, `.evicting(n)` or `.bufferingNewest(n)`, 64
+    /// under `.unbounded`, none under `.bufferingOldest`), as an `AsyncStream` returns what
+    /// it buffered. Under `.bufferingNewest(n)` the policy may still drop those it took
+    /// ahead: each is returned only if reading it then would have returned it.
     @inlinable @inline(__always)
     public mutating func next(isolation actor: isolated (any Actor)? = #isolation) async throws(Failure) -> Element? {
         // Cancellation is observed when the batch is used up (by `MulticastStorage.refill`,
@@ -74,8 +76,8 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
     mutating func refillBatch(mayWaitForOffers: Bool) -> MulticastStorage<Element, Failure>.Refill {
         var report = ReadReport()
         let refill = self.batch.refill(
-            from: self.subscription.storage, subscriber: self.subscription.id, report: &report,
-            mayWaitForOffers: mayWaitForOffers)
+            from: self.subscription.storage, subscriber: self.subscription.id, held: self.subscription.held,
+            report: &report, mayWaitForOffers: mayWaitForOffers)
         if case .ended(.success(nil)) = refill, report.evicted {
             return .ended(self.endedByEviction(report.evictionCode))
         }
@@ -132,6 +134,10 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         /// eviction (`recordEviction()`), after it has left; `nil` for a plain iterator.
         @usableFromInline
         let evictionRecord: Lock<SubscriberEviction?>?
+        /// Under `.bufferingNewest(n)`, `n` of 2 or more: where its iterator keeps the batch it
+        /// took ahead, which the policy may still drop (`HeldBatch`); `nil` otherwise.
+        @usableFromInline
+        let held: HeldBatchSlot<Element>
 
         /// Subscribes to `storage`; see ``ConnectRule`` for `connectRule`.
         @inlinable
@@ -141,19 +147,21 @@ public struct SharedIterator<Element: Sendable, Failure: Error>: AsyncIteratorPr
         ) {
             self.storage = storage
             self.evictionRecord = evictionRecord
+            self.held = .heldBatchSlot(for: policy, of: storage)
             // The machine keeps the connect rule in the subscriber's slot.
             self.id = storage.subscribe(policy: policy, connectRule: connectRule)
         }
 
-        /// The subscriber `id`, which has already joined `storage` (a resumed subscriber,
-        /// `MulticastStorage.subscribe(after:policy:connectRule:)`).
+        /// The subscriber `id`, which has already joined `storage` with `policy` (a resumed
+        /// subscriber, `MulticastStorage.subscribe(after:policy:connectRule:)`).
         @inlinable
         init(
             storage: MulticastStorage<Element, Failure>, joined id: SubscriberID,
-            evictionRecord: Lock<SubscriberEviction?>?
+            policy: SharedBufferingPolicy?, evictionRecord: Lock<SubscriberEviction?>?
         ) {
             self.storage = storage
             self.evictionRecord = evictionRecord
+            self.held = .heldBatchSlot(for: policy, of: storage)
             self.id = id
         }
 

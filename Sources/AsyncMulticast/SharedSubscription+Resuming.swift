@@ -59,9 +59,9 @@ public struct PositionedSubscription<Element: Sendable, Failure: Error>: AsyncSe
 
     @inlinable
     init(_ core: _SharedCore<Element, Failure>, after position: Int?, policy: SharedBufferingPolicy?) {
-        let (id, first, gap) = core.storage.subscribe(
-            after: position, policy: policy ?? core.policy, connectRule: core.connectRule)
-        self.subscription = SharedSubscription(core.storage, joined: id)
+        let effective = policy ?? core.policy
+        let (id, first, gap) = core.storage.subscribe(after: position, policy: effective, connectRule: core.connectRule)
+        self.subscription = SharedSubscription(core.storage, joined: id, policy: effective)
         self.first = first
         self.gap = gap
     }
@@ -154,12 +154,13 @@ public struct PositionedEventIterator<Element: Sendable, Failure: Error>: AsyncI
 }
 
 extension SharedSubscription {
-    /// A subscription of the subscriber `id`, which has already joined `storage`.
+    /// A subscription of the subscriber `id`, which has already joined `storage` with `policy`
+    /// (`nil`: the storage's default).
     @inlinable
-    init(_ storage: MulticastStorage<Element, Failure>, joined id: SubscriberID) {
+    init(_ storage: MulticastStorage<Element, Failure>, joined id: SubscriberID, policy: SharedBufferingPolicy?) {
         let evictionRecord = Lock<SubscriberEviction?>(nil)
         self.subscriber = Subscriber(
-            SharedIterator.Subscription(storage: storage, joined: id, evictionRecord: evictionRecord),
+            SharedIterator.Subscription(storage: storage, joined: id, policy: policy, evictionRecord: evictionRecord),
             evictionRecord: evictionRecord)
     }
 }

@@ -51,6 +51,9 @@ extension MulticastStateMachine {
 
         var keepFrom = self.replayStart
         for lane in self.lanes { keepFrom = Swift.min(keepFrom, lane.minCursor) }
+        guard self.lanesHoldingBatches == self.lanes.count(where: \.holdsBatches) else {
+            return "\(self.lanesHoldingBatches) lanes counted as holding batches, not what the lanes say"
+        }
         guard self.elements.startIndex == Swift.max(keepFrom, 0) else {
             return "stored from \(self.elements.startIndex), needed from \(Swift.max(keepFrom, 0))"
         }

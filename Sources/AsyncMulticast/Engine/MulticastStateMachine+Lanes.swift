@@ -61,7 +61,9 @@ extension MulticastStateMachine {
                 (self.bound, self.isLossless, self.batchLimit) = (.max, true, Swift.min(limit / 2, Self.maxBatch))
             case .keepAll:
                 (self.bound, self.isLossless, self.batchLimit) = (.max, true, Self.maxBatch)
-            case .dropOldest, .freeze:
+            case .dropOldest(let keep):
+                (self.bound, self.isLossless, self.batchLimit) = (.max, false, Swift.min(keep / 2, Self.maxBatch))
+            case .freeze:
                 (self.bound, self.isLossless, self.batchLimit) = (.max, false, 0)
             }
             if case .dropOldest(let keep) = overflow {
@@ -110,15 +112,30 @@ extension MulticastStateMachine {
         let isLossless: Bool
 
         /// Derived from `overflow`: how many ready elements beyond the one returned a member
-        /// may take per lock acquisition (see `read`). Lossless lanes only (0 for `.dropOldest`
-        /// and `.freeze`): a dropping rule must be able to drop what a subscriber has not
-        /// consumed. Half the bound or limit, so the upstream can refill the other half while
-        /// a subscriber works through its batch; `maxBatch` for `.keepAll`.
+        /// may take per lock acquisition (see `read`). Half the bound or limit, so the upstream
+        /// can refill the other half while a subscriber works through its batch; `maxBatch`
+        /// for `.keepAll`. A `.dropOldest(keep)` member takes up to `keep / 2`, which its rule
+        /// may still drop: its iterator checks each against the tail before returning it
+        /// (`ElementBatch.takeHeld`), as tokio's receivers check their position. `.freeze`
+        /// takes none: its private queues are not positions in the shared buffer.
         @usableFromInline
         let batchLimit: Int
         /// The largest batch.
         @inlinable
         static var maxBatch: Int { 64 }
+
+        /// Whether its members take batches the rule may still drop: `.dropOldest(keep)`
+        /// with `keep` of 2 or more (`MulticastStateMachine.lanesHoldingBatches`).
+        @inlinable
+        var holdsBatches: Bool { self.kept != .max && self.batchLimit > 0 }
+
+        /// Whether the lane of `policy` holds batches (`holdsBatches`): a subscription with
+        /// that policy keeps a place for them (`HeldBatchSlot`).
+        @inlinable
+        static func holdsBatches(_ policy: SharedBufferingPolicy) -> Bool {
+            guard case .dropOldest(let keep) = Overflow(policy) else { return false }
+            return Swift.min(keep / 2, Self.maxBatch) > 0
+        }
 
         /// The oldest position a member of this lane still reads (`tail` if none): its
         /// histogram's oldest cell, or for `.dropOldest(keep)` no earlier than `tail - keep`.
@@ -229,6 +246,7 @@ extension MulticastStateMachine {
         precondition(self.lanes.count < Slot.maxLanes, "buffering: over \(Slot.maxLanes - 1) policies in use at once")
         if case .evicting(_, _?) = policy { self.hasSoftLimits = true }
         self.lanes.append(Lane(policy: policy, tail: self.tail))
+        if self.lanes[self.lanes.count - 1].holdsBatches { self.lanesHoldingBatches += 1 }
         return self.lanes.count - 1
     }
 
@@ -238,6 +256,7 @@ extension MulticastStateMachine {
     @inlinable
     mutating func removeLaneIfEmpty(_ laneIndex: Int) {
         guard self.lanes[laneIndex].members == 0 else { return }
+        if self.lanes[laneIndex].holdsBatches { self.lanesHoldingBatches -= 1 }
         let last = self.lanes.count - 1
         if laneIndex != last {
             self.lanes.swapAt(laneIndex, last)

@@ -29,9 +29,17 @@ struct ReadReport: Sendable {
     @usableFromInline
     var offersWhenParked: UInt32 = 0
     /// Elements this subscriber's policy dropped just before the element read (with
-    /// `reportsGaps`: the gap found, and nothing was read).
+    /// `reportsGaps`: the gap found, and nothing was read). Set by the reader too: what its
+    /// policy dropped from the batch it held (`ElementBatch.takeHeld`), to which the read
+    /// adds; with `reportsGaps`, a read given a count reports it as a gap.
     @usableFromInline
     var missed = 0
+    /// Set by a read of a `.dropOldest(keep)` member that may take a batch: the batch's
+    /// elements stay subject to the rule (`ElementBatch.takeHeld`). Its element at index
+    /// `i` is dropped once the tail is past `batchExpiry + i` (the batch's first position
+    /// plus `keep`, saturating). 0: the batch is the subscriber's for good (lossless lanes).
+    @usableFromInline
+    var batchExpiry = 0
     /// The read ended the subscriber because it had been evicted (`.evicting`): why, and
     /// what it held; 0 when it was not. Packed into one word (a flag, the reason, and the
     /// backlog and high-water mark clamped to 31 bits each), which the iterator's cold path
@@ -91,13 +99,16 @@ extension MulticastStateMachine {
 
     /// Takes the subscriber's next element if one is ready. Never suspends.
     ///
-    /// Batching (lossless lanes only): besides the returned element, up to `batchLimit`
-    /// further ready elements are copied into `batch` (in order), and the cursor moves
-    /// past all of them: from here on they are the subscriber's, like the returned one, and
-    /// no longer count against its bound. So a subscriber never waits for room that its
-    /// own unread batch takes up (it may be the producer that would have to make it),
-    /// and a `.bounded(n)` subscriber holds at most `n` elements in the shared buffer plus
-    /// at most `batchLimit` (half the bound, at most 64) in its iterator.
+    /// Batching: besides the returned element, up to `batchLimit` further ready elements
+    /// are copied into `batch` (in order), and the cursor moves past all of them. On a
+    /// lossless lane they are from here on the subscriber's, like the returned one, and no
+    /// longer count against its bound. So a subscriber never waits for room that its own
+    /// unread batch takes up (it may be the producer that would have to make it), and a
+    /// `.bounded(n)` subscriber holds at most `n` elements in the shared buffer plus at most
+    /// `batchLimit` (half the bound, at most 64) in its iterator. On a `.dropOldest(keep)`
+    /// lane the rule may still drop them: `report.batchExpiry` says from when, and the
+    /// iterator checks each against the tail before it returns it (`ElementBatch.takeHeld`),
+    /// so the subscriber receives and misses what reading them one by one would give.
     ///
     /// `report` receives what the subscriber missed just before the returned element (or
     /// before its end), and whether the end is an eviction.
@@ -141,6 +152,9 @@ extension MulticastStateMachine {
                 preconditionFailure("lossless subscriber behind the shared window")
             }
         }
+        // What the reader's own batch dropped (`ElementBatch.takeHeld`), with no gap in the
+        // buffer after it: reported alone all the same.
+        if report.reportsGaps, report.missed > 0 { return .gap }
 
         if !self.greetings.isEmpty, let element = self.readGreeting(slotIndex, lane: laneIndex, batch: &batch) {
             report.caughtUp = false  // whatever it took: this read is not the usual one
@@ -160,6 +174,12 @@ extension MulticastStateMachine {
                     self.elements.copy(position + 1..<position + 1 + extra, appendingTo: &batch!)
                     taken += extra
                 }
+                let kept = self.lanes[laneIndex].kept
+                if kept != .max {
+                    // A `.dropOldest` batch, even an empty one: the reader keeps it apart.
+                    let (expiry, overflowed) = (position + 1).addingReportingOverflow(kept)
+                    report.batchExpiry = overflowed ? .max : expiry
+                }
             }
             self.commit(taken, slot: slotIndex, lane: laneIndex)
             report.caughtUp = position + taken == self.tail
@@ -170,6 +190,19 @@ extension MulticastStateMachine {
             return .ended(terminal.result)
         }
         return .nothingReady(slot: slotIndex)
+    }
+
+    /// The tail against which subscriber `id`'s iterator checks the `.bufferingNewest` batch
+    /// it took ahead (`ElementBatch.takeHeld`), once the published tail says its policy
+    /// dropped some: the tail, or, for a subscriber whose multicast connection ended, the
+    /// tail then (`PrivateQueue.endedAtTail`): elements produced for a later connection do
+    /// not reach it, so they drop nothing it holds.
+    @inlinable
+    func heldBatchTail(of id: SubscriberID) -> Int {
+        guard let slotIndex = self.liveSlot(id), self.slots[slotIndex].readsPrivateQueue,
+            let queue = self.privateQueues[UInt32(slotIndex)], queue.endsWhenEmpty
+        else { return self.tail }
+        return queue.endedAtTail
     }
 
     /// Reads the next element of the subscriber's greeting, if it has one; with batching,
@@ -218,10 +251,16 @@ extension MulticastStateMachine {
                 self.removeSubscriber(slotIndex)
                 return .ended(.success(nil))
             }
-            if report.reportsGaps, self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
+            if report.reportsGaps,
+                self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) || report.missed > 0
+            {
+                return .gap  // with what the batch its iterator held dropped
+            }
             return .element(self.privateQueues[key]!.pop(missed: &report.missed))
         }
-        if report.reportsGaps, self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) { return .gap }
+        if report.reportsGaps, self.privateQueues[key]!.takeGapBeforeHead(missed: &report.missed) || report.missed > 0 {
+            return .gap  // with what the batch its iterator held dropped
+        }
         let laneIndex = Int(self.slots[slotIndex].lane)
         let held = self.privateQueues[key]!.pending
         if held > self.slots[slotIndex].highWaterMark { self.slots[slotIndex].highWaterMark = held }

@@ -145,6 +145,7 @@ extension MulticastStateMachine {
             self.privateQueues[UInt32(slotIndex)] = PrivateQueue(queue: pending, endsWhenEmpty: true)
             self.privateQueues[UInt32(slotIndex)]!.greeting = greeting
             self.privateQueues[UInt32(slotIndex)]!.eviction = eviction
+            self.privateQueues[UInt32(slotIndex)]!.endedAtTail = self.tail
             // What its policy had dropped is still reported where it was (lag reports).
             self.privateQueues[UInt32(slotIndex)]!.gaps = gaps
             self.slots[slotIndex].readsPrivateQueue = true

@@ -35,6 +35,8 @@
 //     takes after the lock (`FollowUp.reading`, `clockRead(at:through:)`) and timed by the timer.
 //   - `.park(bound)` (`.bounded(bound)`): the producer parks once a member holds bound.
 //   - Elements taken into an iterator's batch are past the cursor: handed over, not counted.
+//     A `.dropOldest(keep)` member's batch (keep >= 2) may still be dropped: its iterator
+//     checks each element against the tail the storage publishes (`ElementBatch.takeHeld`).
 //   - An `.evict` subscriber joins at the tail; its replayed elements are a private
 //     greeting (`greetings`) it reads first, so only what is produced after it joined can
 //     evict it.
@@ -45,7 +47,8 @@
 // - elements.endIndex == tail; elements.startIndex == max(0, min(replayStart, every
 //   lane's minCursor)): everything someone may read is stored, and nothing else.
 // - A lane exists exactly while it has members, and no two lanes share a policy; its
-//   `overflow` is its policy's.
+//   `overflow` is its policy's. `lanesHoldingBatches` counts the lanes whose batches their
+//   rule may still drop.
 // - lane.members == atTail + sum(counts) + frozen members + members reading a private queue
 //   + evicted members.
 // - counts.endIndex == tail; its first stored count is positive, none is negative.
@@ -343,6 +346,20 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     /// soft limits' bookkeeping.
     @usableFromInline
     var hasSoftLimits = false
+
+    /// How many lanes take batches their rule may still drop (`.dropOldest(keep)`, `keep` of
+    /// 2 or more: `Lane.holdsBatches`). While there are any, every append publishes the
+    /// tail for their iterators (`publishesTail`, `MulticastStorage.publishTail(of:)`); the
+    /// other storages skip it.
+    @usableFromInline
+    var lanesHoldingBatches = 0
+
+    /// Whether the storage must publish the tail after an append: some lane takes batches
+    /// its rule may still drop. While none does, no iterator reads it; the first append
+    /// after one appears publishes the whole tail, and until then no element of its batches
+    /// can have been dropped (a batch holds only elements within its window).
+    @inlinable
+    var publishesTail: Bool { self.lanesHoldingBatches > 0 }
 
     @inlinable
     init(

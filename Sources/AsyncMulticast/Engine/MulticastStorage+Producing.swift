@@ -25,7 +25,9 @@ extension MulticastStorage {
     @inline(__always)
     func offer(_ element: Element, epoch: UInt64, respectingBounds: Bool) -> Machine.ProduceOutcome {
         let produced = self.state.withLock { state in
-            state.machine.elementProduced(element, epoch: epoch, respectingBounds: respectingBounds)
+            let produced = state.machine.elementProduced(element, epoch: epoch, respectingBounds: respectingBounds)
+            if state.machine.publishesTail { self.publishTail(of: state.machine) }
+            return produced
         }
         switch produced {
         case .quiet(let packed):
@@ -68,10 +70,9 @@ extension MulticastStorage {
     func offerIfRoom(_ element: Element) -> Machine.RoomOutcome {
         var resuming: [Machine.SubscriberContinuation] = []
         let (outcome, followUp) = self.state.withLock { state in
-            (
-                state.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming),
-                state.machine.followUp.rawValue != 0
-            )
+            let outcome = state.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming)
+            if state.machine.publishesTail { self.publishTail(of: state.machine) }
+            return (outcome, state.machine.followUp.rawValue != 0)
         }
         if followUp { self.producerFollowUp() }
         if outcome == .produced { self.perform(delivering: element, to: resuming) }
@@ -275,10 +276,9 @@ extension MulticastStorage {
     func updateLatest(_ transform: (Element) -> Element) {
         var resuming: [Machine.SubscriberContinuation] = []
         let (produced, followUp) = self.state.withLock { state in
-            (
-                state.machine.latestElementUpdated(by: transform, resuming: &resuming),
-                state.machine.followUp.rawValue != 0
-            )
+            let produced = state.machine.latestElementUpdated(by: transform, resuming: &resuming)
+            if state.machine.publishesTail { self.publishTail(of: state.machine) }
+            return (produced, state.machine.followUp.rawValue != 0)
         }
         if followUp { self.producerFollowUp() }
         if let produced { self.perform(delivering: produced, to: resuming) }

@@ -27,6 +27,10 @@ extension MulticastStorage {
     /// - `batch`: the elements of the subscriber's used-up batch (`ElementBatch.elements`).
     ///   Emptied, keeping its capacity, then receives the ready elements after the one
     ///   returned, in order (`MulticastStateMachine.read(_:batch:report:)`).
+    /// - `held`: under `.bufferingNewest`, the batch the last read took, which its policy may
+    ///   still drop (`HeldBatch`): what it still holds comes first, one element at a time,
+    ///   checked against the published tail (`takeHeld(from:_:report:)`), with no lock of
+    ///   the storage's. A read that takes such a batch moves it there.
     /// - `offersWhenCaughtUp`: set to the producers' offer count when this read took every
     ///   element produced so far and the subscriber skips empty reads
     ///   (`MulticastStateMachine.skipsEmptyReads(for:mayWaitForOffers:)`), else 0
@@ -46,9 +50,12 @@ extension MulticastStorage {
     @inlinable
     @inline(never)
     func refill(
-        _ id: SubscriberID, batch: inout [Element], offersWhenCaughtUp: inout UInt32, report: inout ReadReport,
-        mayWaitForOffers: Bool
+        _ id: SubscriberID, batch: inout [Element], held: HeldBatchSlot<Element>,
+        offersWhenCaughtUp: inout UInt32, report: inout ReadReport, mayWaitForOffers: Bool
     ) -> Refill {
+        if let kept = held, let taken = self.takeHeld(from: kept, id, report: &report) {
+            return taken
+        }
         // Emptying an array is a generic call of about 70 instructions even when it is
         // already empty, which it is after every read that took a single element.
         if !batch.isEmpty { batch.removeAll(keepingCapacity: true) }
@@ -77,6 +84,9 @@ extension MulticastStorage {
                 offersWhenCaughtUp: &offersWhenCaughtUp)
         }
         batch = lending.take()!
+        // A `.bufferingNewest` read: its batch stays subject to the rule, beside the
+        // subscription, where the iterator's inline `popFirst` does not see it.
+        if report.batchExpiry != 0, !batch.isEmpty, let held { self.hold(&batch, expiry: report.batchExpiry, in: held) }
         switch action {
         case .element(let element, let producers):
             // The cheap form of what this read leaves to do (see `takeNext`).
@@ -91,6 +101,43 @@ extension MulticastStorage {
         case .gap:
             return .gap
         }
+    }
+
+    /// The next element of a `.bufferingNewest` batch kept in `kept` that its policy has not
+    /// dropped (or the gap before it, for a lag-reporting reader), checked against the
+    /// published tail (`ElementBatch.takeHeld`); `nil` once it holds nothing more (what the
+    /// policy dropped of it is then in `report.missed`, for the read that follows).
+    @inlinable
+    func takeHeld(from kept: Lock<HeldBatch<Element>>, _ id: SubscriberID, report: inout ReadReport) -> Refill? {
+        let reportsGaps = report.reportsGaps
+        let (taken, missed) = kept.withLock { held -> (Refill?, Int) in
+            guard held.holdsMore else { return (nil, 0) }
+            // The tail was published in the critical section of each append, and this
+            // task's own reads and sends happened before this load. A drop it shows is
+            // confirmed under the storage's lock.
+            switch ElementBatch.takeHeld(
+                held.elements, next: &held.next, expiry: held.expiry, tail: self.tailPublished,
+                reportsGaps: reportsGaps, exactTail: { self.state.withLock { $0.machine.heldBatchTail(of: id) } })
+            {
+            case .element(let element, let missed): return (.element(element), missed)
+            case .gap(let missed): return (.gap, missed)
+            case .usedUp(let missed): return (nil, missed)
+            }
+        }
+        report.missed += missed
+        return taken
+    }
+
+    /// A `.bufferingNewest` read took `batch`, expiring at `expiry` (`ReadReport.batchExpiry`):
+    /// it goes to `held`, and `batch` gets the used-up array back, so that neither allocates
+    /// again.
+    @inlinable
+    func hold(_ batch: inout [Element], expiry: Int, in held: Lock<HeldBatch<Element>>) {
+        held.withLock { held in
+            swap(&held.elements, &batch)
+            (held.next, held.expiry) = (0, expiry)
+        }
+        batch.removeAll(keepingCapacity: true)
     }
 
     /// One read of `next()`: the machine's `nextRequested`, and what it leaves to do (the

@@ -1,3 +1,5 @@
+import Synchronization
+
 // The storage: a `MulticastStateMachine` behind a lock, the handles its decisions are about
 // (the upstream task, the retiring one, the timer task), and the effects of its transitions
 // carried out once the lock is released.
@@ -103,6 +105,17 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// suspending; every producer path records its offers here.
     @usableFromInline
     let catchUp = CatchUpSpin()
+    /// The machine's tail (how many elements were produced), stored in the critical
+    /// section of every append while the machine says so (`publishesTail`): `offer`,
+    /// `offerIfRoom`, `updateLatest`, and the end of a critical section that appended
+    /// parked senders' elements. A `.bufferingNewest` subscriber checks the batch it holds
+    /// against it without the lock (`ElementBatch.takeHeld`).
+    @usableFromInline
+    let publishedTail = Atomic<Int>(0)
+    /// The policy of a subscriber that names none (the machine's `defaultPolicy`), for the
+    /// faces that prepare per subscriber what its policy needs (`HeldBatchSlot`).
+    @usableFromInline
+    let defaultPolicy: SharedBufferingPolicy
     /// `unsubscribe(_:)`, as formed where the storage was created, for a subscription's
     /// `deinit`.
     ///
@@ -152,12 +165,27 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
             ),
             hosted: hosted)
         self.timesWindows = machine.timesWindows
+        self.defaultPolicy = policy
         self.state = Lock(State(machine: machine))
         self.upstreamBody = upstream
         self.hosted = hosted
         self.clock = clock
         self.leave = { storage, id in storage.unsubscribe(id) }
     }
+
+    /// Under the lock, after a transition that appended: publishes the machine's tail
+    /// (`publishedTail`). Relaxed: a reader reads it after a critical section of its own
+    /// (its read of the batch) or of its task's (a send), which the lock orders after this.
+    @inlinable
+    @inline(__always)
+    func publishTail(of machine: borrowing Machine) {
+        self.publishedTail.store(machine.tail, ordering: .relaxed)
+    }
+
+    /// The tail last published (`publishTail(of:)`), read without the lock.
+    @inlinable
+    @inline(__always)
+    var tailPublished: Int { self.publishedTail.load(ordering: .relaxed) }
 
     // MARK: The end of every critical section
 
@@ -269,6 +297,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         let upstreamTask = Self.takeUpstreamTask(&state, for: effects)
         let timerTask = self.armTimer(&state, for: effects.timerTask)
+        if effects.parkedElementsAppended > 0, state.machine.publishesTail { self.publishTail(of: state.machine) }
         var notices = effects.notices
         var readsClock = false
         var readingTail = 0

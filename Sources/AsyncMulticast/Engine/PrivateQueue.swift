@@ -46,6 +46,11 @@ extension MulticastStateMachine {
         /// this eviction.
         @usableFromInline
         var eviction: SubscriberEviction? = nil
+        /// With `endsWhenEmpty`: the tail when the connection ended. Nothing produced later
+        /// reaches the subscriber, so nothing later drops what a `.bufferingNewest` iterator
+        /// took ahead (`MulticastStateMachine.heldBatchTail(of:)`).
+        @usableFromInline
+        var endedAtTail = 0
         /// The absolute position following the last element queued: an element queued
         /// later at a higher position means the ones in between were missed.
         @usableFromInline

@@ -228,6 +228,8 @@ struct ModelRun {
         .bufferingNewest(0), .bufferingNewest(1), .bufferingNewest(3),
         .bufferingOldest(0), .bufferingOldest(1), .bufferingOldest(3),
         .evicting(1), .evicting(3),
+        // Takes batches of 3 that its policy may still drop (`ElementBatch.takeHeld`).
+        .bufferingNewest(6),
     ]
 
     struct Subscriber {
@@ -235,6 +237,13 @@ struct ModelRun {
         let policy: SharedBufferingPolicy
         /// The iterator's batch, as `SharedIterator` keeps it: last first.
         var batch: [Int] = []
+        /// A `.bufferingNewest` iterator's batch (`ElementBatch.takeHeld`): its elements stay
+        /// in `pending` until returned, where the policy may still drop them. `heldNext` and
+        /// `heldExpiry` are what `HeldBatchPosition` keeps for it.
+        var held: [Int] = []
+        var heldNext = 0
+        var heldExpiry = 0
+        var holdsMore: Bool { self.heldExpiry != 0 && self.heldNext < self.held.count }
         /// Not yet handed to the iterator, in order.
         var pending: [Int]
         /// For each of `pending`: how many elements its policy dropped just before it.
@@ -268,9 +277,9 @@ struct ModelRun {
         var batchLimit: Int {
             if self.ending { return 0 }
             switch self.policy {
-            case .bounded(let n), .evicting(let n, _): return Swift.min(n / 2, 64)
+            case .bounded(let n), .evicting(let n, _), .bufferingNewest(let n): return Swift.min(n / 2, 64)
             case .unbounded: return 64
-            case .bufferingNewest, .bufferingOldest: return 0
+            case .bufferingOldest: return 0
             }
         }
 
@@ -614,13 +623,24 @@ struct ModelRun {
                 self.subscribers[k].batch.removeFirst()
                 return
             }
+            var droppedFromBatch = 0
+            if self.subscribers[k].holdsMore {
+                // A `.bufferingNewest` batch: checked against the tail, as the iterator does.
+                guard let dropped = try self.readHeld(k) else { return }
+                droppedFromBatch = dropped
+            }
             var lending: [Int]? = []
             var report = ReadReport()
             report.reportsGaps = self.subscribers[k].reportsGaps
-            report.missed = self.subscribers[k].carried
+            report.missed = self.subscribers[k].carried + droppedFromBatch
             let action = self.machine.nextRequested(
                 self.subscribers[k].id, batch: &lending, report: &report, connectsOnDemand: self.config.autoconnect)
-            self.subscribers[k].batch = lending ?? []
+            let holdsBatch = report.batchExpiry != 0
+            self.subscribers[k].batch = holdsBatch ? [] : lending ?? []
+            if holdsBatch {
+                self.subscribers[k].held = lending ?? []
+                (self.subscribers[k].heldExpiry, self.subscribers[k].heldNext) = (report.batchExpiry, 0)
+            }
             if self.subscribers[k].reportsGaps, let gap = self.subscribers[k].takeGap() {
                 // A lag-reporting read that finds a gap reports it alone and takes nothing.
                 guard case .gap = action else { throw self.fail("read \(action), expected a gap of \(gap)") }
@@ -634,9 +654,11 @@ struct ModelRun {
                 self.subscribers[k].carried = 0
                 let take = Swift.min(self.subscribers[k].batchLimit, self.subscribers[k].pending.count)
                 let batch = Array(self.subscribers[k].pending.prefix(take))
-                self.subscribers[k].pending.removeFirst(take)
-                self.subscribers[k].greeting = Swift.max(0, self.subscribers[k].greeting - 1 - take)
-                self.subscribers[k].gaps.removeFirst(take)
+                if !holdsBatch {
+                    self.subscribers[k].pending.removeFirst(take)
+                    self.subscribers[k].greeting = Swift.max(0, self.subscribers[k].greeting - 1 - take)
+                    self.subscribers[k].gaps.removeFirst(take)
+                }
                 let element: Int
                 var effects = Machine.Effects()
                 switch action {
@@ -650,9 +672,8 @@ struct ModelRun {
                     throw self.fail("read \(action), expected element \(expected)")
                 }
                 try self.check(element == expected, "read \(element), expected \(expected)")
-                try self.check(
-                    self.subscribers[k].batch == batch,
-                    "batch \(self.subscribers[k].batch), expected \(batch)")
+                let taken = holdsBatch ? self.subscribers[k].held : self.subscribers[k].batch
+                try self.check(taken == batch, "batch \(taken), expected \(batch)")
                 try self.checkReport(report, of: k, missed: missed, evicted: false)
                 let release = self.releasedIfRoom()
                 try await self.expect(
@@ -1074,7 +1095,10 @@ struct ModelRun {
             self.machine.subscriberCount == present,
             "subscriberCount \(self.machine.subscriberCount), expected \(present)")
         for (k, sub) in self.subscribers.enumerated() {
-            let undelivered = self.machine.undelivered(sub.id)
+            // What a `.bufferingNewest` iterator took ahead and its policy has not dropped is
+            // still the subscriber's to receive.
+            let undelivered =
+                Array(sub.liveHeld(tail: self.machine.heldBatchTail(of: sub.id))) + self.machine.undelivered(sub.id)
             try self.check(
                 undelivered == sub.pending,
                 "subscriber #\(k) (\(sub.policy)) may still receive \(undelivered), expected \(sub.pending)")

@@ -63,8 +63,8 @@ struct CancellationTests {
     /// guide's "Per subscriber", the Combine guide's "What behaves differently"): it returns the
     /// elements its iterator had already taken, then `nil`, although more were buffered for it,
     /// and the subscriber has left. An iterator takes, besides the element it returns, up to
-    /// `min(n / 2, 64)` ready elements under `.bounded(n)` or `.evicting(n)`, 64 under
-    /// `.unbounded`, none under a dropping policy.
+    /// `min(n / 2, 64)` ready elements under `.bounded(n)`, `.evicting(n)` or
+    /// `.bufferingNewest(n)`, 64 under `.unbounded`, none under `.bufferingOldest`.
     ///
     /// `a` has `produced` elements buffered (the other subscriber read them all, so they were
     /// produced) when it reads 0, so what its iterator takes then depends on the policy only.
@@ -72,7 +72,7 @@ struct CancellationTests {
         (SharedBufferingPolicy.bounded(8), 8, [1, 2, 3, 4]),
         (.evicting(8), 8, [1, 2, 3, 4]),
         (.unbounded, 100, Array(1...64)),
-        (.bufferingNewest(8), 8, []),
+        (.bufferingNewest(8), 8, [1, 2, 3, 4]),
         (.bufferingOldest(8), 8, []),
     ])
     func cancelledTaskGetsExactlyItsTakenBatchThenNil(
