@@ -183,6 +183,64 @@ enum BroadcastCells {
         return total
     }
 
+    /// The chunked read cells: `elements` sent to a subject in rounds of `chunk`, each round
+    /// once every subscriber has received the one before, so that a subscriber never falls
+    /// `policy`'s limit behind and nothing is dropped; every subscriber must receive
+    /// `0..<elements` in order. The same deliveries under `.bufferingNewest(1024)`
+    /// (`lossy-read`) and `.bounded(1024)` (`lossless-read`): what reading a lossy lane costs
+    /// against a lossless one. Each subscriber is woken once a round, and takes what it
+    /// finds in batches.
+    static func chunkedRead(lossy: Bool, subscribers: Int, elements: Int, chunk: Int = 512) async -> FanOutTally {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: lossy ? .bufferingNewest(1024) : .bounded(1024))
+        let outstanding = Outstanding()
+        let allReceived = LockstepNotify()
+        let subscriptions = (0..<subscribers).map { _ in subject.subscribe() }
+        return await withTaskGroup(of: SubscriberTally?.self, returning: FanOutTally.self) { group in
+            for subscription in subscriptions {
+                group.addTask {
+                    var tally = SubscriberTally()
+                    var expected = 0
+                    for await value in subscription {
+                        if value != expected, tally.failure == nil {
+                            tally.failure = "got \(value) after \(expected - 1)"
+                        }
+                        expected = value + 1
+                        tally.received += 1
+                        // The last of its round: one count per subscriber and round.
+                        if expected % chunk == 0 || expected == elements,
+                            outstanding.count.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
+                        {
+                            allReceived.signal()
+                        }
+                    }
+                    if expected != elements, tally.failure == nil {
+                        tally.failure = "ended after \(expected) of \(elements)"
+                    }
+                    return tally
+                }
+            }
+            group.addTask {
+                var next = 0
+                while next < elements {
+                    outstanding.count.store(subscribers, ordering: .releasing)
+                    let end = Swift.min(next + chunk, elements)
+                    while next < end {
+                        subject.send(next)
+                        next += 1
+                    }
+                    await allReceived.wait()
+                }
+                subject.finish()
+                return nil
+            }
+            var total = FanOutTally()
+            for await tally in group {
+                if let tally { total.add(tally) }
+            }
+            return total
+        }
+    }
+
     /// `share(buffering: .bounded(1024))` over the opaque upstream: the `share` cell at
     /// tokio's capacity.
     static func share1024(subscribers: Int, elements: Int) async -> FanOutTally {

@@ -205,6 +205,12 @@ public enum Scenarios {
         /// M sends to a `.bufferingNewest(64)` subject whose N subscribers do not read: counted
         /// per element sent, not per delivery (`countsPerElementSent`).
         case lossySend = "lossy-send"
+        /// M elements sent in rounds of 512 to N subscribers of a `.bufferingNewest(1024)`
+        /// subject, each round once all have received the one before: nothing is dropped, and
+        /// each delivery is a lossy lane's read (`BroadcastCells.chunkedRead`).
+        case lossyRead = "lossy-read"
+        /// `lossy-read` under `.bounded(1024)`: the lossless reads it is measured against.
+        case losslessRead = "lossless-read"
         /// The `subject` cell with positions on: each subscriber reads the subject through
         /// `subscribe(after: nil)`, whose events carry each element's position (a resumable
         /// client's delivery). Counted by `compare --instructions` only.
@@ -221,6 +227,8 @@ public enum Scenarios {
             case .lockstep: "lockstep sends (tokio's contention)"
             case .resumeFloor: "resume floor (no library)"
             case .lossySend: "lossy send, N stalled subscribers"
+            case .lossyRead: "lossy reads, .bufferingNewest(1024), rounds of 512"
+            case .losslessRead: "lossless reads, .bounded(1024), rounds of 512"
             case .subjectPositioned: "AsyncPassthroughSubject, subscribe(after: nil)"
             }
         }
@@ -228,7 +236,9 @@ public enum Scenarios {
         /// Whether only `compare --instructions` runs it (not the cost scenario's CPU table).
         public var isCountedOnly: Bool {
             switch self {
-            case .shareUnbounded, .share1024, .lockstep, .resumeFloor, .lossySend, .subjectPositioned: true
+            case .shareUnbounded, .share1024, .lockstep, .resumeFloor, .lossySend, .lossyRead, .losslessRead,
+                .subjectPositioned:
+                true
             case .share, .subject, .openCombine, .base: false
             }
         }
@@ -240,7 +250,9 @@ public enum Scenarios {
         /// The implementation `--impls` selects it with.
         public var implementation: Implementation {
             switch self {
-            case .share, .shareUnbounded, .subject, .share1024, .lockstep, .lossySend, .subjectPositioned: .ours
+            case .share, .shareUnbounded, .subject, .share1024, .lockstep, .lossySend, .lossyRead, .losslessRead,
+                .subjectPositioned:
+                .ours
             case .openCombine: .openCombine
             case .base, .resumeFloor: .base
             }
@@ -259,6 +271,8 @@ public enum Scenarios {
         case .lockstep: await BroadcastCells.lockstep(subscribers: subscribers, rounds: elements)
         case .resumeFloor: await BroadcastCells.resumeFloor(subscribers: subscribers, rounds: elements)
         case .lossySend: await BroadcastCells.lossySend(subscribers: subscribers, elements: elements)
+        case .lossyRead: await BroadcastCells.chunkedRead(lossy: true, subscribers: subscribers, elements: elements)
+        case .losslessRead: await BroadcastCells.chunkedRead(lossy: false, subscribers: subscribers, elements: elements)
         case .subjectPositioned: await Ours.positionedSubject(subscribers: subscribers, elements: elements)
         case .base:
             subscribers == 1

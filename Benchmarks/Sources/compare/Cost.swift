@@ -357,7 +357,7 @@ func unit(of cell: DeliveryCell) -> String {
 /// their source are in the Benchmarks README, "Against tokio's broadcast"): one row per
 /// cell, one column per N.
 func broadcastTable(_ perDelivery: [Int: [DeliveryCell: [Double]]], sizes: [InstructionSizes]) -> String {
-    let cells: [DeliveryCell] = [.share, .share1024, .lockstep, .resumeFloor, .lossySend]
+    let cells: [DeliveryCell] = [.share, .share1024, .lockstep, .resumeFloor, .lossySend, .lossyRead, .losslessRead]
     var table = Table(["cell", "unit"] + sizes.map { "N=\($0.subscribers)" })
     for cell in cells {
         let values = sizes.map { size in perDelivery[size.subscribers]?[cell].flatMap(median) }
@@ -367,6 +367,7 @@ func broadcastTable(_ perDelivery: [Int: [DeliveryCell: [Double]]], sizes: [Inst
     return """
         Against tokio's broadcast (the Benchmarks README gives tokio's figures): share() at capacity 64 and
         1024, tokio's lockstep "contention" without work, the runtime's resume floor under it (no library:
-        --impls base), and a lossy send to N subscribers that do not read (per element sent).
+        --impls base), a lossy send to N subscribers that do not read (per element sent), and the same
+        reads in rounds of 512 from a lossy lane and a lossless one.
         """ + "\n" + table.render()
 }
