@@ -249,6 +249,9 @@ public enum Scenarios {
         /// differs from `share` only where the catch-up spin applies, with a sole subscriber.
         public var isSoleSubscriberOnly: Bool { self == .base || self == .shareNoSpin }
 
+        /// Whether it runs with `subscribers` subscribers (`isSoleSubscriberOnly`).
+        public func runs(subscribers: Int) -> Bool { !self.isSoleSubscriberOnly || subscribers == 1 }
+
         /// Whether the instruction gate holds its count at `subscribers`: not the floor
         /// (`base`, no library), and not `share` at N = 1, whose count includes the catch-up
         /// spin's, which runs for a time, not a number of instructions, and so moves with how

@@ -20,7 +20,7 @@ extension Options {
     /// spin at N = 1 and the broadcast cells), `opencombine` OpenCombine, `base` the floor (N = 1 only).
     func deliveryCells(subscribers: Int, counting: Bool = false) -> [DeliveryCell] {
         DeliveryCell.allCases.filter {
-            implementations.contains($0.implementation) && (!$0.isSoleSubscriberOnly || subscribers == 1)
+            implementations.contains($0.implementation) && $0.runs(subscribers: subscribers)
                 && (counting || !$0.isCountedOnly)
         }
     }
