@@ -366,8 +366,9 @@ func broadcastTable(_ perDelivery: [Int: [DeliveryCell: [Double]]], sizes: [Inst
         table.add([cell.rawValue, unit(of: cell)] + values.map { fmt($0, 0) })
     }
     return """
-        Against tokio's broadcast (the Benchmarks README gives tokio's figures): share() at capacity 64 (with
-        and without the sole subscriber's catch-up spin) and 1024, tokio's lockstep "contention" without work, the runtime's resume floor under it (no library:
-        --impls base), and a lossy send to N subscribers that do not read (per element sent).
+        Against tokio's broadcast (the Benchmarks README gives tokio's figures): share() at capacity 64
+        (share-nospin: the sole subscriber's catch-up spin off) and 1024, tokio's lockstep "contention"
+        without work, the runtime's resume floor under it (no library: --impls base), and a lossy send to
+        N subscribers that do not read (per element sent).
         """ + "\n" + table.render()
 }
