@@ -1,8 +1,9 @@
 // AsyncMulticast's side of every scenario. This file imports only
 // AsyncMulticast (MemberImportVisibility is on for this target), so `share`
-// here can only be AsyncMulticast's.
+// here can only be AsyncMulticast's. Its SPI for benchmarks, `CatchUpSpinSwitch`,
+// turns the catch-up spin off for the `share-nospin` cell.
 
-import AsyncMulticast
+@_spi(Benchmarks) import AsyncMulticast
 
 extension BenchPolicy {
     public var ours: SharedBufferingPolicy {
@@ -23,6 +24,12 @@ enum Ours {
     }
 
     /// One subscriber sharing the opaque upstream: the cost of sharing over a real base.
+    /// Turns the sole subscriber's catch-up spin on or off for the whole process (the library
+    /// ships with it on): set before the cell's subscribers start.
+    static func setCatchUpSpin(on: Bool) {
+        CatchUpSpinSwitch.isOn = on
+    }
+
     static func fanOutOverOpaque(policy: BenchPolicy, elements: Int) async -> FanOutTally {
         await fanOutOverOpaque(policy: policy, subscribers: 1, elements: elements)
     }

@@ -16,11 +16,11 @@ typealias DeliveryCell = Scenarios.DeliveryCell
 
 extension Options {
     /// The cells `--impls` selects for `subscribers`: `ours` selects share() and the subject
-    /// (and, when `counting` instructions, share() `.unbounded`), `opencombine` OpenCombine,
-    /// `base` the floor (N = 1 only).
+    /// (and, when `counting` instructions, share() `.unbounded`, share() without the catch-up
+    /// spin at N = 1 and the broadcast cells), `opencombine` OpenCombine, `base` the floor (N = 1 only).
     func deliveryCells(subscribers: Int, counting: Bool = false) -> [DeliveryCell] {
         DeliveryCell.allCases.filter {
-            implementations.contains($0.implementation) && ($0 != .base || subscribers == 1)
+            implementations.contains($0.implementation) && $0.runs(subscribers: subscribers)
                 && (counting || !$0.isCountedOnly)
         }
     }
@@ -319,7 +319,8 @@ func runInstructions(_ options: Options) {
         var medians: [String: Double] = [:]
         var order: [String] = []
         for size in sizes {
-            for cell in options.deliveryCells(subscribers: size.subscribers, counting: true) where cell != .base {
+            for cell in options.deliveryCells(subscribers: size.subscribers, counting: true)
+            where cell.isHeldByGate(subscribers: size.subscribers) {
                 let key = InstructionThresholds.key(cell, subscribers: size.subscribers)
                 order.append(key)
                 medians[key] = perDelivery[size.subscribers]?[cell].flatMap(median)
@@ -357,7 +358,9 @@ func unit(of cell: DeliveryCell) -> String {
 /// their source are in the Benchmarks README, "Against tokio's broadcast"): one row per
 /// cell, one column per N.
 func broadcastTable(_ perDelivery: [Int: [DeliveryCell: [Double]]], sizes: [InstructionSizes]) -> String {
-    let cells: [DeliveryCell] = [.share, .share1024, .lockstep, .resumeFloor, .lossySend, .lossyRead, .losslessRead]
+    let cells: [DeliveryCell] = [
+        .share, .shareNoSpin, .share1024, .lockstep, .resumeFloor, .lossySend, .lossyRead, .losslessRead,
+    ]
     var table = Table(["cell", "unit"] + sizes.map { "N=\($0.subscribers)" })
     for cell in cells {
         let values = sizes.map { size in perDelivery[size.subscribers]?[cell].flatMap(median) }
@@ -365,9 +368,10 @@ func broadcastTable(_ perDelivery: [Int: [DeliveryCell: [Double]]], sizes: [Inst
         table.add([cell.rawValue, unit(of: cell)] + values.map { fmt($0, 0) })
     }
     return """
-        Against tokio's broadcast (the Benchmarks README gives tokio's figures): share() at capacity 64 and
-        1024, tokio's lockstep "contention" without work, the runtime's resume floor under it (no library:
-        --impls base), a lossy send to N subscribers that do not read (per element sent), and the same
-        reads in rounds of 512 from a lossy lane and a lossless one.
+        Against tokio's broadcast (the Benchmarks README gives tokio's figures): share() at capacity 64
+        (share-nospin: the sole subscriber's catch-up spin off) and 1024, tokio's lockstep "contention"
+        without work, the runtime's resume floor under it (no library: --impls base), a lossy send to N
+        subscribers that do not read (per element sent), and the same reads in rounds of 512 from a lossy
+        lane and a lossless one.
         """ + "\n" + table.render()
 }

@@ -2,7 +2,7 @@
 // instructions under valgrind (`compare --instructions` runs it twice per cell, with
 // two element counts, so that start-up and tear-down cancel out).
 //
-//     .build/release/delivery-cell share|subject|opencombine|base N M
+//     .build/release/delivery-cell share|share-nospin|subject|opencombine|base|… N M   (usage lists them all)
 //     .build/release/delivery-cell idle|churn COUNT        (joining and leaving, COUNT subscribers)
 //     .build/release/delivery-cell topics-keyed|topics-subjects|topics-filtered KEYS PER_KEY M
 //                                                         (fan-out by key: the topics scenario's cells)

@@ -129,6 +129,26 @@ struct InstructionThresholdsTests {
         #expect(thresholds.text == text)
     }
 
+    @Test("every count in the checked-in file is one the gate measures and holds (--quick: N = 1 and 64, --impls ours)")
+    func checkedInFileHoldsTheGatesCells() throws {
+        let benchmarks = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+            .deletingLastPathComponent().deletingLastPathComponent()
+        let text = try String(
+            contentsOf: benchmarks.appendingPathComponent("Thresholds/instructions.txt"), encoding: .utf8)
+        let thresholds = try InstructionThresholds.parse(text).get()
+        let held = [1, 64].flatMap { subscribers in
+            Scenarios.DeliveryCell.allCases.filter {
+                $0.implementation == .ours && $0.runs(subscribers: subscribers)
+                    && $0.isHeldByGate(subscribers: subscribers)
+            }.map { InstructionThresholds.key($0, subscribers: subscribers) }
+        }
+        let measured = Set(held + Scenarios.JoinLeaveCell.allCases.map(\.key))
+        #expect(Set(thresholds.values.map(\.key)).subtracting(measured).isEmpty)
+        // share() at N = 1 is held with the catch-up spin off, whose count no clock decides.
+        #expect(thresholds.values.contains { $0.key == "share-nospin N=1" })
+        #expect(!measured.contains("share N=1") && !measured.contains("share-nospin N=64"))
+    }
+
     @Test(
         "a malformed line is refused with its number",
         arguments: ["share N=1", "share N=1 many", "mode", "share N=1 0", "share N=1 # 845"])
