@@ -51,6 +51,13 @@ struct CatchUpSpin: ~Copyable, Sendable {
     @inlinable
     init() {}
 
+    /// Set only by a benchmark, through `CatchUpSpinSwitch` (SPI): no subscriber of this
+    /// process waits, so that the sole subscriber's path can be counted without the wait,
+    /// whose instruction count moves with the machine's load. Relaxed: it is set before the
+    /// subscribers start.
+    @usableFromInline
+    static let isOff = Atomic<Bool>(false)
+
     /// The most elements to wait for before reading them: large enough that the
     /// subscriber's lock acquisitions stay rare (tuned on the N = 1 benchmark: 16 to 48 all
     /// help, 48 most). A lane whose read takes fewer waits for fewer.
@@ -97,6 +104,7 @@ struct CatchUpSpin: ~Copyable, Sendable {
     /// so a producer that is not busy is not waited for over and over.
     @inlinable
     func waitForOffers(upTo batch: Int, eachRound: () -> Void = {}) -> Bool {
+        if Self.isOff.load(ordering: .relaxed) { return false }
         let skips = self.skips.load(ordering: .relaxed)
         if skips > 0 {
             self.skips.store(skips - 1, ordering: .relaxed)
