@@ -124,7 +124,7 @@ public struct PositionedEventIterator<Element: Sendable, Failure: Error>: AsyncI
     /// its position, a gap where the policy dropped elements, the eviction; `nil` once the
     /// sequence finished or the subscriber was evicted; or the upstream's error.
     /// Cancellation follows ``SharedIterator/next(isolation:)``.
-    @inlinable
+    @inlinable @inline(__always)
     public mutating func next(
         isolation actor: isolated (any Actor)? = #isolation
     ) async throws(Failure) -> PositionedEvent<Element, Int>? {

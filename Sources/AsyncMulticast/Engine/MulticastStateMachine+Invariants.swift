@@ -51,9 +51,12 @@ extension MulticastStateMachine {
 
         var keepFrom = self.replayStart
         for lane in self.lanes { keepFrom = Swift.min(keepFrom, lane.minCursor) }
-        guard self.lanesHoldingBatches == self.lanes.count(where: \.holdsBatches) else {
-            return "\(self.lanesHoldingBatches) lanes counted as holding batches, not what the lanes say"
+        // The subscription decides from the policy alone whether to keep a place for such
+        // batches (`HeldBatchSlot`): it must agree with the lane.
+        for lane in self.lanes where lane.holdsBatches != Lane.holdsBatches(lane.policy) {
+            return "lane \(lane.policy) holds batches: \(lane.holdsBatches), its policy says otherwise"
         }
+
         guard self.elements.startIndex == Swift.max(keepFrom, 0) else {
             return "stored from \(self.elements.startIndex), needed from \(Swift.max(keepFrom, 0))"
         }

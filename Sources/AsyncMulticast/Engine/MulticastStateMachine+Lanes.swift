@@ -125,16 +125,19 @@ extension MulticastStateMachine {
         static var maxBatch: Int { 64 }
 
         /// Whether its members take batches the rule may still drop: `.dropOldest(keep)`
-        /// with `keep` of 2 or more (`MulticastStateMachine.lanesHoldingBatches`).
+        /// with `keep` of 2 or more (`ReadReport.batchExpiry`).
         @inlinable
         var holdsBatches: Bool { self.kept != .max && self.batchLimit > 0 }
 
         /// Whether the lane of `policy` holds batches (`holdsBatches`): a subscription with
         /// that policy keeps a place for them (`HeldBatchSlot`).
+        /// (`.bufferingNewest(keep)` with `keep` of 2 or more: `Overflow(policy)` is then
+        /// `.dropOldest(keep)`, and its `batchLimit` is positive; but not `Int.max`, which
+        /// drops nothing: its lane's `kept` is `Int.max`, as a lossless lane's.)
         @inlinable
         static func holdsBatches(_ policy: SharedBufferingPolicy) -> Bool {
-            guard case .dropOldest(let keep) = Overflow(policy) else { return false }
-            return Swift.min(keep / 2, Self.maxBatch) > 0
+            if case .bufferingNewest(let keep) = policy { return keep >= 2 && keep != .max }
+            return false
         }
 
         /// The oldest position a member of this lane still reads (`tail` if none): its
@@ -246,7 +249,6 @@ extension MulticastStateMachine {
         precondition(self.lanes.count < Slot.maxLanes, "buffering: over \(Slot.maxLanes - 1) policies in use at once")
         if case .evicting(_, _?) = policy { self.hasSoftLimits = true }
         self.lanes.append(Lane(policy: policy, tail: self.tail))
-        if self.lanes[self.lanes.count - 1].holdsBatches { self.lanesHoldingBatches += 1 }
         return self.lanes.count - 1
     }
 
@@ -256,7 +258,6 @@ extension MulticastStateMachine {
     @inlinable
     mutating func removeLaneIfEmpty(_ laneIndex: Int) {
         guard self.lanes[laneIndex].members == 0 else { return }
-        if self.lanes[laneIndex].holdsBatches { self.lanesHoldingBatches -= 1 }
         let last = self.lanes.count - 1
         if laneIndex != last {
             self.lanes.swapAt(laneIndex, last)

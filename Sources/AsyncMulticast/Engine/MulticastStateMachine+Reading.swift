@@ -38,19 +38,25 @@ struct ReadReport: Sendable {
     /// elements stay subject to the rule (`ElementBatch.takeHeld`). Its element at index
     /// `i` is dropped once the tail is past `batchExpiry + i` (the batch's first position
     /// plus `keep`, saturating). 0: the batch is the subscriber's for good (lossless lanes).
-    @usableFromInline
-    var batchExpiry = 0
+    /// Kept in `evictionCode`'s word, with its top bit clear: a `.dropOldest` read ends no
+    /// subscriber by eviction, and a larger report cost every read (the join-leave cells).
+    @inlinable
+    var batchExpiry: Int {
+        get { self.evictionCode & (1 << 63) == 0 ? Int(truncatingIfNeeded: self.evictionCode) : 0 }
+        set { self.evictionCode = UInt64(truncatingIfNeeded: newValue) }
+    }
     /// The read ended the subscriber because it had been evicted (`.evicting`): why, and
-    /// what it held; 0 when it was not. Packed into one word (a flag, the reason, and the
-    /// backlog and high-water mark clamped to 31 bits each), which the iterator's cold path
-    /// takes alone (`SharedIterator.endedByEviction(_:)`), so that its `next()` stays small.
+    /// what it held; no top bit when it was not. Packed into one word (a flag, the reason,
+    /// and the backlog and high-water mark clamped to 31 bits each), which the iterator's
+    /// cold path takes alone (`SharedIterator.endedByEviction(_:)`), so that its `next()`
+    /// stays small. Without the top bit, the word is a `.dropOldest` read's `batchExpiry`.
     @usableFromInline
     var evictionCode: UInt64 = 0
 
     /// The eviction packed in `code` (`evictionCode`), if any.
     @inlinable
     static func eviction(from code: UInt64) -> SubscriberEviction? {
-        guard code != 0 else { return nil }
+        guard code & (1 << 63) != 0 else { return nil }
         let mask: UInt64 = (1 << 31) - 1
         return SubscriberEviction(
             reason: code & (1 << 62) != 0 ? .softLimit : .hardLimit,
@@ -77,7 +83,7 @@ struct ReadReport: Sendable {
 
     /// Whether the read ended the subscriber because it had been evicted.
     @inlinable
-    var evicted: Bool { self.evictionCode != 0 }
+    var evicted: Bool { self.evictionCode & (1 << 63) != 0 }
 
     @inlinable
     init() {}
@@ -176,9 +182,14 @@ extension MulticastStateMachine {
                 }
                 let kept = self.lanes[laneIndex].kept
                 if kept != .max {
-                    // A `.dropOldest` batch, even an empty one: the reader keeps it apart.
+                    // A `.dropOldest` batch: the reader keeps it apart, and until all of it
+                    // may have been dropped, appends publish the tail for it.
                     let (expiry, overflowed) = (position + 1).addingReportingOverflow(kept)
                     report.batchExpiry = overflowed ? .max : expiry
+                    if extra > 0 {
+                        let (until, past) = report.batchExpiry.addingReportingOverflow(extra)
+                        self.tailWatchedUntil = Swift.max(self.tailWatchedUntil, past ? .max : until)
+                    }
                 }
             }
             self.commit(taken, slot: slotIndex, lane: laneIndex)

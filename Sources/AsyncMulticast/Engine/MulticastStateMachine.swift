@@ -47,8 +47,8 @@
 // - elements.endIndex == tail; elements.startIndex == max(0, min(replayStart, every
 //   lane's minCursor)): everything someone may read is stored, and nothing else.
 // - A lane exists exactly while it has members, and no two lanes share a policy; its
-//   `overflow` is its policy's. `lanesHoldingBatches` counts the lanes whose batches their
-//   rule may still drop.
+//   `overflow` is its policy's; it holds batches (`.dropOldest` ones) exactly when its policy
+//   says so (`Lane.holdsBatches(_:)`, which a subscription reads).
 // - lane.members == atTail + sum(counts) + frozen members + members reading a private queue
 //   + evicted members.
 // - counts.endIndex == tail; its first stored count is positive, none is negative.
@@ -347,19 +347,26 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     var hasSoftLimits = false
 
-    /// How many lanes take batches their rule may still drop (`.dropOldest(keep)`, `keep` of
-    /// 2 or more: `Lane.holdsBatches`). While there are any, every append publishes the
-    /// tail for their iterators (`publishesTail`, `MulticastStorage.publishTail(of:)`); the
-    /// other storages skip it.
+    /// The largest tail at which an element of a batch that a `.dropOldest` read took could
+    /// still be dropped (its `batchExpiry` plus its count): until the tail reaches it, every
+    /// append publishes the tail for the iterators that check their batches against it
+    /// (`appendObserved()`, `MulticastStorage.publishTail(of:)`). Raised in the critical section
+    /// of the read, before any later append; appends before it cannot drop what it took (a
+    /// batch holds only elements within its window), and those past it only elements
+    /// already seen dropped. 0 once passed (`appendObserved()`), so that a send tests one
+    /// word while no such batch is out, as when a `.bufferingNewest` subject's subscribers
+    /// are stalled.
     @usableFromInline
-    var lanesHoldingBatches = 0
+    var tailWatchedUntil = 0
 
-    /// Whether the storage must publish the tail after an append: some lane takes batches
-    /// its rule may still drop. While none does, no iterator reads it; the first append
-    /// after one appears publishes the whole tail, and until then no element of its batches
-    /// can have been dropped (a batch holds only elements within its window).
+    /// The storage observed an append, with `tailWatchedUntil` set: whether to publish the
+    /// tail (`MulticastStorage.publishTail(of:)`); the watch ends once the tail is past it.
     @inlinable
-    var publishesTail: Bool { self.lanesHoldingBatches > 0 }
+    mutating func appendObserved() -> Bool {
+        if self.tail <= self.tailWatchedUntil { return true }
+        self.tailWatchedUntil = 0
+        return false
+    }
 
     @inlinable
     init(

@@ -26,7 +26,9 @@ extension MulticastStorage {
     func offer(_ element: Element, epoch: UInt64, respectingBounds: Bool) -> Machine.ProduceOutcome {
         let produced = self.state.withLock { state in
             let produced = state.machine.elementProduced(element, epoch: epoch, respectingBounds: respectingBounds)
-            if state.machine.publishesTail { self.publishTail(of: state.machine) }
+            if state.machine.tailWatchedUntil != 0, state.machine.appendObserved() {
+                self.publishTail(of: state.machine)
+            }
             return produced
         }
         switch produced {
@@ -71,7 +73,9 @@ extension MulticastStorage {
         var resuming: [Machine.SubscriberContinuation] = []
         let (outcome, followUp) = self.state.withLock { state in
             let outcome = state.machine.elementProducedIfRoom(element, epoch: Self.pushEpoch, resuming: &resuming)
-            if state.machine.publishesTail { self.publishTail(of: state.machine) }
+            if state.machine.tailWatchedUntil != 0, state.machine.appendObserved() {
+                self.publishTail(of: state.machine)
+            }
             return (outcome, state.machine.followUp.rawValue != 0)
         }
         if followUp { self.producerFollowUp() }
@@ -277,7 +281,9 @@ extension MulticastStorage {
         var resuming: [Machine.SubscriberContinuation] = []
         let (produced, followUp) = self.state.withLock { state in
             let produced = state.machine.latestElementUpdated(by: transform, resuming: &resuming)
-            if state.machine.publishesTail { self.publishTail(of: state.machine) }
+            if state.machine.tailWatchedUntil != 0, state.machine.appendObserved() {
+                self.publishTail(of: state.machine)
+            }
             return (produced, state.machine.followUp.rawValue != 0)
         }
         if followUp { self.producerFollowUp() }

@@ -106,7 +106,8 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     @usableFromInline
     let catchUp = CatchUpSpin()
     /// The machine's tail (how many elements were produced), stored in the critical
-    /// section of every append while the machine says so (`publishesTail`): `offer`,
+    /// section of every append while the machine says so (`appendObserved()`: while a batch a
+    /// `.bufferingNewest` read took may still lose elements to later ones): `offer`,
     /// `offerIfRoom`, `updateLatest`, and the end of a critical section that appended
     /// parked senders' elements. A `.bufferingNewest` subscriber checks the batch it holds
     /// against it without the lock (`ElementBatch.takeHeld`).
@@ -297,7 +298,9 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
         }
         let upstreamTask = Self.takeUpstreamTask(&state, for: effects)
         let timerTask = self.armTimer(&state, for: effects.timerTask)
-        if effects.parkedElementsAppended > 0, state.machine.publishesTail { self.publishTail(of: state.machine) }
+        if effects.parkedElementsAppended > 0, state.machine.tailWatchedUntil != 0, state.machine.appendObserved() {
+            self.publishTail(of: state.machine)
+        }
         var notices = effects.notices
         var readsClock = false
         var readingTail = 0
