@@ -64,7 +64,17 @@ enum BroadcastCells {
     /// The lockstep cell: `rounds` elements, each sent once every subscriber has received the
     /// one before. Every subscriber must receive `0..<rounds` in order.
     static func lockstep(subscribers: Int, rounds: Int) async -> FanOutTally {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bounded(1000))
+        await Self.inRounds(
+            AsyncPassthroughSubject(buffering: .bounded(1000)), subscribers: subscribers, elements: rounds, roundSize: 1
+        )
+    }
+
+    /// `elements` sent to `subject`'s `subscribers` in rounds of `roundSize`, each round once
+    /// every subscriber has received the one before. Every subscriber must receive
+    /// `0..<elements` in order.
+    static func inRounds(
+        _ subject: AsyncPassthroughSubject<Int, Never>, subscribers: Int, elements: Int, roundSize: Int
+    ) async -> FanOutTally {
         let outstanding = Outstanding()
         let allReceived = LockstepNotify()
         // Subscribed before any task runs, so that none misses the first element.
@@ -74,26 +84,37 @@ enum BroadcastCells {
                 group.addTask {
                     var tally = SubscriberTally()
                     var expected = 0
+                    var leftInRound = roundSize
                     for await value in subscription {
                         if value != expected, tally.failure == nil {
                             tally.failure = "got \(value) after \(expected - 1)"
                         }
                         expected = value + 1
                         tally.received += 1
-                        if outstanding.count.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
-                            allReceived.signal()
+                        leftInRound -= 1
+                        // The last of its round: one count per subscriber and round.
+                        if leftInRound == 0 || expected == elements {
+                            leftInRound = roundSize
+                            if outstanding.count.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 {
+                                allReceived.signal()
+                            }
                         }
                     }
-                    if expected != rounds, tally.failure == nil {
-                        tally.failure = "ended after \(expected) of \(rounds)"
+                    if expected != elements, tally.failure == nil {
+                        tally.failure = "ended after \(expected) of \(elements)"
                     }
                     return tally
                 }
             }
             group.addTask {
-                for round in 0..<rounds {
+                var next = 0
+                while next < elements {
                     outstanding.count.store(subscribers, ordering: .releasing)
-                    subject.send(round)
+                    let end = Swift.min(next + roundSize, elements)
+                    while next < end {
+                        subject.send(next)
+                        next += 1
+                    }
                     await allReceived.wait()
                 }
                 subject.finish()
@@ -183,62 +204,15 @@ enum BroadcastCells {
         return total
     }
 
-    /// The chunked read cells: `elements` sent to a subject in rounds of `chunk`, each round
-    /// once every subscriber has received the one before, so that a subscriber never falls
-    /// `policy`'s limit behind and nothing is dropped; every subscriber must receive
-    /// `0..<elements` in order. The same deliveries under `.bufferingNewest(1024)`
+    /// The chunked read cells (`inRounds`, rounds of 512): a subscriber never falls 1,024
+    /// behind, so nothing is dropped; the same deliveries under `.bufferingNewest(1024)`
     /// (`lossy-read`) and `.bounded(1024)` (`lossless-read`): what reading a lossy lane costs
     /// against a lossless one. Each subscriber is woken once a round, and takes what it
     /// finds in batches.
-    static func chunkedRead(lossy: Bool, subscribers: Int, elements: Int, chunk: Int = 512) async -> FanOutTally {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: lossy ? .bufferingNewest(1024) : .bounded(1024))
-        let outstanding = Outstanding()
-        let allReceived = LockstepNotify()
-        let subscriptions = (0..<subscribers).map { _ in subject.subscribe() }
-        return await withTaskGroup(of: SubscriberTally?.self, returning: FanOutTally.self) { group in
-            for subscription in subscriptions {
-                group.addTask {
-                    var tally = SubscriberTally()
-                    var expected = 0
-                    for await value in subscription {
-                        if value != expected, tally.failure == nil {
-                            tally.failure = "got \(value) after \(expected - 1)"
-                        }
-                        expected = value + 1
-                        tally.received += 1
-                        // The last of its round: one count per subscriber and round.
-                        if expected % chunk == 0 || expected == elements,
-                            outstanding.count.subtract(1, ordering: .acquiringAndReleasing).newValue == 0
-                        {
-                            allReceived.signal()
-                        }
-                    }
-                    if expected != elements, tally.failure == nil {
-                        tally.failure = "ended after \(expected) of \(elements)"
-                    }
-                    return tally
-                }
-            }
-            group.addTask {
-                var next = 0
-                while next < elements {
-                    outstanding.count.store(subscribers, ordering: .releasing)
-                    let end = Swift.min(next + chunk, elements)
-                    while next < end {
-                        subject.send(next)
-                        next += 1
-                    }
-                    await allReceived.wait()
-                }
-                subject.finish()
-                return nil
-            }
-            var total = FanOutTally()
-            for await tally in group {
-                if let tally { total.add(tally) }
-            }
-            return total
-        }
+    static func chunkedRead(lossy: Bool, subscribers: Int, elements: Int) async -> FanOutTally {
+        await Self.inRounds(
+            AsyncPassthroughSubject(buffering: lossy ? .bufferingNewest(1024) : .bounded(1024)),
+            subscribers: subscribers, elements: elements, roundSize: 512)
     }
 
     /// `share(buffering: .bounded(1024))` over the opaque upstream: the `share` cell at
