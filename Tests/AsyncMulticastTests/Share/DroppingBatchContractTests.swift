@@ -1,0 +1,190 @@
+// The contract of a `.bufferingNewest(n)` iterator that takes batches ahead (HeldBatch,
+// `ElementBatch.takeHeld`): what each subscriber receives, and the `.missed(n)` events and
+// positioned gaps it reports, are exactly what reading one element at a time under the lock
+// gave (tokio's `Lagged(n)`: a `.missed` takes nothing; the element after a gap may itself be
+// dropped later). Single-task runs compare event by event with `LagReference`; concurrent runs
+// check what holds in every interleaving (each element received or counted missed, each
+// sender's order, no duplicate, a positioned gap bounding exactly the positions not received,
+// the same position carrying the same element for every subscriber).
+
+import Testing
+
+@testable import AsyncMulticast
+
+@Suite("Dropping batches: the one-at-a-time contract", .timeLimit(.minutes(5)))
+struct DroppingBatchContractTests {
+    // MARK: Seeded single-task comparisons
+
+    /// Every limit the batches treat apart: 1 (no batch), 2 and 3 (batches of 1), 4, 5, 7,
+    /// 130 (a batch of 64), and `Int.max` (lossless batches), beside lossless subscribers.
+    static let policies: [SharedBufferingPolicy] =
+        [0, 1, 2, 3, 4, 5, 7, 130, .max].map { .bufferingNewest($0) } + [.bounded(4), .unbounded]
+
+    /// A subscriber of a seeded run: a lag-reporting iterator, or a positioned one (its
+    /// events checked against the reference's with positions, from `position`).
+    enum Reader {
+        case events(SharedEventIterator<Int, Never>)
+        case positioned(PositionedEventIterator<Int, Never>, position: Int, pendingGap: Range<Int>?)
+    }
+
+    @Test(
+        "events and positioned gaps match a one-at-a-time queue, for every limit, with and without replay",
+        arguments: [0, 3, 9])
+    func eventsAndGapsMatchOneAtATime(replay: Int) async throws {
+        let coverage = try await withProgressWatchdog("seeded runs") { progress -> LagReportingTests.Coverage in
+            var coverage = LagReportingTests.Coverage()
+            for seed in 0..<UInt64(120) {
+                if let failure = await Self.run(seed: seed, replay: replay, coverage: &coverage) {
+                    Issue.record("replay \(replay), seed \(seed): \(failure)")
+                    break
+                }
+                progress.tick()
+                await Task.yield()
+            }
+            return coverage
+        }
+        #expect(coverage.elements > 1_000)
+        #expect(coverage.missed > 300, "the runs reached few gaps")
+    }
+
+    /// The elements sent are their positions, so that a positioned event's position and its
+    /// element must agree.
+    static func run(seed: UInt64, replay: Int, coverage: inout LagReportingTests.Coverage) async -> String? {
+        var rng = LCG(seed: seed &* 31 &+ UInt64(replay))
+        let subject = AsyncReplaySubject<Int, Never>(replay: replay, buffering: .unbounded)
+        var readers: [Reader?] = []
+        var references: [LagReference] = []
+        var trace: [String] = []
+        var sent = 0
+
+        func join(_ rng: inout LCG) {
+            let policy = Self.policies[Int(rng.next() % UInt64(Self.policies.count))]
+            let history = Array(Swift.max(0, sent - replay)..<sent)
+            var reference = LagReference(policy: policy)
+            if case .bufferingNewest(let keep) = policy, rng.next() % 2 == 0 {
+                // Positioned, resuming after a random position: the history after it that
+                // the replay cache and the policy hold, and a gap before it.
+                let after = Int(rng.next() % UInt64(sent + 2)) - 1
+                let start = Swift.min(sent, Swift.max(after + 1, sent - replay, keep == .max ? 0 : sent - keep))
+                for value in start..<sent { reference.receive(value) }
+                let gap = after + 1 < start ? (after + 1)..<start : nil
+                readers.append(
+                    .positioned(
+                        subject.subscribe(after: after, buffering: policy).makeAsyncIterator(), position: start,
+                        pendingGap: gap))
+                trace.append("subscribe(after: \(after), \(policy))")
+            } else {
+                // A dropping subscriber is replayed the newest of the cache it holds.
+                let replayed: ArraySlice<Int>
+                if case .bufferingNewest(let keep) = policy { replayed = history.suffix(keep) } else { replayed = history[...] }
+                for value in replayed { reference.receive(value) }
+                readers.append(.events(subject.events(buffering: policy).makeAsyncIterator()))
+                trace.append("events(\(policy))")
+            }
+            references.append(reference)
+        }
+        func failure(_ message: String) -> String { "\(message)\n  steps: \(trace.joined(separator: ", "))" }
+
+        for _ in 0..<Int(rng.next() % 3) + 1 { join(&rng) }
+        for _ in 0..<150 {
+            let roll = rng.next() % 100
+            switch roll {
+            case 0..<45:
+                subject.send(sent)
+                for k in references.indices where readers[k] != nil { references[k].receive(sent) }
+                trace.append("send(\(sent))")
+                sent += 1
+            case 45..<92:
+                let ready = references.indices.filter {
+                    guard readers[$0] != nil else { return false }
+                    if case .positioned(_, _, _?) = readers[$0] { return true }
+                    return references[$0].hasEventReady
+                }
+                guard !ready.isEmpty else { continue }
+                let k = ready[Int(rng.next() % UInt64(ready.count))]
+                if let mismatch = await Self.readOne(&readers[k], &references[k], &coverage) {
+                    return failure("subscriber #\(k) (\(references[k].policy)): \(mismatch)")
+                }
+                trace.append("read(#\(k))")
+            case 92..<97:
+                if readers.count < 6 { join(&rng) }
+            default:
+                let live = readers.indices.filter { readers[$0] != nil }
+                guard live.count > 1 else { continue }
+                let k = live[Int(rng.next() % UInt64(live.count))]
+                readers[k] = nil
+                references[k].ended = true
+                trace.append("leave(#\(k))")
+            }
+            if let violation = subject.storage.invariantViolation { return failure("invariant: \(violation)") }
+        }
+        subject.finish()
+        trace.append("finish")
+        for k in readers.indices where readers[k] != nil {
+            // The end: what is left, then the trailing gap, then nil.
+            while references[k].hasEventReady || Self.hasPendingGap(readers[k]) {
+                if let mismatch = await Self.readOne(&readers[k], &references[k], &coverage) {
+                    return failure("subscriber #\(k) (\(references[k].policy)) at the end: \(mismatch)")
+                }
+            }
+            let (rest, _) = references[k].remainingEvents(endingWith: nil)
+            for expected in rest {
+                guard let mismatch = await Self.readExpecting(expected, &readers[k]) else { continue }
+                return failure("subscriber #\(k) (\(references[k].policy)) at the end: \(mismatch)")
+            }
+            if let mismatch = await Self.readExpecting(nil, &readers[k]) {
+                return failure("subscriber #\(k) (\(references[k].policy)) at the end: \(mismatch)")
+            }
+        }
+        return nil
+    }
+
+    static func hasPendingGap(_ reader: Reader?) -> Bool {
+        if case .positioned(_, _, _?) = reader { return true }
+        return false
+    }
+
+    /// Reads one event and compares it with the reference's next one (a positioned reader's
+    /// pending gap first).
+    static func readOne(
+        _ reader: inout Reader?, _ reference: inout LagReference, _ coverage: inout LagReportingTests.Coverage
+    ) async -> String? {
+        if case .positioned(var iterator, let position, let gap?) = reader {
+            let event = await iterator.next()
+            reader = .positioned(iterator, position: position, pendingGap: nil)
+            let expected = PositionedEvent<Int, Int>.gap(after: gap.lowerBound - 1, before: gap.upperBound)
+            return event == expected ? nil : "read \(String(describing: event)), expected \(expected)"
+        }
+        let expected = reference.nextEvent()
+        coverage.count(expected)
+        return await Self.readExpecting(expected, &reader)
+    }
+
+    /// Reads one event, expecting the reference's `expected` (`nil`: the end).
+    static func readExpecting(_ expected: SharedEvent<Int>?, _ reader: inout Reader?) async -> String? {
+        switch reader {
+        case .events(var iterator):
+            let event = await iterator.next()
+            reader = .events(iterator)
+            return event == expected ? nil : "read \(String(describing: event)), expected \(String(describing: expected))"
+        case .positioned(var iterator, let position, _):
+            let event = await iterator.next()
+            let wanted: PositionedEvent<Int, Int>?
+            var next = position
+            switch expected {
+            case .element(let value)?:
+                wanted = .element(value, position: position)
+                next += 1
+            case .missed(let count)?:
+                wanted = .gap(after: position - 1, before: position + count)
+                next += count
+            case .evicted(let eviction)?: wanted = .evicted(eviction)
+            case nil: wanted = nil
+            }
+            reader = .positioned(iterator, position: next, pendingGap: nil)
+            return event == wanted ? nil : "read \(String(describing: event)), expected \(String(describing: wanted))"
+        case nil:
+            return "read from a subscriber that left"
+        }
+    }
+}
