@@ -187,4 +187,97 @@ struct DroppingBatchContractTests {
             return "read from a subscriber that left"
         }
     }
+
+    // MARK: Leaving while holding a batch
+
+    /// How many elements `storage` has produced (its machine's tail).
+    static func produced(_ storage: MulticastStorage<Int, Never>) -> Int {
+        storage.state.withLock { $0.machine.tail }
+    }
+
+    /// A cancelled task's `next()` returns what its iterator had taken that the policy has not
+    /// dropped, then `nil`; what was still only in the shared buffer (3) is not returned.
+    @Test(
+        "a task cancelled while its iterator holds a batch gets the part its policy kept, then nil",
+        arguments: [false, true])
+    func cancelledWhileHoldingABatch(reportsGaps: Bool) async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .bufferingNewest(4))
+        let (joined, tookFirst) = (Signal<Void>(), Signal<SharedEvent<Int>?>())
+        let (readFirst, readRest) = (Latch(), Latch())
+        // A plain iterator's elements are recorded as `.element`s.
+        let reader = Task { () -> [SharedEvent<Int>] in
+            var received: [SharedEvent<Int>] = []
+            if reportsGaps {
+                var events = subject.events().makeAsyncIterator()
+                joined.send(())
+                await readFirst.wait()
+                tookFirst.send(await events.next())
+                await readRest.wait()
+                while let event = await events.next() { received.append(event) }
+            } else {
+                var iterator = subject.makeAsyncIterator()
+                joined.send(())
+                await readFirst.wait()
+                tookFirst.send(await iterator.next().map { .element($0) })
+                await readRest.wait()
+                while let element = await iterator.next() { received.append(.element(element)) }
+            }
+            return received
+        }
+        _ = await joined.next("joined")
+        for value in 0..<4 { subject.send(value) }
+        readFirst.release()
+        let first = await tookFirst.next("read 0, took 1 and 2 ahead")
+        #expect(first == .some(.element(0)))
+        // One at a time it would now hold 2...5: 1 (taken ahead) is dropped, 2 is not.
+        subject.send(4)
+        subject.send(5)
+        reader.cancel()
+        readRest.release()
+        let rest = await reader.value
+        #expect(rest == (reportsGaps ? [.missed(1), .element(2)] : [.element(2)]))
+        #expect(subject.storage.subscriberCount == 0, "it left once the batch was used up")
+    }
+
+    /// A subscriber whose multicast connection was cancelled keeps what it had taken: the
+    /// elements a later connection produces never reach it, so they drop nothing it holds,
+    /// even once a subscriber of that connection makes the producers publish the tail again.
+    @Test("a batch taken before a multicast connection ended is not dropped by the next connection's elements")
+    func aBatchOutlivesItsConnection() async throws {
+        let source = FedSource()
+        let multicast = source.multicast(buffering: .bufferingNewest(4))
+        let storage = multicast._core.storage
+        var old = multicast.events().makeAsyncIterator()
+        let connection = multicast.connect()
+        #expect(await source.control.waitForStart(of: 0))
+        source.control.yield(0, 1, 2, 3)
+        try await waitUntil("0...3 produced") { Self.produced(storage) == 4 }
+        #expect(await old.next() == .element(0))
+        #expect(old.subscription.held?.withLock(\.elements) == [1, 2], "it took 1 and 2 ahead")
+        connection.cancel()
+
+        // The next connection: `late` takes a batch (so appends publish the tail again) and
+        // ten more are produced, far past the expiry of `old`'s batch.
+        var late = multicast.events().makeAsyncIterator()
+        let reconnected = multicast.connect()
+        #expect(await source.control.waitForStart(of: 1))
+        source.control.yield(10, 11, 12)
+        try await waitUntil("10...12 produced") { Self.produced(storage) == 7 }
+        #expect(await late.next() == .element(10))
+        #expect(late.subscription.held?.withLock(\.elements) == [11, 12])
+        source.control.yield(13, 14, 15, 16, 17, 18, 19, 20, 21, 22)
+        try await waitUntil("13...22 produced") { Self.produced(storage) == 17 }
+        #expect(storage.tailPublished > 5, "the tail published is past the expiry of old's batch")
+
+        var rest: [SharedEvent<Int>] = []
+        while let event = await old.next() { rest.append(event) }
+        #expect(rest == [.element(1), .element(2), .element(3)], "what it held when its connection ended, then nil")
+        // One at a time, `late` would hold 19...22 now: its batch (11, 12) and 13...18 drop.
+        #expect(await late.next() == .missed(8))
+        #expect(await late.next() == .element(19))
+        reconnected.cancel()
+        var lateRest: [SharedEvent<Int>] = []
+        while let event = await late.next() { lateRest.append(event) }
+        #expect(lateRest == [.element(20), .element(21), .element(22)])
+    }
 }
