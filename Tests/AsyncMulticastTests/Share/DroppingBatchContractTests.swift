@@ -281,6 +281,45 @@ struct DroppingBatchContractTests {
         #expect(lateRest == [.element(20), .element(21), .element(22)])
     }
 
+    // MARK: Senders appended outside a send
+
+    /// How the parked senders get in: the `.bounded(1)` subscriber they wait for leaves, or
+    /// they give up waiting (their tasks are cancelled) and are appended past every bound.
+    enum Admission: String, CaseIterable, Sendable {
+        case boundedSubscriberLeaves, sendersCancelled
+    }
+
+    /// The critical section that appends parked senders' elements is not a send's: a leave's,
+    /// or a cancelled sender's. It must publish the tail too, or the iterator would return
+    /// what its policy dropped.
+    @Test("senders let in by a leave, or giving up waiting, drop what the iterator holds", arguments: Admission.allCases)
+    func parkedSendersAppendedOutsideASend(_ admission: Admission) async throws {
+        let subject = AsyncPassthroughSubject<Int, Never>()
+        var paced: SharedIterator<Int, Never>? = subject.buffering(.bounded(1)).makeAsyncIterator()
+        var events = subject.events(buffering: .bufferingNewest(4)).makeAsyncIterator()
+        for value in 0..<4 { subject.send(value) }  // past `paced`'s bound: a plain send never waits
+        #expect(await events.next() == .element(0))
+        #expect(events.subscription.held?.withLock(\.elements) == [1, 2])
+        let senders = try await parkInOrder([4, 5], storage: subject.storage) { await subject.send(waitingForRoom: $0) }
+        switch admission {
+        case .boundedSubscriberLeaves:
+            withExtendedLifetime(paced) {}
+            paced = nil
+        case .sendersCancelled:
+            for sender in senders { sender.cancel() }
+        }
+        for sender in senders { await sender.value }
+        try await waitUntil("4 and 5 appended") { Self.produced(subject.storage) == 6 }
+        // One at a time, `events` would hold 2...5: 1 dropped.
+        #expect(await events.next() == .missed(1))
+        #expect(await events.next() == .element(2))
+        subject.finish()
+        var rest: [SharedEvent<Int>] = []
+        while let event = await events.next() { rest.append(event) }
+        #expect(rest == [.element(3), .element(4), .element(5)])
+        withExtendedLifetime(paced) {}
+    }
+
     // MARK: Concurrent senders and readers
 
     /// A reader of a concurrent round: a positioned subscriber (`.bufferingNewest(n)`, or the
