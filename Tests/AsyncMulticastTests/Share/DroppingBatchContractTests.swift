@@ -76,7 +76,11 @@ struct DroppingBatchContractTests {
             } else {
                 // A dropping subscriber is replayed the newest of the cache it holds.
                 let replayed: ArraySlice<Int>
-                if case .bufferingNewest(let keep) = policy { replayed = history.suffix(keep) } else { replayed = history[...] }
+                if case .bufferingNewest(let keep) = policy {
+                    replayed = history.suffix(keep)
+                } else {
+                    replayed = history[...]
+                }
                 for value in replayed { reference.receive(value) }
                 readers.append(.events(subject.events(buffering: policy).makeAsyncIterator()))
                 trace.append("events(\(policy))")
@@ -166,7 +170,8 @@ struct DroppingBatchContractTests {
         case .events(var iterator):
             let event = await iterator.next()
             reader = .events(iterator)
-            return event == expected ? nil : "read \(String(describing: event)), expected \(String(describing: expected))"
+            return event == expected
+                ? nil : "read \(String(describing: event)), expected \(String(describing: expected))"
         case .positioned(var iterator, let position, _):
             let event = await iterator.next()
             let wanted: PositionedEvent<Int, Int>?
@@ -292,7 +297,8 @@ struct DroppingBatchContractTests {
     /// The critical section that appends parked senders' elements is not a send's: a leave's,
     /// or a cancelled sender's. It must publish the tail too, or the iterator would return
     /// what its policy dropped.
-    @Test("senders let in by a leave, or giving up waiting, drop what the iterator holds", arguments: Admission.allCases)
+    @Test(
+        "senders let in by a leave, or giving up waiting, drop what the iterator holds", arguments: Admission.allCases)
     func parkedSendersAppendedOutsideASend(_ admission: Admission) async throws {
         let subject = AsyncPassthroughSubject<Int, Never>()
         var paced: SharedIterator<Int, Never>? = subject.buffering(.bounded(1)).makeAsyncIterator()
@@ -318,181 +324,5 @@ struct DroppingBatchContractTests {
         while let event = await events.next() { rest.append(event) }
         #expect(rest == [.element(3), .element(4), .element(5)])
         withExtendedLifetime(paced) {}
-    }
-
-    // MARK: Concurrent senders and readers
-
-    /// A reader of a concurrent round: a positioned subscriber (`.bufferingNewest(n)`, or the
-    /// lossless ones that tell which element each position holds), a lag-reporting one, or a
-    /// plain iterator.
-    enum Kind: Sendable, CustomStringConvertible {
-        case positioned(SharedBufferingPolicy)
-        case events(SharedBufferingPolicy)
-        case plain(SharedBufferingPolicy)
-
-        var description: String {
-            switch self {
-            case .positioned(let policy): return "subscribe(after: nil, \(policy))"
-            case .events(let policy): return "events(\(policy))"
-            case .plain(let policy): return "plain(\(policy))"
-            }
-        }
-    }
-
-    /// What a reader of a concurrent round received: each element with its position (a
-    /// positioned reader's) or `nil`, and each gap's bounds or count.
-    struct Received: Sendable {
-        var elements: [(value: Int, position: Int?)] = []
-        var gaps: [(after: Int?, before: Int?, count: Int)] = []
-        /// Events in order: `true` an element, `false` a gap.
-        var order: [Bool] = []
-    }
-
-    static let readers: [Kind] = [
-        .positioned(.unbounded), .positioned(.bounded(2)),
-        .positioned(.bufferingNewest(2)), .positioned(.bufferingNewest(3)), .positioned(.bufferingNewest(4)),
-        .positioned(.bufferingNewest(9)), .positioned(.bufferingNewest(130)),
-        .events(.bufferingNewest(2)), .events(.bufferingNewest(5)), .plain(.bufferingNewest(3)),
-        .plain(.bufferingNewest(8)),
-    ]
-
-    /// Three tasks send concurrently, half the rounds with `send(waitingForRoom:)` (parked on
-    /// the `.bounded(2)` subscriber and let in by its reads); every reader also sends a few of
-    /// its own between its first reads. In every interleaving: each position is received or
-    /// inside exactly one gap, each received element is the one the lossless subscriber got at
-    /// that position, so no element is duplicated, reordered or received after being counted
-    /// missed; plain and lag-reporting readers get an ordered subsequence, and elements plus
-    /// missed add up to everything sent.
-    @Test("concurrent senders and readers: every position received once or bounded by a gap, the same element everywhere")
-    func concurrentRoundsKeepTheContract() async throws {
-        try await withProgressWatchdog("concurrent rounds") { progress in
-            for round in 0..<16 {
-                await Self.concurrentRound(waitingForRoom: round % 2 == 1, perSender: 150 + 37 * round)
-                progress.tick()
-            }
-        }
-    }
-
-    static func concurrentRound(waitingForRoom: Bool, perSender: Int) async {
-        let subject = AsyncPassthroughSubject<Int, Never>(buffering: .unbounded)
-        let (joined, ownSendsDone, start) = (Tally(), Tally(), Latch())
-        let ownSends = 12
-        var tasks: [Task<Received, Never>] = []
-        for (k, kind) in Self.readers.enumerated() {
-            tasks.append(
-                Task {
-                    var received = Received()
-                    // Its own sends, one before each of its first reads: its own element is in
-                    // its buffer (the newest), so none of these reads waits.
-                    var own = 0
-                    func sendOwn() {
-                        guard own < ownSends else { return }
-                        subject.send((10 + k) * senderStride + own)
-                        own += 1
-                        if own == ownSends { ownSendsDone.add() }
-                    }
-                    switch kind {
-                    case .positioned(let policy):
-                        var iterator = subject.subscribe(after: nil, buffering: policy).makeAsyncIterator()
-                        joined.add()
-                        await start.wait()  // all joined at position 0
-                        sendOwn()
-                        while let event = await iterator.next() {
-                            switch event {
-                            case .element(let value, let position):
-                                received.elements.append((value, position))
-                                received.order.append(true)
-                            case .gap(let after, let before):
-                                received.gaps.append((after, before, before - after - 1))
-                                received.order.append(false)
-                            case .evicted: break
-                            }
-                            sendOwn()
-                        }
-                    case .events(let policy):
-                        var iterator = subject.events(buffering: policy).makeAsyncIterator()
-                        joined.add()
-                        await start.wait()  // all joined at position 0
-                        sendOwn()
-                        while let event = await iterator.next() {
-                            switch event {
-                            case .element(let value):
-                                received.elements.append((value, nil))
-                                received.order.append(true)
-                            case .missed(let count):
-                                received.gaps.append((nil, nil, count))
-                                received.order.append(false)
-                            case .evicted: break
-                            }
-                            sendOwn()
-                        }
-                    case .plain(let policy):
-                        var iterator = subject.buffering(policy).makeAsyncIterator()
-                        joined.add()
-                        await start.wait()  // all joined at position 0
-                        sendOwn()
-                        while let value = await iterator.next() {
-                            received.elements.append((value, nil))
-                            received.order.append(true)
-                            sendOwn()
-                        }
-                    }
-                    return received
-                })
-        }
-        await joined.wait(for: Self.readers.count, "readers joined")
-        start.release()
-        await sendConcurrently(senders: 3, perSender: perSender, waitingForRoom: waitingForRoom) { value, waits in
-            if waits { await subject.send(waitingForRoom: value) } else { subject.send(value) }
-        }
-        await ownSendsDone.wait(for: Self.readers.count, "readers' own sends")
-        subject.finish()
-        var results: [Received] = []
-        for task in tasks { results.append(await task.value) }
-        let total = 3 * perSender + ownSends * Self.readers.count
-        let context = "waitingForRoom \(waitingForRoom), \(total) sent"
-
-        // The lossless subscribers: every element, at its position.
-        let truth = results[0].elements.map(\.value)
-        #expect(truth.count == total, "\(context): the .unbounded subscriber")
-        #expect(results[0].elements.map(\.position) == Array(0..<truth.count).map { Optional($0) })
-        #expect(results[1].elements.map(\.value) == truth, "\(context): the .bounded(2) subscriber")
-        var positionOf: [Int: Int] = [:]
-        for (position, value) in truth.enumerated() { positionOf[value] = position }
-        #expect(positionOf.count == total, "\(context): values are unique")
-
-        for (k, kind) in Self.readers.enumerated().dropFirst(2) {
-            let got = results[k]
-            let missed = got.gaps.reduce(0) { $0 + $1.count }
-            if case .plain = kind {
-                #expect(got.gaps.isEmpty && got.elements.count <= total, "\(context), \(kind)")
-            } else {
-                #expect(got.elements.count + missed == total, "\(context), \(kind): elements + missed")
-            }
-            // An ordered subsequence of what the lossless subscriber received: no duplicate,
-            // nothing reordered.
-            let positions = got.elements.map { positionOf[$0.value] ?? -1 }
-            #expect(!positions.contains(-1), "\(context), \(kind): an element never sent")
-            #expect(zip(positions, positions.dropFirst()).allSatisfy { $0 < $1 }, "\(context), \(kind): order")
-            guard case .positioned = kind else { continue }
-            // Exact bounds: walking the events, each continues where the previous one ended.
-            var next = 0
-            var (e, g) = (0, 0)
-            for isElement in got.order {
-                if isElement {
-                    let (value, position) = got.elements[e]
-                    e += 1
-                    #expect(position == next && positions[e - 1] == next, "\(context), \(kind): \(value) at \(String(describing: position)), expected position \(next)")
-                    next += 1
-                } else {
-                    let gap = got.gaps[g]
-                    g += 1
-                    #expect(gap.after == next - 1 && gap.count > 0, "\(context), \(kind): gap \(gap) after position \(next - 1)")
-                    next = (gap.before ?? next)
-                }
-                if next < 0 { break }
-            }
-            #expect(next == total, "\(context), \(kind): positions covered")
-        }
     }
 }
