@@ -10,7 +10,7 @@
 ///
 /// Under `.bufferingNewest(n)` (at most `min(n / 2, 64)`) the policy may still drop them:
 /// they are kept beside the subscription instead (`HeldBatch`), and `MulticastStorage.refill`
-/// returns them one at a time, each checked against the tail (`takeHeld`).
+/// returns them one at a time, each checked against the tail (`HeldBatch.take`).
 @usableFromInline
 struct ElementBatch<Element> {
     /// The elements; the machine appends to it when the batch is refilled.
@@ -46,55 +46,6 @@ struct ElementBatch<Element> {
         }
         self.nextIndex = index &+ 1
         return element
-    }
-}
-
-extension ElementBatch {
-    /// What `takeHeld` found.
-    @usableFromInline
-    enum HeldElement {
-        /// The next element, after `missed` the policy dropped before it.
-        case element(Element, missed: Int)
-        /// A lag-reporting reader's gap of this many, reported alone: the element after it
-        /// stays held, where the policy may still drop it.
-        case gap(Int)
-        /// The policy dropped all the rest, this many: the next read tells what follows.
-        case usedUp(missed: Int)
-    }
-
-    /// The next of `elements`, a `.bufferingNewest(n)` batch, from index `next` on, or what
-    /// the policy dropped, given `tail`, the number of elements produced as last published
-    /// (read after the batch was taken: no smaller than it was then). If that says the
-    /// policy dropped some, `exactTail` (the machine's `heldBatchTail(of:)`, under the lock)
-    /// decides: the subscriber may have left its lane since (its multicast connection
-    /// ended), and then later elements drop nothing.
-    ///
-    /// Exactly what reading them one by one under the lock would give: an element at
-    /// position `p` is dropped once the tail is past `p + n`, and `p + n` is `expiry + i`
-    /// for `elements[i]` (`ReadReport.batchExpiry`). The tail may be read later than the
-    /// caller's last look at the buffer, never earlier, so what it returns is what a read
-    /// at that moment returns.
-    @inlinable
-    static func takeHeld(
-        _ elements: [Element], next: inout Int, expiry: Int, tail: Int, reportsGaps: Bool, exactTail: () -> Int
-    ) -> HeldElement {
-        let first = next
-        let count = elements.count
-        assert(expiry != 0 && first < count, "takeHeld with nothing held")
-        // The first index the policy has not dropped: `tail <= expiry + i`.
-        var firstKept = Swift.max(first, tail &- expiry)
-        if firstKept != first { firstKept = Swift.max(first, exactTail() &- expiry) }
-        guard firstKept < count else {
-            next = count
-            return .usedUp(missed: count - first)
-        }
-        let missed = firstKept - first
-        if missed > 0, reportsGaps {
-            next = firstKept
-            return .gap(missed)
-        }
-        next = firstKept + 1
-        return .element(elements[firstKept], missed: missed)
     }
 }
 

@@ -116,7 +116,7 @@ extension MulticastStateMachine {
         /// can refill the other half while a subscriber works through its batch; `maxBatch`
         /// for `.keepAll`. A `.dropOldest(keep)` member takes up to `keep / 2`, which its rule
         /// may still drop: its iterator checks each against the tail before returning it
-        /// (`ElementBatch.takeHeld`), as tokio's receivers check their position. `.freeze`
+        /// (`HeldBatch.take`), as tokio's receivers check their position. `.freeze`
         /// takes none: its private queues are not positions in the shared buffer.
         @usableFromInline
         let batchLimit: Int

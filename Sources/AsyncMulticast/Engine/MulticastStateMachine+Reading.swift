@@ -30,12 +30,12 @@ struct ReadReport: Sendable {
     var offersWhenParked: UInt32 = 0
     /// Elements this subscriber's policy dropped just before the element read (with
     /// `reportsGaps`: the gap found, and nothing was read). Set by the reader too: what its
-    /// policy dropped from the batch it held (`ElementBatch.takeHeld`), to which the read
+    /// policy dropped from the batch it held (`HeldBatch.take`), to which the read
     /// adds; with `reportsGaps`, a read given a count reports it as a gap.
     @usableFromInline
     var missed = 0
     /// Set by a read of a `.dropOldest(keep)` member that may take a batch: the batch's
-    /// elements stay subject to the rule (`ElementBatch.takeHeld`). Its element at index
+    /// elements stay subject to the rule (`HeldBatch.take`). Its element at index
     /// `i` is dropped once the tail is past `batchExpiry + i` (the batch's first position
     /// plus `keep`, saturating). 0: the batch is the subscriber's for good (lossless lanes).
     /// Kept in `evictionCode`'s word, with its top bit clear: a `.dropOldest` read ends no
@@ -113,7 +113,7 @@ extension MulticastStateMachine {
     /// `.bounded(n)` subscriber holds at most `n` elements in the shared buffer plus at most
     /// `batchLimit` (half the bound, at most 64) in its iterator. On a `.dropOldest(keep)`
     /// lane the rule may still drop them: `report.batchExpiry` says from when, and the
-    /// iterator checks each against the tail before it returns it (`ElementBatch.takeHeld`),
+    /// iterator checks each against the tail before it returns it (`HeldBatch.take`),
     /// so the subscriber receives and misses what reading them one by one would give.
     ///
     /// `report` receives what the subscriber missed just before the returned element (or
@@ -158,7 +158,7 @@ extension MulticastStateMachine {
                 preconditionFailure("lossless subscriber behind the shared window")
             }
         }
-        // What the reader's own batch dropped (`ElementBatch.takeHeld`), with no gap in the
+        // What the reader's own batch dropped (`HeldBatch.take`), with no gap in the
         // buffer after it: reported alone all the same.
         if report.reportsGaps, report.missed > 0 { return .gap }
 
@@ -204,7 +204,7 @@ extension MulticastStateMachine {
     }
 
     /// The tail against which subscriber `id`'s iterator checks the `.bufferingNewest` batch
-    /// it took ahead (`ElementBatch.takeHeld`), once the published tail says its policy
+    /// it took ahead (`HeldBatch.take`), once the published tail says its policy
     /// dropped some: the tail, or, for a subscriber whose multicast connection ended, the
     /// tail then (`PrivateQueue.endedAtTail`): elements produced for a later connection do
     /// not reach it, so they drop nothing it holds.

@@ -36,7 +36,7 @@
 //   - `.park(bound)` (`.bounded(bound)`): the producer parks once a member holds bound.
 //   - Elements taken into an iterator's batch are past the cursor: handed over, not counted.
 //     A `.dropOldest(keep)` member's batch (keep >= 2) may still be dropped: its iterator
-//     checks each element against the tail the storage publishes (`ElementBatch.takeHeld`).
+//     checks each element against the tail the storage publishes (`HeldBatch.take`).
 //   - An `.evict` subscriber joins at the tail; its replayed elements are a private
 //     greeting (`greetings`) it reads first, so only what is produced after it joined can
 //     evict it.

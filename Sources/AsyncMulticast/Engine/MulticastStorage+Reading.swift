@@ -86,7 +86,9 @@ extension MulticastStorage {
         batch = lending.take()!
         // A `.bufferingNewest` read: its batch stays subject to the rule, beside the
         // subscription, where the iterator's inline `popFirst` does not see it.
-        if report.batchExpiry != 0, !batch.isEmpty, let held { self.hold(&batch, expiry: report.batchExpiry, in: held) }
+        if report.batchExpiry != 0, !batch.isEmpty, let held {
+            held.withLock { $0.hold(&batch, expiry: report.batchExpiry) }
+        }
         switch action {
         case .element(let element, let producers):
             // The cheap form of what this read leaves to do (see `takeNext`).
@@ -105,7 +107,7 @@ extension MulticastStorage {
 
     /// The next element of a `.bufferingNewest` batch kept in `kept` that its policy has not
     /// dropped (or the gap before it, for a lag-reporting reader), checked against the
-    /// published tail (`ElementBatch.takeHeld`); `nil` once it holds nothing more (what the
+    /// published tail (`HeldBatch.take`); `nil` once it holds nothing more (what the
     /// policy dropped of it is then in `report.missed`, for the read that follows).
     @inlinable
     func takeHeld(from kept: Lock<HeldBatch<Element>>, _ id: SubscriberID, report: inout ReadReport) -> Refill? {
@@ -115,9 +117,9 @@ extension MulticastStorage {
             // The tail was published in the critical section of each append, and this
             // task's own reads and sends happened before this load. A drop it shows is
             // confirmed under the storage's lock.
-            switch ElementBatch.takeHeld(
-                held.elements, next: &held.next, expiry: held.expiry, tail: self.tailPublished,
-                reportsGaps: reportsGaps, exactTail: { self.state.withLock { $0.machine.heldBatchTail(of: id) } })
+            switch held.take(
+                tail: self.tailPublished, reportsGaps: reportsGaps,
+                exactTail: { self.state.withLock { $0.machine.heldBatchTail(of: id) } })
             {
             case .element(let element, let missed): return (.element(element), missed)
             case .gap(let missed): return (.gap, missed)
@@ -126,18 +128,6 @@ extension MulticastStorage {
         }
         report.missed += missed
         return taken
-    }
-
-    /// A `.bufferingNewest` read took `batch`, expiring at `expiry` (`ReadReport.batchExpiry`):
-    /// it goes to `held`, and `batch` gets the used-up array back, so that neither allocates
-    /// again.
-    @inlinable
-    func hold(_ batch: inout [Element], expiry: Int, in held: Lock<HeldBatch<Element>>) {
-        held.withLock { held in
-            swap(&held.elements, &batch)
-            (held.next, held.expiry) = (0, expiry)
-        }
-        batch.removeAll(keepingCapacity: true)
     }
 
     /// One read of `next()`: the machine's `nextRequested`, and what it leaves to do (the

@@ -110,7 +110,7 @@ final class MulticastStorage<Element: Sendable, Failure: Error>: Sendable {
     /// `.bufferingNewest` read took may still lose elements to later ones): `offer`,
     /// `offerIfRoom`, `updateLatest`, and the end of a critical section that appended
     /// parked senders' elements. A `.bufferingNewest` subscriber checks the batch it holds
-    /// against it without the lock (`ElementBatch.takeHeld`).
+    /// against it without the lock (`HeldBatch.take`).
     @usableFromInline
     let publishedTail = Atomic<Int>(0)
     /// The policy of a subscriber that names none (the machine's `defaultPolicy`), for the

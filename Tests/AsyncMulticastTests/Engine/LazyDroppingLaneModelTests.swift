@@ -72,7 +72,7 @@ extension HeavyAndTimingSensitive {
                     "subscriber #\(k) (\(sub.policy)) holds \(backlog.count), at most \(backlog.highWaterMark)")
                 // Its iterator's batch is handed over, not held (what the policy has not
                 // dropped of it is still in `pending`).
-                let inBatch = sub.liveHeld(tail: machine.heldBatchTail(of: sub.id)).count
+                let inBatch = sub.held.live(tail: machine.heldBatchTail(of: sub.id)).count
                 try run.check(
                     backlog.count + inBatch == sub.pending.count,
                     "subscriber #\(k) (\(sub.policy)) holds \(backlog.count) and \(inBatch) in its batch, expected \(sub.pending.count)"

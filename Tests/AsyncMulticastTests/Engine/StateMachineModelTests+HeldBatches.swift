@@ -1,5 +1,5 @@
 // The model's `.bufferingNewest` iterators: the batch a read took ahead stays subject to the
-// policy (`ElementBatch.takeHeld`), as the storage's `refill` checks it. Its elements stay in
+// policy (`HeldBatch.take`), as the storage's `refill` checks it. Its elements stay in
 // the subscriber's `pending` until returned, where the model's own queue drops them.
 
 @testable import AsyncMulticast
@@ -11,11 +11,9 @@ extension ModelRun {
     mutating func readHeld(_ k: Int) throws(ModelFailure) -> Int? {
         let id = self.subscribers[k].id
         let machine = self.machine
-        var next = self.subscribers[k].heldNext
-        let taken = ElementBatch.takeHeld(
-            self.subscribers[k].held, next: &next, expiry: self.subscribers[k].heldExpiry, tail: machine.tail,
-            reportsGaps: self.subscribers[k].reportsGaps, exactTail: { machine.heldBatchTail(of: id) })
-        self.subscribers[k].heldNext = next
+        let taken = self.subscribers[k].held.take(
+            tail: machine.tail, reportsGaps: self.subscribers[k].reportsGaps,
+            exactTail: { machine.heldBatchTail(of: id) })
         switch taken {
         case .element(let element, let missed):
             if self.subscribers[k].reportsGaps, let gap = self.subscribers[k].takeGap() {
@@ -39,13 +37,5 @@ extension ModelRun {
         case .usedUp(let missed):
             return missed
         }
-    }
-}
-
-extension ModelRun.Subscriber {
-    /// What its `.bufferingNewest` batch holds that it has not returned and its policy has
-    /// not dropped at `tail`.
-    func liveHeld(tail: Int) -> ArraySlice<Int> {
-        AsyncMulticastTests.liveHeld(self.held, next: self.heldNext, expiry: self.heldExpiry, tail: tail)
     }
 }

@@ -228,7 +228,7 @@ struct ModelRun {
         .bufferingNewest(0), .bufferingNewest(1), .bufferingNewest(3),
         .bufferingOldest(0), .bufferingOldest(1), .bufferingOldest(3),
         .evicting(1), .evicting(3),
-        // Takes batches of 3 that its policy may still drop (`ElementBatch.takeHeld`).
+        // Takes batches of 3 that its policy may still drop (`HeldBatch.take`).
         .bufferingNewest(6),
     ]
 
@@ -237,13 +237,9 @@ struct ModelRun {
         let policy: SharedBufferingPolicy
         /// The iterator's batch, as `SharedIterator` keeps it: last first.
         var batch: [Int] = []
-        /// A `.bufferingNewest` iterator's batch (`ElementBatch.takeHeld`): its elements stay
-        /// in `pending` until returned, where the policy may still drop them. `heldNext` and
-        /// `heldExpiry` are what `HeldBatchPosition` keeps for it.
-        var held: [Int] = []
-        var heldNext = 0
-        var heldExpiry = 0
-        var holdsMore: Bool { self.heldExpiry != 0 && self.heldNext < self.held.count }
+        /// A `.bufferingNewest` iterator's batch (`HeldBatch.take`): its elements stay
+        /// in `pending` until returned, where the policy may still drop them.
+        var held = HeldBatch<Int>()
         /// Not yet handed to the iterator, in order.
         var pending: [Int]
         /// For each of `pending`: how many elements its policy dropped just before it.
@@ -624,7 +620,7 @@ struct ModelRun {
                 return
             }
             var droppedFromBatch = 0
-            if self.subscribers[k].holdsMore {
+            if self.subscribers[k].held.holdsMore {
                 // A `.bufferingNewest` batch: checked against the tail, as the iterator does.
                 guard let dropped = try self.readHeld(k) else { return }
                 droppedFromBatch = dropped
@@ -638,8 +634,8 @@ struct ModelRun {
             let holdsBatch = report.batchExpiry != 0
             self.subscribers[k].batch = holdsBatch ? [] : lending ?? []
             if holdsBatch {
-                self.subscribers[k].held = lending ?? []
-                (self.subscribers[k].heldExpiry, self.subscribers[k].heldNext) = (report.batchExpiry, 0)
+                var lent = lending ?? []
+                self.subscribers[k].held.hold(&lent, expiry: report.batchExpiry)
             }
             if self.subscribers[k].reportsGaps, let gap = self.subscribers[k].takeGap() {
                 // A lag-reporting read that finds a gap reports it alone and takes nothing.
@@ -672,7 +668,7 @@ struct ModelRun {
                     throw self.fail("read \(action), expected element \(expected)")
                 }
                 try self.check(element == expected, "read \(element), expected \(expected)")
-                let taken = holdsBatch ? self.subscribers[k].held : self.subscribers[k].batch
+                let taken = holdsBatch ? self.subscribers[k].held.elements : self.subscribers[k].batch
                 try self.check(taken == batch, "batch \(taken), expected \(batch)")
                 try self.checkReport(report, of: k, missed: missed, evicted: false)
                 let release = self.releasedIfRoom()
@@ -1098,7 +1094,7 @@ struct ModelRun {
             // What a `.bufferingNewest` iterator took ahead and its policy has not dropped is
             // still the subscriber's to receive.
             let undelivered =
-                Array(sub.liveHeld(tail: self.machine.heldBatchTail(of: sub.id))) + self.machine.undelivered(sub.id)
+                Array(sub.held.live(tail: self.machine.heldBatchTail(of: sub.id))) + self.machine.undelivered(sub.id)
             try self.check(
                 undelivered == sub.pending,
                 "subscriber #\(k) (\(sub.policy)) may still receive \(undelivered), expected \(sub.pending)")

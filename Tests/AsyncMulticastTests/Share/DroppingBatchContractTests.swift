@@ -1,5 +1,5 @@
 // The contract of a `.bufferingNewest(n)` iterator that takes batches ahead (HeldBatch,
-// `ElementBatch.takeHeld`): what each subscriber receives, and the `.missed(n)` events and
+// `HeldBatch.take`): what each subscriber receives, and the `.missed(n)` events and
 // positioned gaps it reports, are exactly what reading one element at a time under the lock
 // gave (tokio's `Lagged(n)`: a `.missed` takes nothing; the element after a gap may itself be
 // dropped later). Single-task runs compare event by event with `LagReference`; concurrent runs

@@ -1,7 +1,7 @@
 // A `.bufferingNewest(n)` iterator takes up to `min(n / 2, 64)` ready elements ahead in one
 // read, as lossless ones do, but its policy may still drop them: before returning each, it
 // checks the element's position against the tail the producers publish
-// (`ElementBatch.takeHeld`), and a drop it sees is confirmed under the lock. What it returns
+// (`HeldBatch.take`), and a drop it sees is confirmed under the lock. What it returns
 // and reports is what reading them one at a time would give (tokio's receivers check their
 // position the same way). The randomized comparisons with a one-at-a-time reference are in
 // LagReportingTests (`.bufferingNewest(6)` and `(9)`) and the model tests; these pin down
@@ -13,7 +13,7 @@ import Testing
 
 @Suite("Dropping batches: what a .bufferingNewest iterator took ahead", .timeLimit(.minutes(2)))
 struct DroppingBatchTests {
-    /// `takeHeld` alone: a batch of 3 at positions 1, 2, 3 under `.bufferingNewest(4)`
+    /// `HeldBatch.take` alone: a batch of 3 at positions 1, 2, 3 under `.bufferingNewest(4)`
     /// (expiry 1 + 4), read at different tails.
     @Test(
         "a held element is returned until the tail passes its position plus n",
@@ -28,37 +28,34 @@ struct DroppingBatchTests {
             (8, true, "used up, missed 3, next 3"),
         ])
     func takeHeldFollowsThePositions(tail: Int, reportsGaps: Bool, expected: String) {
-        var next = 0
-        let taken = ElementBatch.takeHeld(
-            [10, 11, 12], next: &next, expiry: 5, tail: tail, reportsGaps: reportsGaps, exactTail: { tail })
+        var held = HeldBatch<Int>()
+        var batch = [10, 11, 12]
+        held.hold(&batch, expiry: 5)
+        let taken = held.take(tail: tail, reportsGaps: reportsGaps, exactTail: { tail })
         let described: String
         switch taken {
-        case .element(let element, let missed): described = "element \(element), missed \(missed), next \(next)"
-        case .gap(let missed): described = "gap \(missed), next \(next)"
-        case .usedUp(let missed): described = "used up, missed \(missed), next \(next)"
+        case .element(let element, let missed): described = "element \(element), missed \(missed), next \(held.next)"
+        case .gap(let missed): described = "gap \(missed), next \(held.next)"
+        case .usedUp(let missed): described = "used up, missed \(missed), next \(held.next)"
         }
         #expect(described == expected)
     }
 
     @Test("a drop the published tail shows is confirmed by the exact tail: an ended subscriber's stays")
     func theExactTailDecides() {
-        var next = 0
+        var held = HeldBatch<Int>()
+        var batch = [10, 11]
+        held.hold(&batch, expiry: 5)
         // Published: 9 (a later connection produced); the subscriber's connection ended at 5.
-        guard
-            case .element(10, missed: 0) = ElementBatch.takeHeld(
-                [10, 11], next: &next, expiry: 5, tail: 9, reportsGaps: true, exactTail: { 5 })
-        else {
+        guard case .element(10, missed: 0) = held.take(tail: 9, reportsGaps: true, exactTail: { 5 }) else {
             Issue.record("the held element was dropped by elements that never reached its subscriber")
             return
         }
-        guard
-            case .element(11, missed: 0) = ElementBatch.takeHeld(
-                [10, 11], next: &next, expiry: 5, tail: 9, reportsGaps: true, exactTail: { 6 })
-        else {
+        guard case .element(11, missed: 0) = held.take(tail: 9, reportsGaps: true, exactTail: { 6 }) else {
             Issue.record("the second held element was dropped")
             return
         }
-        #expect(next == 2)
+        #expect(held.next == 2)
     }
 
     @Test("sends after a read that took a batch drop what the iterator holds: .missed, then the newest n")

@@ -134,7 +134,7 @@ struct LagReportingTests {
         func policies() -> [SharedBufferingPolicy] {
             switch self {
             // 6 and 9: iterators that take batches of 3 and 4 ahead, which the policy may
-            // still drop (`ElementBatch.takeHeld`); the reference reads one at a time.
+            // still drop (`HeldBatch.take`); the reference reads one at a time.
             case .newest: return [0, 1, 2, 3, 6, 9].map { .bufferingNewest($0) }
             case .oldest: return (0...3).map { .bufferingOldest($0) }
             case .evicting: return (1...4).map { .evicting($0) }
