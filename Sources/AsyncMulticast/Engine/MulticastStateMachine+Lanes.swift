@@ -124,22 +124,6 @@ extension MulticastStateMachine {
         @inlinable
         static var maxBatch: Int { 64 }
 
-        /// Whether its members take batches the rule may still drop: `.dropOldest(keep)`
-        /// with `keep` of 2 or more (`ReadReport.batchExpiry`).
-        @inlinable
-        var holdsBatches: Bool { self.kept != .max && self.batchLimit > 0 }
-
-        /// Whether the lane of `policy` holds batches (`holdsBatches`): a subscription with
-        /// that policy keeps a place for them (`HeldBatchSlot`).
-        /// (`.bufferingNewest(keep)` with `keep` of 2 or more: `Overflow(policy)` is then
-        /// `.dropOldest(keep)`, and its `batchLimit` is positive; but not `Int.max`, which
-        /// drops nothing: its lane's `kept` is `Int.max`, as a lossless lane's.)
-        @inlinable
-        static func holdsBatches(_ policy: SharedBufferingPolicy) -> Bool {
-            if case .bufferingNewest(let keep) = policy { return keep >= 2 && keep != .max }
-            return false
-        }
-
         /// The oldest position a member of this lane still reads (`tail` if none): its
         /// histogram's oldest cell, or for `.dropOldest(keep)` no earlier than `tail - keep`.
         ///

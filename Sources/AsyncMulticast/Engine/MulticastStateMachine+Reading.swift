@@ -203,19 +203,6 @@ extension MulticastStateMachine {
         return .nothingReady(slot: slotIndex)
     }
 
-    /// The tail against which subscriber `id`'s iterator checks the `.bufferingNewest` batch
-    /// it took ahead (`HeldBatch.take`), once the published tail says its policy
-    /// dropped some: the tail, or, for a subscriber whose multicast connection ended, the
-    /// tail then (`PrivateQueue.endedAtTail`): elements produced for a later connection do
-    /// not reach it, so they drop nothing it holds.
-    @inlinable
-    func heldBatchTail(of id: SubscriberID) -> Int {
-        guard let slotIndex = self.liveSlot(id), self.slots[slotIndex].readsPrivateQueue,
-            let queue = self.privateQueues[UInt32(slotIndex)], queue.endsWhenEmpty
-        else { return self.tail }
-        return queue.endedAtTail
-    }
-
     /// Reads the next element of the subscriber's greeting, if it has one; with batching,
     /// the batch takes what follows it: the rest of the greeting, then the shared buffer's.
     @inlinable

@@ -1,7 +1,8 @@
 // The engine behind every face of the library. Its state and its transitions are split by
 // concern: +Effects (what a transition leaves to do), +Subscribers (the subscriber table),
 // +Lanes (per-policy histograms and all index arithmetic; +Pending: what a subscriber has
-// left to read), +Reading, +Producing (+Parking: producers waiting for room), +Upstream
+// left to read), +Reading (+HeldBatches: what a `.bufferingNewest` read takes ahead that its
+// policy may still drop), +Producing (+Parking: producers waiting for room), +Upstream
 // (start, stop, connections, the end), +Timer (the windows and the timer task), +Hosting (a
 // hosted run()), +Resuming (a join after a position), +Priority, +Observers (who hears a
 // count change or the completion), +Draining (who waits until the end has reached every
@@ -348,25 +349,10 @@ struct MulticastStateMachine<Element: Sendable, Failure: Error>: Sendable {
     var hasSoftLimits = false
 
     /// The largest tail at which an element of a batch that a `.dropOldest` read took could
-    /// still be dropped (its `batchExpiry` plus its count): until the tail reaches it, every
-    /// append publishes the tail for the iterators that check their batches against it
-    /// (`appendObserved()`, `MulticastStorage.publishTail(of:)`). Raised in the critical section
-    /// of the read, before any later append; appends before it cannot drop what it took (a
-    /// batch holds only elements within its window), and those past it only elements
-    /// already seen dropped. 0 once passed (`appendObserved()`), so that a send tests one
-    /// word while no such batch is out, as when a `.bufferingNewest` subject's subscribers
-    /// are stalled.
+    /// still be dropped: until then, appends publish the tail; 0 once passed
+    /// (MulticastStateMachine+HeldBatches.swift says why that is enough).
     @usableFromInline
     var tailWatchedUntil = 0
-
-    /// The storage observed an append, with `tailWatchedUntil` set: whether to publish the
-    /// tail (`MulticastStorage.publishTail(of:)`); the watch ends once the tail is past it.
-    @inlinable
-    mutating func appendObserved() -> Bool {
-        if self.tail <= self.tailWatchedUntil { return true }
-        self.tailWatchedUntil = 0
-        return false
-    }
 
     @inlinable
     init(
