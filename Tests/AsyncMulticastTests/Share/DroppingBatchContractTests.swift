@@ -31,18 +31,9 @@ struct DroppingBatchContractTests {
         "events and positioned gaps match a one-at-a-time queue, for every limit, with and without replay",
         arguments: [0, 3, 9])
     func eventsAndGapsMatchOneAtATime(replay: Int) async throws {
-        let coverage = try await withProgressWatchdog("seeded runs") { progress -> LagReportingTests.Coverage in
-            var coverage = LagReportingTests.Coverage()
-            for seed in 0..<UInt64(120) {
-                if let failure = await Self.run(seed: seed, replay: replay, coverage: &coverage) {
-                    Issue.record("replay \(replay), seed \(seed): \(failure)")
-                    break
-                }
-                progress.tick()
-                await Task.yield()
-            }
-            return coverage
-        }
+        let coverage = try await LagReportingTests.Coverage.ofSeededRuns(
+            "seeded runs", seeds: 0..<120, case: "replay \(replay)"
+        ) { await Self.run(seed: $0, replay: replay, coverage: &$1) }
         #expect(coverage.elements > 1_000)
         #expect(coverage.missed > 300, "the runs reached few gaps")
     }

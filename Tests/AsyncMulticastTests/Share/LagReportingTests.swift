@@ -161,26 +161,37 @@ struct LagReportingTests {
             case .evicted: self.evicted += 1
             }
         }
+
+        /// What `run` exercised over `seeds`, one seeded run each, until the first that reports
+        /// a disagreement (recorded as an issue, with `name` and the seed). The hang guard is a
+        /// watchdog that each run feeds, not a deadline for all of them that a loaded machine
+        /// could miss.
+        static func ofSeededRuns(
+            _ what: String, seeds: Range<UInt64>, case name: String,
+            _ run: @escaping @Sendable (UInt64, inout Coverage) async -> String?
+        ) async throws -> Coverage {
+            try await withProgressWatchdog(what) { progress -> Coverage in
+                var coverage = Coverage()
+                for seed in seeds {
+                    if let failure = await run(seed, &coverage) {
+                        Issue.record("\(name), seed \(seed): \(failure)")
+                        break
+                    }
+                    progress.tick()
+                    // A run rarely suspends: let the tests beside it run between runs.
+                    await Task.yield()
+                }
+                return coverage
+            }
+        }
     }
 
     @Test(
         "lag counts are exact: every event, .missed position and count, matches a per-subscriber queue",
         arguments: PolicyFamily.allCases)
     func lagCountsAreExact(_ family: PolicyFamily) async throws {
-        // 200 seeded runs: the hang guard is a watchdog that each run feeds, not a deadline
-        // for all of them that a loaded machine could miss.
-        let coverage = try await withProgressWatchdog("200 seeded runs") { progress -> Coverage in
-            var coverage = Coverage()
-            for seed in 0..<Self.seeds {
-                if let failure = await Self.run(family: family, seed: seed, coverage: &coverage) {
-                    Issue.record("\(family), seed \(seed): \(failure)")
-                    break
-                }
-                progress.tick()
-                // A run rarely suspends: let the tests beside it run between runs.
-                await Task.yield()
-            }
-            return coverage
+        let coverage = try await Coverage.ofSeededRuns("200 seeded runs", seeds: 0..<Self.seeds, case: "\(family)") {
+            await Self.run(family: family, seed: $0, coverage: &$1)
         }
         #expect(coverage.elements > 1_000)
         if family != .evicting { #expect(coverage.missed > 1_000, "the runs reached few gaps") }
